@@ -1,0 +1,127 @@
+// The inference engine: a loaded model, per-sequence KV caches, and a batched forward
+// pass whose logits for a sequence are, bit for bit, a function of (weights, token ids)
+// alone in canonical numerics (docs/numerics.md) — whatever the batch, chunking,
+// thread count or backend.
+//
+// Ownership: a Model is immutable once loaded and shared (std::shared_ptr) by engines.
+// An Engine owns its sequences' KV caches. Thread safety: Model is safe to share across
+// threads; an Engine is not thread-safe — one thread (the scheduler) drives it.
+// Errors: Load/Create/Forward return Status; a bad model file names the file and tensor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/kernels.h"
+
+namespace trace::engine {
+
+// config.json, as far as the engine needs it.
+struct ModelConfig {
+  std::string architecture;  // "qwen3" | "qwen2" | "llama" (from model_type)
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  double rope_theta = 10000.0;
+  float rms_norm_eps = 1e-6f;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v bias (Qwen2)
+  bool qk_norm = false;         // per-head q/k RMSNorm (Qwen3)
+  kernels::DType dtype = kernels::DType::kBF16;  // torch_dtype of the stored weights
+  std::vector<int32_t> eos_token_ids;            // from config.json / generation_config.json
+};
+
+// What identifies a model: recorded in every run, checked on replay.
+struct ModelFingerprint {
+  std::string architecture;
+  std::string dtype;
+  int64_t parameter_count = 0;
+  std::string weights_sha256;        // over the safetensors files in name order
+  std::string config_sha256;         // config.json bytes
+  std::string tokenizer_sha256;      // tokenizer.json bytes
+  std::string chat_template_sha256;  // the chat_template string
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // Loads a Hugging Face model folder: config.json, model.safetensors or sharded
+  // (model.safetensors.index.json), memory-mapped. Computing the weights hash reads every
+  // byte once; `hash_weights = false` skips it (fingerprint().weights_sha256 empty).
+  static Result<std::shared_ptr<const Model>> Load(const std::string& dir,
+                                                   bool hash_weights = true);
+  virtual const std::string& dir() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual const ModelFingerprint& fingerprint() const = 0;
+};
+
+struct EngineOptions {
+  kernels::Numerics numerics = kernels::Numerics::kCanonical;
+  kernels::Impl impl = kernels::Impl::kAuto;  // kReference: scalar reference kernels
+  int threads = 0;                            // 0: hardware concurrency
+  std::string device = "cpu";                 // "cpu" | "cuda" | "cuda:N"
+  int64_t max_context = 0;                    // per sequence; 0: the model's maximum
+};
+
+using SeqId = int64_t;
+
+// One entry of a batched forward: append `tokens` to sequence `seq` and return logits
+// at the indices `logits_at` (0-based indices into `tokens`, ascending).
+struct BatchItem {
+  SeqId seq = 0;
+  std::span<const int32_t> tokens;
+  std::vector<int32_t> logits_at;
+};
+
+// Logits of one Forward call: rows in the order of the requests (item by item, then by
+// logits_at), each vocab_size floats.
+struct ForwardOutput {
+  int64_t vocab_size = 0;
+  std::vector<float> logits;  // [rows, vocab_size]
+  std::span<const float> row(size_t i) const {
+    return {logits.data() + i * vocab_size, static_cast<size_t>(vocab_size)};
+  }
+};
+
+// Optional per-layer probe: called with (item index, token index within the item, layer,
+// the hidden state after that layer [hidden_size]) for rows whose logits were asked for.
+using LayerProbe =
+    std::function<void(size_t item, int32_t token_index, int layer, std::span<const float>)>;
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  static Result<std::unique_ptr<Engine>> Create(std::shared_ptr<const Model> model,
+                                                const EngineOptions& options);
+
+  virtual const Model& model() const = 0;
+  virtual const EngineOptions& options() const = 0;
+  // "cpu avx2" / "cuda:0 NVIDIA H200": what ran the kernels.
+  virtual std::string DeviceDescription() const = 0;
+
+  virtual SeqId NewSequence() = 0;
+  virtual void FreeSequence(SeqId seq) = 0;
+  // A new sequence whose cache holds a copy of the first `n_tokens` of `src` (prefix reuse).
+  virtual Result<SeqId> ForkSequence(SeqId src, int64_t n_tokens) = 0;
+  // Drops cached positions >= n_tokens.
+  virtual Status Truncate(SeqId seq, int64_t n_tokens) = 0;
+  virtual int64_t Length(SeqId seq) const = 0;
+
+  // Runs all items in one batched forward pass (any mix of prefill chunks and decode
+  // steps, any lengths). Canonical numerics: each item's logits are bitwise independent
+  // of the other items and of how its tokens were chunked across calls.
+  virtual Status Forward(std::span<const BatchItem> items, ForwardOutput* out,
+                         const LayerProbe* probe = nullptr) = 0;
+};
+
+}  // namespace trace::engine

