@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/model_weights.h"
 #include "kernels/kernels.h"
 
 namespace trace::engine {
@@ -63,6 +64,8 @@ class Model {
   virtual const std::string& dir() const = 0;
   virtual const ModelConfig& config() const = 0;
   virtual const ModelFingerprint& fingerprint() const = 0;
+  // The tensors, memory-mapped in their stored dtype (for the backends).
+  virtual const ModelWeights& weights() const = 0;
 };
 
 struct EngineOptions {

@@ -6,6 +6,7 @@
 // and top_k < 0 with a message naming the field.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -26,7 +27,14 @@ struct SamplingParams {
 Status ValidateSamplingParams(const SamplingParams& params);
 
 // Philox4x32-10 keyed by (seed, step): the uniform in [0, 1) used for draw `step`.
+// key = (seed low 32 bits, seed high 32), counter = (step low 32, step high 32, 0, 0);
+// the uniform is (output word 0 >> 8) * 2^-24 (docs/numerics.md, "Sampling").
 float PhiloxUniform(uint64_t seed, uint64_t step);
+
+// The Philox4x32-10 block function of Salmon et al. (Random123), exposed for its
+// known-answer test.
+std::array<uint32_t, 4> Philox4x32_10(std::array<uint32_t, 4> counter,
+                                      std::array<uint32_t, 2> key);
 
 struct SampleResult {
   int32_t token = -1;
@@ -39,7 +47,15 @@ struct SampleResult {
 
 // `allowed`, when non-empty, is a mask over the vocabulary (constrained decoding):
 // tokens with allowed[id] == 0 are never drawn and do not enter the softmax.
+// `params` must have passed ValidateSamplingParams. NaN and -inf logits are never drawn;
+// when no token can be drawn the result has token == -1.
 SampleResult Sample(std::span<const float> logits, const SamplingParams& params,
                     uint64_t seed, uint64_t step, std::span<const uint8_t> allowed = {});
+
+// The candidates a draw at temperature > 0 chooses among, after the top-k and top-p cuts,
+// in the contract's order (probability desc, token id asc). Greedy: the argmax alone.
+std::vector<int32_t> SamplingCandidates(std::span<const float> logits,
+                                        const SamplingParams& params,
+                                        std::span<const uint8_t> allowed = {});
 
 }  // namespace trace::engine

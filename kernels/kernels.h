@@ -36,13 +36,30 @@ const char* NumericsName(Numerics numerics);  // "canonical" / "fast"
 // (reduction order, exp polynomial, RoPE table, rounding of a step). Recorded in runs.
 inline constexpr const char* kNumericsVersion = "canonical-v1";
 
+// How a weight matrix is laid out in memory.
+//   kRowMajor:     element (n, k) at n * cols + k (the safetensors layout).
+//   kInterleaved8: rows in groups of 8, element (n, k) at ((n / 8) * cols + k) * 8 + n % 8,
+//                  the last group padded with zero rows. Made by InterleaveWeights; lets the
+//                  canonical MatMul read 8 output columns with one load instead of a
+//                  transpose (decode then streams at memory bandwidth). Accepted by MatMul
+//                  and Embedding (so a tied embedding needs one copy); results are bitwise
+//                  the same as with kRowMajor. Other ops take row-major weights.
+enum class WeightLayout : uint8_t { kRowMajor = 0, kInterleaved8 = 1 };
+
 // A weight matrix [rows, cols] in its stored dtype (memory-mapped or repacked).
 struct WeightView {
   const void* data = nullptr;
   DType dtype = DType::kF32;
   int64_t rows = 0;  // N: output features
   int64_t cols = 0;  // K: input features (reduction length)
+  WeightLayout layout = WeightLayout::kRowMajor;
 };
+
+// Bytes that InterleaveWeights writes for `w`: ceil(rows / 8) * 8 * cols * DTypeSize.
+size_t InterleavedWeightsBytes(const WeightView& w);
+// Copies row-major `w` into `dst` (InterleavedWeightsBytes(w) bytes, caller-owned) in the
+// kInterleaved8 layout and returns the view of it (same dtype, rows and cols).
+WeightView InterleaveWeights(const WeightView& w, void* dst);
 
 // Exact conversions (bf16 and f16 are subsets of f32).
 float Bf16ToF32(uint16_t v);

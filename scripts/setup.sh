@@ -12,6 +12,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev libssl-dev
   libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-jinja2 nodejs npm
+  chromium
 )
 
 missing=()

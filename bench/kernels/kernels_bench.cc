@@ -1,0 +1,137 @@
+// Canonical vs fast kernels on qwen2.5-0.5b shapes, in one run: MatMul decode (M = 1,
+// bf16 weights: memory-bound, reported in GB/s of weights) and prefill (M = 64..512,
+// GFLOP/s; lm_head, 272 MB, is the DRAM-bound decode case), plus attention decode at a few context
+// lengths. Each figure is the best of several repetitions; the ratio canonical / fast is what the
+// numerics cost.
+//
+// Usage: kernels_bench [--threads N] [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernels.h"
+#include "kernels/thread_pool.h"
+
+namespace tk = trace::kernels;
+
+namespace {
+
+double Seconds(const std::function<void()>& fn, double min_total_s) {
+  fn();  // warm-up
+  double best = 1e30, total = 0;
+  int reps = 0;
+  while (total < min_total_s || reps < 3) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, dt);
+    total += dt;
+    ++reps;
+  }
+  return best;
+}
+
+struct Shape {
+  const char* name;
+  int64_t K, N;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "kernels_bench: unknown argument %s (use --threads N, --quick)\n",
+                   argv[i]);
+      return 2;
+    }
+  }
+  const double min_s = quick ? 0.05 : 0.3;
+  auto pool = tk::ThreadPool::Create(threads);
+  std::printf("kernels_bench: %s, %d thread(s), avx2 %s\n", tk::kNumericsVersion, threads,
+              tk::HaveAvx2() ? "yes" : "no");
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+
+  const Shape shapes[] = {{"q_proj 896x896", 896, 896},
+                          {"gate_proj 896x4864", 896, 4864},
+                          {"down_proj 4864x896", 4864, 896},
+                          {"lm_head 896x151936", 896, 151936}};
+  // Four variants per shape: {canonical, fast} x {row-major, interleaved-8 weights}.
+  // Figures in GFLOP/s; for M = 1 also the weight stream rate in GB/s. Ratios compare
+  // canonical with the fast row-major baseline (the conventional layout and loop).
+  std::printf("\n%-20s %4s | %9s %9s %9s %9s | %8s %8s | %s\n", "matmul (bf16) GF/s", "M",
+              "canon-rm", "canon-il", "fast-rm", "fast-il", "c-rm/f", "c-il/f",
+              "decode GB/s canon-il / fast-rm");
+  for (const Shape& s : shapes) {
+    std::vector<uint16_t> w(static_cast<size_t>(s.K * s.N));
+    for (auto& v : w) v = tk::F32ToBf16RoundNearestEven(dist(rng) * 0.05f);
+    const tk::WeightView view{w.data(), tk::DType::kBF16, s.N, s.K};
+    std::vector<uint8_t> packed(tk::InterleavedWeightsBytes(view));
+    const tk::WeightView interleaved = tk::InterleaveWeights(view, packed.data());
+    for (int64_t M : {1, 64, 512}) {
+      if (quick && M == 512) continue;
+      // lm_head (272 MB of bf16, beyond any cache): decode only, the DRAM-bound case.
+      if (s.N > 100000 && M > 1) continue;
+      std::vector<float> x(static_cast<size_t>(M * s.K)), y(static_cast<size_t>(M * s.N));
+      for (auto& v : x) v = dist(rng);
+      double t[4];
+      for (int variant = 0; variant < 4; ++variant) {
+        tk::KernelContext ctx;
+        ctx.numerics = variant < 2 ? tk::Numerics::kCanonical : tk::Numerics::kFast;
+        ctx.pool = pool.get();
+        const tk::WeightView& wv = variant % 2 == 0 ? view : interleaved;
+        t[variant] = Seconds([&] { tk::MatMul(ctx, x.data(), M, wv, nullptr, y.data()); }, min_s);
+      }
+      const double flops = 2.0 * M * s.K * s.N, bytes = 2.0 * s.K * s.N;
+      std::printf("%-20s %4lld | %9.1f %9.1f %9.1f %9.1f | %8.2f %8.2f |", s.name,
+                  static_cast<long long>(M), flops / t[0] * 1e-9, flops / t[1] * 1e-9,
+                  flops / t[2] * 1e-9, flops / t[3] * 1e-9, t[2] / t[0], t[2] / t[1]);
+      if (M == 1) std::printf(" %.1f / %.1f", bytes / t[1] * 1e-9, bytes / t[2] * 1e-9);
+      std::printf("\n");
+    }
+  }
+
+  // Attention decode: 14 heads, 2 kv heads, head_dim 64 (qwen2.5-0.5b).
+  std::printf("\n%-22s %5s %12s %12s %7s\n", "attention decode", "ctx", "canon us", "fast us",
+              "ratio");
+  const int64_t heads = 14, kv_heads = 2, dim = 64;
+  for (int64_t ctx_len : {128, 1024, 4096}) {
+    std::vector<float> k(static_cast<size_t>(ctx_len * kv_heads * dim));
+    std::vector<float> v(k.size()), q(static_cast<size_t>(heads * dim)), out(q.size());
+    std::vector<float> scratch(static_cast<size_t>(2 * ctx_len));
+    for (auto& e : k) e = dist(rng);
+    for (auto& e : v) e = dist(rng);
+    for (auto& e : q) e = dist(rng);
+    double t[2];
+    for (int mode = 0; mode < 2; ++mode) {
+      tk::KernelContext ctx;
+      ctx.numerics = mode == 0 ? tk::Numerics::kCanonical : tk::Numerics::kFast;
+      ctx.pool = pool.get();
+      t[mode] = Seconds(
+          [&] {
+            tk::Attention(ctx, q.data(), k.data(), v.data(), ctx_len - 1, heads, kv_heads, dim,
+                          scratch.data(), out.data());
+          },
+          min_s);
+    }
+    std::printf("%-22s %5lld %12.1f %12.1f %7.2f\n", "14/2 heads, d 64",
+                static_cast<long long>(ctx_len), t[0] * 1e6, t[1] * 1e6, t[1] / t[0]);
+  }
+  std::printf(
+      "\nratios = fast row-major time / canonical time (1.00: canonical costs "
+      "nothing; 0.80: canonical runs at 0.8x the fast speed)\n");
+  return 0;
+}

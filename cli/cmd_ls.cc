@@ -1,0 +1,118 @@
+// `trace ls`: one line per recorded run, newest first.
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "store/store.h"
+
+namespace trace::cli {
+namespace {
+
+std::string FormatTime(int64_t ns) {
+  std::time_t secs = static_cast<std::time_t>(ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string FormatDuration(int64_t ns) {
+  char buf[32];
+  double s = static_cast<double>(ns) / 1e9;
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600,
+                  static_cast<int>(s) % 3600 / 60);
+  }
+  return buf;
+}
+
+std::string FormatBytes(int64_t b) {
+  char buf[32];
+  if (b < 1024) {
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  } else if (b < 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024.0));
+  }
+  return buf;
+}
+
+// Duration: to RunEnd, else to the last committed event (an incomplete run).
+int64_t DurationNs(const store::RunSummary& r) {
+  int64_t end = r.end_time_ns ? r.end_time_ns : r.last_event_ns;
+  return std::max<int64_t>(0, end - r.start_time_ns);
+}
+
+struct Options {
+  bool json = false;
+  size_t limit = 0;
+};
+
+int Run(const Options& options) {
+  store::StoreOptions open;
+  open.create_if_missing = false;
+  auto st = store::Store::Open(ResolveStorePath(), open);
+  if (!st.ok()) return ReportError(st.status());
+  auto runs = (*st)->ListRuns(options.limit);
+  if (!runs.ok()) return ReportError(runs.status());
+  if (options.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : *runs) {
+      out.push_back({{"run_id", r.run_id},
+                     {"started_ns", r.start_time_ns},
+                     {"started", FormatTime(r.start_time_ns)},
+                     {"duration_ns", DurationNs(r)},
+                     {"command", r.command},
+                     {"label", r.label},
+                     {"events", r.events},
+                     {"model_calls", r.model_calls},
+                     {"sampled_tokens", r.sampled_tokens},
+                     {"status", std::string(store::RunStatusName(r.status))},
+                     {"exit_code", r.exit_code},
+                     {"signal", r.signal},
+                     {"stored_bytes", r.stored_bytes}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("%-26s  %-20s  %8s  %5s  %7s  %-10s  %9s  %s\n", "RUN", "STARTED", "DURATION",
+              "CALLS", "TOKENS", "STATUS", "SIZE", "COMMAND");
+  for (const auto& r : *runs) {
+    std::string status(store::RunStatusName(r.status));
+    if (r.status == store::RunStatus::kComplete && r.exit_code != 0) {
+      status += "(" + std::to_string(r.exit_code) + ")";
+    } else if (r.status == store::RunStatus::kCrashed && r.signal != 0) {
+      status += "(" + std::to_string(r.signal) + ")";
+    }
+    std::string command = r.command;
+    if (command.size() > 60) command = command.substr(0, 57) + "...";
+    std::printf("%-26s  %-20s  %8s  %5lld  %7lld  %-10s  %9s  %s\n", r.run_id.c_str(),
+                FormatTime(r.start_time_ns).c_str(), FormatDuration(DurationNs(r)).c_str(),
+                static_cast<long long>(r.model_calls), static_cast<long long>(r.sampled_tokens),
+                status.c_str(), FormatBytes(r.stored_bytes).c_str(), command.c_str());
+  }
+  return kExitOk;
+}
+
+void Setup(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("ls", "List recorded runs, newest first");
+  cmd->add_flag("--json", options->json, "Print a JSON array instead of a table");
+  cmd->add_option("-n,--limit", options->limit, "Show at most N runs (0: all)")
+      ->type_name("N");
+  cmd->callback([options, exit_code] { *exit_code = Run(*options); });
+}
+
+TRACE_REGISTER_COMMAND(30, Setup);
+
+}  // namespace
+}  // namespace trace::cli

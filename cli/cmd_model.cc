@@ -1,0 +1,150 @@
+// `trace model init` (seeded random models in the real formats) and `trace model info`.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "engine/engine.h"
+#include "engine/model_init.h"
+
+namespace trace::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The shortest decimal of a float that reads back to it (1e-06, not 9.99999997e-07).
+std::string FormatFloat(float v) {
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+struct InitArgs {
+  std::string preset = "tiny";
+  uint64_t seed = 0;
+  int shards = 0;  // 0: the preset's default
+  std::string out_dir;
+};
+
+struct InfoArgs {
+  std::string dir;
+  bool json = false;
+  bool no_hash = false;
+};
+
+int RunInit(const InitArgs& args) {
+  Status st = args.shards > 0
+                  ? engine::InitModel(args.preset, args.seed, args.out_dir, args.shards)
+                  : engine::InitModel(args.preset, args.seed, args.out_dir);
+  if (!st.ok()) return ReportError(st.WithContext("model init"));
+  if (!Globals().quiet) {
+    std::cout << "wrote " << args.preset << " (seed " << args.seed << ") to " << args.out_dir
+              << "\n";
+  }
+  return kExitOk;
+}
+
+int RunInfo(const InfoArgs& args) {
+  auto loaded = engine::Model::Load(args.dir, /*hash_weights=*/!args.no_hash);
+  if (!loaded.ok()) return ReportError(loaded.status());
+  const engine::Model& model = **loaded;
+  const engine::ModelConfig& c = model.config();
+  const engine::ModelFingerprint& fp = model.fingerprint();
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(args.dir)) {
+    std::string name = entry.path().filename().string();
+    if (name.ends_with(".safetensors")) files.push_back(name);
+  }
+  std::sort(files.begin(), files.end());
+  nlohmann::ordered_json j;
+  j["dir"] = model.dir();
+  j["architecture"] = c.architecture;
+  j["dtype"] = fp.dtype;
+  j["parameters"] = fp.parameter_count;
+  j["weights_bytes"] = model.weights().bytes;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_layers"] = c.num_layers;
+  j["num_heads"] = c.num_heads;
+  j["num_kv_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rope_theta"] = c.rope_theta;
+  j["rms_norm_eps"] = std::stod(FormatFloat(c.rms_norm_eps));
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["attention_bias"] = c.attention_bias;
+  j["qk_norm"] = c.qk_norm;
+  j["eos_token_ids"] = c.eos_token_ids;
+  j["weight_files"] = files;
+  j["fingerprint"] = {{"weights_sha256", fp.weights_sha256},
+                      {"config_sha256", fp.config_sha256},
+                      {"tokenizer_sha256", fp.tokenizer_sha256},
+                      {"chat_template_sha256", fp.chat_template_sha256}};
+  if (args.json) {
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  std::printf("model          %s\n", model.dir().c_str());
+  std::printf("architecture   %s (%s)\n", c.architecture.c_str(), fp.dtype.c_str());
+  std::printf("parameters     %lld (%.1f MB of weights)\n",
+              static_cast<long long>(fp.parameter_count), model.weights().bytes / 1e6);
+  std::printf("vocab          %lld\n", static_cast<long long>(c.vocab_size));
+  std::printf("layers         %lld x (hidden %lld, mlp %lld)\n",
+              static_cast<long long>(c.num_layers), static_cast<long long>(c.hidden_size),
+              static_cast<long long>(c.intermediate_size));
+  std::printf("attention      %lld heads, %lld kv heads, head_dim %lld%s%s\n",
+              static_cast<long long>(c.num_heads), static_cast<long long>(c.num_kv_heads),
+              static_cast<long long>(c.head_dim), c.attention_bias ? ", q/k/v bias" : "",
+              c.qk_norm ? ", q/k norm" : "");
+  std::printf("rope           theta %g, max positions %lld\n", c.rope_theta,
+              static_cast<long long>(c.max_position_embeddings));
+  std::printf("rms norm eps   %g\n", static_cast<double>(c.rms_norm_eps));
+  std::printf("tied embedding %s\n", c.tie_word_embeddings ? "yes" : "no");
+  std::string eos;
+  for (int32_t id : c.eos_token_ids) eos += (eos.empty() ? "" : ", ") + std::to_string(id);
+  std::printf("eos ids        %s\n", dash(eos).c_str());
+  std::string file_list;
+  for (const auto& f : files) file_list += (file_list.empty() ? "" : ", ") + f;
+  std::printf("weight files   %s\n", file_list.c_str());
+  std::printf("weights sha256 %s\n", dash(fp.weights_sha256).c_str());
+  std::printf("config sha256  %s\n", fp.config_sha256.c_str());
+  std::printf("tokenizer      %s\n", dash(fp.tokenizer_sha256).c_str());
+  std::printf("chat template  %s\n", dash(fp.chat_template_sha256).c_str());
+  return kExitOk;
+}
+
+void Setup(CLI::App& app, int* exit_code) {
+  auto* model = app.add_subcommand("model", "Create (seeded random) or inspect model folders");
+  model->require_subcommand(1);
+
+  auto init_args = std::make_shared<InitArgs>();
+  auto* init = model->add_subcommand(
+      "init", "Write a model folder with seeded random weights in the real formats");
+  init->add_option("--preset", init_args->preset, "tiny | qwen3-0.6b | qwen2.5-0.5b")
+      ->check(CLI::IsMember(engine::ModelPresetNames()));
+  init->add_option("--seed", init_args->seed, "Seed of the random weights");
+  init->add_option("--shards", init_args->shards,
+                   "Number of safetensors shards (default: 2 for qwen2.5-0.5b, else 1)")
+      ->check(CLI::Range(1, 64));
+  init->add_option("OUT_DIR", init_args->out_dir, "Folder to write")->required();
+  init->callback([init_args, exit_code] { *exit_code = RunInit(*init_args); });
+
+  auto info_args = std::make_shared<InfoArgs>();
+  auto* info = model->add_subcommand(
+      "info", "Architecture, shapes, parameter count, dtype and fingerprints of a model");
+  info->add_option("DIR", info_args->dir, "Model folder")->required();
+  info->add_flag("--json", info_args->json, "Print JSON");
+  info->add_flag("--no-hash", info_args->no_hash, "Skip hashing the weights (fast)");
+  info->callback([info_args, exit_code] { *exit_code = RunInfo(*info_args); });
+}
+
+TRACE_REGISTER_COMMAND(500, Setup);
+
+}  // namespace
+}  // namespace trace::cli

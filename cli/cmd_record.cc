@@ -1,0 +1,86 @@
+// `trace record [--model DIR] [--label L] [--seed N] [--device D] -- CMD ARGS...`: serve the
+// model on 127.0.0.1, run the agent against it, record everything into one run, and exit
+// with the agent's status (docs/recorder.md).
+#include <iostream>
+
+#include "cli/command.h"
+#include "recorder/session.h"
+
+namespace trace::cli {
+namespace {
+
+struct EngineFlags {
+  std::string model_dir;
+  std::string device = "cpu";
+  std::string numerics = "canonical";
+  int threads = 0;
+  int max_batch = 64;
+};
+
+struct RecordArgs {
+  EngineFlags engine;
+  std::string label;
+  std::optional<uint64_t> seed;
+  int port = 0;
+  std::vector<std::string> command;
+};
+
+Result<recorder::SessionOptions> SessionFrom(const EngineFlags& f) {
+  recorder::SessionOptions o;
+  o.model_dir = f.model_dir;
+  o.store_path = ResolveStorePath();
+  o.engine.device = f.device;
+  o.engine.threads = f.threads;
+  if (f.numerics == "canonical") {
+    o.engine.numerics = kernels::Numerics::kCanonical;
+  } else if (f.numerics == "fast") {
+    o.engine.numerics = kernels::Numerics::kFast;
+  } else {
+    return InvalidArgument("--numerics must be canonical or fast, got '" + f.numerics + "'");
+  }
+  if (f.max_batch < 1) return InvalidArgument("--max-batch must be at least 1");
+  o.scheduler.max_active_sequences = f.max_batch;
+  if (Globals().quiet) o.log = [](const std::string&) {};
+  return o;
+}
+
+int Run(const RecordArgs& args, const std::vector<std::string>& trace_argv) {
+  auto options = SessionFrom(args.engine);
+  if (!options.ok()) return ReportError(options.status());
+  options->label = args.label;
+  options->seed = args.seed;
+  options->port = args.port;
+  options->trace_argv = trace_argv;
+  auto outcome = recorder::RecordCommand(*options, args.command);
+  if (!outcome.ok()) return ReportError(outcome.status().WithContext("record"));
+  if (!Globals().quiet) std::cerr << "trace: " << recorder::SummaryParagraph(*outcome) << "\n";
+  return outcome->exit_status;
+}
+
+void Setup(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<RecordArgs>();
+  auto* cmd = app.add_subcommand(
+      "record",
+      "Serve the model on 127.0.0.1, run CMD against it (OPENAI_BASE_URL, OPENAI_API_KEY,\n"
+      "TRACE_RUN_ID, TRACE_ENDPOINT set) and record the run. Exits with CMD's status.");
+  cmd->add_option("--model", args->engine.model_dir,
+                  "Model folder (default: the built-in demo model)")
+      ->type_name("DIR");
+  cmd->add_option("--label", args->label, "A label stored with the run");
+  cmd->add_option("--seed", args->seed, "Run seed for calls without a request seed");
+  cmd->add_option("--device", args->engine.device, "cpu | cuda | cuda:N");
+  cmd->add_option("--numerics", args->engine.numerics, "canonical | fast");
+  cmd->add_option("--threads", args->engine.threads, "Engine threads (0: all cores)");
+  cmd->add_option("--max-batch", args->engine.max_batch,
+                  "Most sequences batched together (1: one request at a time)");
+  cmd->add_option("--port", args->port, "Port on 127.0.0.1 (0: a free one)");
+  cmd->add_option("command", args->command, "The agent command, after --")
+      ->required()
+      ->expected(-1);
+  cmd->callback([args, exit_code] { *exit_code = Run(*args, recorder::OwnCommandLine()); });
+}
+
+TRACE_REGISTER_COMMAND(10, Setup);
+
+}  // namespace
+}  // namespace trace::cli

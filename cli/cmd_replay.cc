@@ -1,0 +1,156 @@
+// `trace replay RUN`: re-executes every recorded model call and reports the level reached
+// (bitwise / tokens / diverged) and the first divergent token. Exit 0 when the run
+// reproduced at the level asked (--require), 1 when not, 2 on error (docs/replay.md).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "cli/command.h"
+#include "recorder/constrained.h"
+#include "replayer/replayer.h"
+#include "replayer/report.h"
+#include "store/store.h"
+
+namespace trace::cli {
+namespace {
+
+struct ReplayArgs {
+  std::string run;
+  std::string device = "cpu";
+  std::string numerics;
+  std::string model_dir;
+  int batch = 1;
+  std::string calls;
+  std::string require = "bitwise";
+  bool json = false;
+  std::string html;
+  int threads = 0;
+};
+
+// Rebuilds a constrained call's masks with the recorder's grammar code.
+class RecorderConstraint : public replayer::ConstraintMasks {
+ public:
+  explicit RecorderConstraint(std::unique_ptr<recorder::Constraint> c) : c_(std::move(c)) {}
+  void AllowedMask(std::vector<uint8_t>* mask) const override { c_->AllowedMask(mask); }
+  Status Advance(int32_t token) override { return c_->Advance(token); }
+
+ private:
+  std::unique_ptr<recorder::Constraint> c_;
+};
+
+replayer::ConstraintFactory MakeConstraintFactory() {
+  auto classes = std::make_shared<std::unique_ptr<recorder::TokenClasses>>();
+  return [classes](const std::string& spec_json, const engine::Tokenizer* tokenizer)
+             -> Result<std::unique_ptr<replayer::ConstraintMasks>> {
+    if (tokenizer == nullptr) {
+      return FailedPrecondition("the model folder has no tokenizer.json to rebuild it from");
+    }
+    auto spec = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
+    if (spec.is_discarded()) return Corruption("constraint_json is not valid JSON");
+    if (!*classes) *classes = std::make_unique<recorder::TokenClasses>(*tokenizer);
+    // The end-of-turn token the grammar ends with: as recorded, else the chat end token.
+    int32_t end_token = -1;
+    if (spec.contains("end_token") && spec["end_token"].is_number_integer()) {
+      end_token = spec["end_token"].get<int32_t>();
+    } else if (auto id = tokenizer->TokenId("<|im_end|>")) {
+      end_token = *id;
+    } else if (auto eos = tokenizer->eos_token_id()) {
+      end_token = *eos;
+    }
+    TRACE_ASSIGN_OR_RETURN(auto c,
+                           recorder::Constraint::Create(spec, *tokenizer, **classes, end_token));
+    return std::unique_ptr<replayer::ConstraintMasks>(
+        std::make_unique<RecorderConstraint>(std::move(c)));
+  };
+}
+
+void PrintProgress(const replayer::ReplayProgress& p) {
+  double rate = p.seconds > 0 ? static_cast<double>(p.tokens_done) / p.seconds : 0.0;
+  double left = rate > 0 ? static_cast<double>(p.tokens_total - p.tokens_done) / rate : 0.0;
+  std::fprintf(stderr, "\rreplay: call %d/%d, %lld/%lld tokens, %.0f tok/s, ~%.0f s left   ",
+               p.calls_done, p.calls_total, static_cast<long long>(p.tokens_done),
+               static_cast<long long>(p.tokens_total), rate, left);
+  if (p.calls_done == p.calls_total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+int Run(const ReplayArgs& args) {
+  if (args.require != "bitwise" && args.require != "tokens") {
+    return ReportError(InvalidArgument("--require '" + args.require +
+                                       "' is not one of bitwise, tokens"));
+  }
+  if (args.batch < 1 || args.batch > 256) {
+    return ReportError(InvalidArgument("--batch " + std::to_string(args.batch) +
+                                       " is outside 1..256"));
+  }
+  replayer::ReplayOptions options;
+  options.device = args.device;
+  options.numerics = args.numerics;
+  if (!options.numerics.empty()) {
+    auto n = replayer::ParseNumerics(options.numerics);
+    if (!n.ok()) return ReportError(n.status().WithContext("--numerics"));
+  }
+  options.model_dir = args.model_dir;
+  options.batch = args.batch;
+  options.threads = args.threads;
+  if (!args.calls.empty()) {
+    auto calls = replayer::ParseCallList(args.calls);
+    if (!calls.ok()) return ReportError(calls.status());
+    options.calls = *calls;
+  }
+  options.constraints = MakeConstraintFactory();
+  if (isatty(STDERR_FILENO) && !Globals().quiet) options.progress = PrintProgress;
+
+  store::StoreOptions sopts;
+  sopts.create_if_missing = false;
+  sopts.read_only = true;
+  auto store = store::Store::Open(ResolveStorePath(), sopts);
+  if (!store.ok()) return ReportError(store.status());
+  auto report = replayer::ReplayRun(**store, args.run, options);
+  if (!report.ok()) return ReportError(report.status());
+
+  if (!args.html.empty()) {
+    std::ofstream out(args.html, std::ios::binary | std::ios::trunc);
+    out << replayer::RenderReplayHtml(*report);
+    if (!out.good()) return ReportError(IOError("cannot write --html file " + args.html));
+  }
+  if (args.json) {
+    std::cout << replayer::ReplayJson(*report).dump(2) << "\n";
+  } else {
+    std::cout << replayer::RenderReplayText(*report);
+  }
+  replayer::Level required =
+      args.require == "tokens" ? replayer::Level::kTokens : replayer::Level::kBitwise;
+  return report->level <= required ? kExitOk : kExitMismatch;
+}
+
+void Setup(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ReplayArgs>();
+  auto* cmd = app.add_subcommand(
+      "replay",
+      "Re-execute every model call of a recorded run and report the first divergent token.\n"
+      "Exit 0: reproduced at the --require level; 1: not; 2: error.");
+  cmd->add_option("run", args->run, "Run id or unique prefix")->required();
+  cmd->add_option("--device", args->device, "cpu | cuda | cuda:N (default cpu)");
+  cmd->add_option("--numerics", args->numerics,
+                  "canonical | fast (default: the mode the run was recorded in)");
+  cmd->add_option("--model", args->model_dir,
+                  "Replay against this model folder on purpose (default: the recorded one, "
+                  "which must hash as recorded)");
+  cmd->add_option("--batch", args->batch,
+                  "Replay each call alongside N-1 random companion sequences (default 1)");
+  cmd->add_option("--calls", args->calls, "Model calls to replay, 1-based: 1,3,5-7");
+  cmd->add_option("--require", args->require,
+                  "Level for exit 0: bitwise (default) | tokens");
+  cmd->add_option("--threads", args->threads, "Engine threads (default: all cores)");
+  cmd->add_flag("--json", args->json, "Print the report as JSON");
+  cmd->add_option("--html", args->html, "Also write a self-contained HTML report to FILE");
+  cmd->callback([args, exit_code] { *exit_code = Run(*args); });
+}
+
+TRACE_REGISTER_COMMAND(40, Setup);
+
+}  // namespace
+}  // namespace trace::cli

@@ -1,0 +1,77 @@
+// `trace serve [--model DIR] [--host H] [--port P] [--record LABEL]`: the recorder's
+// OpenAI-compatible server standalone, optionally recording everything it serves as one
+// run; stops on SIGINT/SIGTERM (docs/recorder.md).
+#include <iostream>
+
+#include "cli/command.h"
+#include "recorder/session.h"
+
+namespace trace::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model_dir;
+  std::string device = "cpu";
+  std::string numerics = "canonical";
+  int threads = 0;
+  int max_batch = 64;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;
+  std::optional<std::string> record_label;
+  std::optional<uint64_t> seed;
+};
+
+int Run(const ServeArgs& a) {
+  recorder::SessionOptions o;
+  o.model_dir = a.model_dir;
+  o.store_path = ResolveStorePath();
+  o.engine.device = a.device;
+  o.engine.threads = a.threads;
+  if (a.numerics == "fast") {
+    o.engine.numerics = kernels::Numerics::kFast;
+  } else if (a.numerics != "canonical") {
+    return ReportError(
+        InvalidArgument("--numerics must be canonical or fast, got '" + a.numerics + "'"));
+  }
+  if (a.max_batch < 1) return ReportError(InvalidArgument("--max-batch must be at least 1"));
+  o.scheduler.max_active_sequences = a.max_batch;
+  o.host = a.host;
+  o.port = a.port;
+  o.api_key = a.api_key;
+  o.seed = a.seed;
+  o.label = a.record_label.value_or("");
+  o.trace_argv = recorder::OwnCommandLine();
+  if (Globals().quiet) o.log = [](const std::string&) {};
+  Status st = recorder::Serve(o, a.record_label.has_value(), [](const std::string& origin) {
+    std::cout << "serving on " << origin << "/v1" << std::endl;
+  });
+  if (!st.ok()) return ReportError(st.WithContext("serve"));
+  return kExitOk;
+}
+
+void Setup(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand(
+      "serve", "Serve the OpenAI-compatible API (and the trace event API) until Ctrl-C.");
+  cmd->add_option("--model", args->model_dir, "Model folder (default: the built-in demo model)")
+      ->type_name("DIR");
+  cmd->add_option("--host", args->host, "Address to listen on (default 127.0.0.1)");
+  cmd->add_option("--port", args->port, "Port (default 8000; 0: a free one)");
+  cmd->add_option("--api-key", args->api_key,
+                  "Require 'Authorization: Bearer KEY' (default: no check)");
+  cmd->add_option("--record", args->record_label,
+                  "Record everything served as one run with this label");
+  cmd->add_option("--seed", args->seed, "Run seed for calls without a request seed");
+  cmd->add_option("--device", args->device, "cpu | cuda | cuda:N");
+  cmd->add_option("--numerics", args->numerics, "canonical | fast");
+  cmd->add_option("--threads", args->threads, "Engine threads (0: all cores)");
+  cmd->add_option("--max-batch", args->max_batch,
+                  "Most sequences batched together (1: one request at a time)");
+  cmd->callback([args, exit_code] { *exit_code = Run(*args); });
+}
+
+TRACE_REGISTER_COMMAND(11, Setup);
+
+}  // namespace
+}  // namespace trace::cli

@@ -1,0 +1,309 @@
+// `trace show RUN`: a readable timeline of one run (or --json for tools).
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "base/hash.h"
+#include "cli/command.h"
+#include "store/export.h"
+#include "store/store.h"
+
+namespace trace::cli {
+namespace {
+
+struct Options {
+  std::string run;
+  bool json = false;
+  size_t width = 100;  // excerpt length
+};
+
+// One line, printable: newlines as "\n", control bytes as "?", cut to `max` characters
+// (keeping the end when `tail`).
+std::string Excerpt(std::string_view text, size_t max, bool tail = false) {
+  std::string flat;
+  for (char c : text) {
+    if (c == '\n') {
+      flat += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      flat += '?';
+    } else {
+      flat += c;
+    }
+  }
+  if (flat.size() <= max) return flat;
+  // Cut on a UTF-8 boundary.
+  if (tail) {
+    size_t start = flat.size() - max;
+    while (start < flat.size() && (static_cast<unsigned char>(flat[start]) & 0xC0) == 0x80) ++start;
+    return "..." + flat.substr(start);
+  }
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(flat[end]) & 0xC0) == 0x80) --end;
+  return flat.substr(0, end) + "...";
+}
+
+std::string Quote(std::string_view text, size_t max, bool tail = false) {
+  return "\"" + Excerpt(text, max, tail) + "\"";
+}
+
+std::string FormatTime(int64_t ns) {
+  std::time_t secs = static_cast<std::time_t>(ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  char ms[8];
+  std::snprintf(ms, sizeof ms, ".%03dZ", static_cast<int>((ns / 1'000'000) % 1000));
+  return std::string(buf) + ms;
+}
+
+std::string HowName(const proto::RunEnd& end) {
+  switch (end.how()) {
+    case proto::RunEnd::EXITED:
+      return "exited " + std::to_string(end.exit_code());
+    case proto::RunEnd::SIGNALLED:
+      return "killed by signal " + std::to_string(end.signal());
+    case proto::RunEnd::RECORDER_KILLED:
+      return "stopped by the recorder (signal " + std::to_string(end.signal()) + ")";
+    case proto::RunEnd::RECORDER_ERROR:
+      return "recorder error";
+    default:
+      return "ended";
+  }
+}
+
+// The human-readable lines of one event (first line after the "#seq kind" prefix).
+std::vector<std::string> Describe(const proto::Event& e, size_t width) {
+  std::vector<std::string> lines;
+  char buf[256];
+  switch (e.kind_case()) {
+    case proto::Event::kLlmCall: {
+      const auto& c = e.llm_call();
+      std::snprintf(buf, sizeof buf,
+                    "%s  prompt %d tok, sampled %d tok (%s), T=%g seed %" PRIu64 ", batch %d, %s",
+                    c.endpoint().c_str(), c.prompt_token_ids_size(), c.token_ids_size(),
+                    c.finish_reason().empty() ? "-" : c.finish_reason().c_str(),
+                    c.params().temperature(), c.seed_used(), c.batch_size(),
+                    c.numerics().c_str());
+      lines.push_back(buf);
+      if (c.http_status() != 0 && c.http_status() != 200) {
+        lines.push_back("error " + std::to_string(c.http_status()) + ": " +
+                        Excerpt(c.error(), width));
+      }
+      if (!c.rendered_prompt().empty()) {
+        lines.push_back("prompt: " + Quote(c.rendered_prompt(), width, /*tail=*/true));
+      }
+      lines.push_back("output: " + Quote(c.output_text(), width));
+      if (c.has_timings()) {
+        std::snprintf(buf, sizeof buf, "timing: queue %.1f ms, prefill %.1f ms, decode %.1f ms",
+                      c.timings().queue_ms(), c.timings().prefill_ms(), c.timings().decode_ms());
+        lines.push_back(buf);
+      }
+      break;
+    }
+    case proto::Event::kToolCall:
+      lines.push_back(e.tool_call().name() + " " + Excerpt(e.tool_call().arguments_json(), width) +
+                      (e.tool_call().call_id().empty() ? "" : "  [" + e.tool_call().call_id() + "]"));
+      break;
+    case proto::Event::kToolResult:
+      lines.push_back(e.tool_result().name() + (e.tool_result().is_error() ? " (error)" : "") +
+                      ": " + Quote(e.tool_result().content(), width));
+      break;
+    case proto::Event::kContextChunk:
+      lines.push_back(e.context_chunk().source() + " " + e.context_chunk().chunk_id() + ": " +
+                      Quote(e.context_chunk().content(), width));
+      break;
+    case proto::Event::kTemplateVar:
+      lines.push_back(e.template_var().name() + " = " + Quote(e.template_var().value(), width));
+      break;
+    case proto::Event::kClockRead:
+      lines.push_back(e.clock_read().clock() + " " +
+                      (e.clock_read().text().empty() ? FormatTime(e.clock_read().value_ns())
+                                                     : e.clock_read().text()));
+      break;
+    case proto::Event::kOutput:
+      lines.push_back(std::string(e.output().stream() == proto::Output::STDERR ? "stderr "
+                                                                               : "stdout ") +
+                      Quote(e.output().data(), width));
+      break;
+    case proto::Event::kNote:
+      lines.push_back((e.note().topic().empty() ? "" : "[" + e.note().topic() + "] ") +
+                      Excerpt(e.note().text(), width));
+      break;
+    case proto::Event::kRunEnd:
+      lines.push_back(HowName(e.run_end()) +
+                      (e.run_end().reason().empty() ? "" : ": " + e.run_end().reason()));
+      break;
+    default:
+      lines.push_back("(unknown event kind)");
+  }
+  return lines;
+}
+
+nlohmann::json EventSummaryJson(const proto::Event& e, int64_t start_ns) {
+  nlohmann::json j = {{"seq", e.seq()},
+                      {"kind", store::EventKindName(e)},
+                      {"wall_time_ns", e.wall_time_ns()},
+                      {"offset_ms", (e.wall_time_ns() - start_ns) / 1e6}};
+  switch (e.kind_case()) {
+    case proto::Event::kLlmCall: {
+      const auto& c = e.llm_call();
+      j["endpoint"] = c.endpoint();
+      j["prompt_tokens"] = c.prompt_token_ids_size();
+      j["sampled_tokens"] = c.token_ids_size();
+      j["finish_reason"] = c.finish_reason();
+      j["seed_used"] = c.seed_used();
+      j["temperature"] = c.params().temperature();
+      j["numerics"] = c.numerics();
+      j["batch_size"] = c.batch_size();
+      j["output_text"] = c.output_text();
+      j["http_status"] = c.http_status();
+      break;
+    }
+    case proto::Event::kToolCall:
+      j["name"] = e.tool_call().name();
+      j["call_id"] = e.tool_call().call_id();
+      j["arguments_json"] = e.tool_call().arguments_json();
+      break;
+    case proto::Event::kToolResult:
+      j["name"] = e.tool_result().name();
+      j["call_id"] = e.tool_result().call_id();
+      j["content"] = e.tool_result().content();
+      j["is_error"] = e.tool_result().is_error();
+      break;
+    case proto::Event::kContextChunk:
+      j["source"] = e.context_chunk().source();
+      j["chunk_id"] = e.context_chunk().chunk_id();
+      j["content"] = e.context_chunk().content();
+      break;
+    case proto::Event::kTemplateVar:
+      j["name"] = e.template_var().name();
+      j["value"] = e.template_var().value();
+      break;
+    case proto::Event::kClockRead:
+      j["clock"] = e.clock_read().clock();
+      j["value_ns"] = e.clock_read().value_ns();
+      j["text"] = e.clock_read().text();
+      break;
+    case proto::Event::kOutput:
+      j["stream"] = e.output().stream() == proto::Output::STDERR ? "stderr" : "stdout";
+      j["bytes"] = e.output().data().size();
+      break;
+    case proto::Event::kNote:
+      j["topic"] = e.note().topic();
+      j["text"] = e.note().text();
+      break;
+    case proto::Event::kRunEnd:
+      j["how"] = proto::RunEnd::How_Name(e.run_end().how());
+      j["exit_code"] = e.run_end().exit_code();
+      j["signal"] = e.run_end().signal();
+      j["reason"] = e.run_end().reason();
+      break;
+    default:
+      break;
+  }
+  return j;
+}
+
+int Run(const Options& options) {
+  store::StoreOptions open;
+  open.create_if_missing = false;
+  auto st = store::Store::Open(ResolveStorePath(), open);
+  if (!st.ok()) return ReportError(st.status());
+  auto id = (*st)->ResolveRunId(options.run);
+  if (!id.ok()) return ReportError(id.status());
+  auto summary = (*st)->GetRunSummary(*id);
+  if (!summary.ok()) return ReportError(summary.status());
+  auto header = (*st)->LoadHeader(*id);
+  if (!header.ok()) return ReportError(header.status());
+  auto it = (*st)->ReadEvents(*id);
+  if (!it.ok()) return ReportError(it.status());
+
+  const int64_t start = header->start_time_ns();
+  std::vector<Status> bad_rows;
+  nlohmann::json events = nlohmann::json::array();
+  if (!options.json) {
+    std::string status(store::RunStatusName(summary->status));
+    std::printf("run %s  %s  started %s\n", id->c_str(), status.c_str(),
+                FormatTime(start).c_str());
+    std::string command;
+    for (const auto& a : header->argv()) command += (command.empty() ? "" : " ") + a;
+    if (!command.empty()) std::printf("command: %s\n", command.c_str());
+    if (!header->cwd().empty()) std::printf("cwd: %s\n", header->cwd().c_str());
+    if (!header->label().empty()) std::printf("label: %s\n", header->label().c_str());
+    const auto& m = header->model();
+    if (!m.architecture().empty() || !m.weights_sha256().empty()) {
+      std::printf("model: %s %s %s, weights sha256 %s\n", m.model_name().c_str(),
+                  m.architecture().c_str(), m.dtype().c_str(),
+                  m.weights_sha256().substr(0, 16).c_str());
+    }
+    const auto& eng = header->engine();
+    if (!eng.version().empty() || !eng.numerics().empty()) {
+      std::printf("engine: trace %s (%s), %s, numerics %s, device %s\n", eng.version().c_str(),
+                  eng.git_revision().c_str(), eng.compiler().c_str(), eng.numerics().c_str(),
+                  header->device().description().c_str());
+    }
+    std::printf("events: %lld, model calls: %lld, sampled tokens: %lld\n\n",
+                static_cast<long long>(summary->events),
+                static_cast<long long>(summary->model_calls),
+                static_cast<long long>(summary->sampled_tokens));
+  }
+  store::EventRecord rec;
+  while ((*it)->Next(&rec)) {
+    if (!rec.status.ok()) {
+      bad_rows.push_back(rec.status);
+      if (options.json) {
+        events.push_back({{"seq", rec.seq}, {"error", rec.status.message()}});
+      } else {
+        std::printf("            #%-4" PRIu64 " (unreadable: %s)\n", rec.seq,
+                    rec.status.message().c_str());
+      }
+      continue;
+    }
+    const auto& e = rec.event;
+    if (options.json) {
+      events.push_back(EventSummaryJson(e, start));
+      continue;
+    }
+    auto lines = Describe(e, options.width);
+    std::printf("%+10.3fs  #%-4" PRIu64 " %-13s %s\n", (e.wall_time_ns() - start) / 1e9, e.seq(),
+                store::EventKindName(e).c_str(), lines[0].c_str());
+    for (size_t i = 1; i < lines.size(); ++i) std::printf("%31s%s\n", "", lines[i].c_str());
+  }
+  if (!(*it)->status().ok()) return ReportError((*it)->status());
+  if (options.json) {
+    nlohmann::json out = {
+        {"run_id", *id},
+        {"status", std::string(store::RunStatusName(summary->status))},
+        {"start_time_ns", start},
+        {"argv", std::vector<std::string>(header->argv().begin(), header->argv().end())},
+        {"cwd", header->cwd()},
+        {"label", header->label()},
+        {"model_calls", summary->model_calls},
+        {"sampled_tokens", summary->sampled_tokens},
+        {"events", events}};
+    std::cout << out.dump(2) << "\n";
+  } else if (summary->status == store::RunStatus::kIncomplete) {
+    std::printf("\n(no RunEnd: the run is still being recorded, or the recorder died)\n");
+  }
+  std::fflush(stdout);
+  for (const auto& s : bad_rows) ReportError(s);
+  return bad_rows.empty() ? kExitOk : kExitError;
+}
+
+void Setup(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("show", "Show the timeline of one run");
+  cmd->add_option("run", options->run, "Run id or unique prefix")->required()->type_name("RUN");
+  cmd->add_flag("--json", options->json, "Print the timeline as JSON");
+  cmd->add_option("--width", options->width, "Characters of prompt/output excerpts")
+      ->type_name("N");
+  cmd->callback([options, exit_code] { *exit_code = Run(*options); });
+}
+
+TRACE_REGISTER_COMMAND(35, Setup);
+
+}  // namespace
+}  // namespace trace::cli

@@ -1,0 +1,34 @@
+// The CUDA backend behind engine::Engine: Engine::Create calls CreateCudaEngine when
+// EngineOptions::device is "cuda" or "cuda:N". Built without CUDA, CreateCudaEngine exists
+// too and returns the error that says so.
+//
+// Ownership: the engine holds the shared Model, owns its device copy of the weights
+// (uploaded once, bf16 stays bf16), the device KV caches and activations. Thread safety:
+// as Engine — one thread drives an engine. Errors: Status naming the device, the CUDA call
+// and its file and line: "no CUDA device is present", "CUDA was asked for (--device cuda)
+// but this build has no CUDA backend", out of device memory naming the buffer.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "engine/engine.h"
+
+namespace trace::engine {
+
+// True for "cuda" and "cuda:<anything>": the devices CreateCudaEngine answers for.
+inline bool IsCudaDevice(const std::string& device) {
+  return device == "cuda" || device.rfind("cuda:", 0) == 0;
+}
+
+// "cuda" -> 0, "cuda:N" -> N; anything else is an InvalidArgument naming the string.
+Result<int> ParseCudaDevice(const std::string& device);
+
+// Whether this build has the CUDA backend (a device may still be absent).
+bool HaveCudaBackend();
+
+Result<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
+                                                 const EngineOptions& options);
+
+}  // namespace trace::engine

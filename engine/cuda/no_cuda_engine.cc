@@ -1,0 +1,16 @@
+// CreateCudaEngine in a build without the CUDA backend (TRACE_HAVE_CUDA off): a clear error.
+#include "engine/cuda/cuda_engine.h"
+
+namespace trace::engine {
+
+bool HaveCudaBackend() { return false; }
+
+Result<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
+                                                 const EngineOptions& options) {
+  TRACE_ASSIGN_OR_RETURN(int ordinal, ParseCudaDevice(options.device));
+  (void)ordinal;
+  return Unavailable("CUDA was asked for (--device " + options.device +
+                     ") but this build has no CUDA backend");
+}
+
+}  // namespace trace::engine

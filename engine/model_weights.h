@@ -1,0 +1,40 @@
+// The tensors of a loaded transformer, as views into the memory-mapped safetensors files:
+// what every backend (cpu_engine.cc, the CUDA engine) runs the forward pass over.
+//
+// Ownership: views only; the Model that hands them out owns the mappings and the few f32
+// copies (biases), and outlives every engine using them. Thread safety: immutable, safe
+// to share. Errors: none here; Model::Load validated every name, dtype and shape.
+#pragma once
+
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace trace::engine {
+
+struct LayerWeights {
+  kernels::WeightView input_norm;     // [hidden]
+  kernels::WeightView q_proj;         // [heads * head_dim, hidden]
+  kernels::WeightView k_proj;         // [kv_heads * head_dim, hidden]
+  kernels::WeightView v_proj;         // [kv_heads * head_dim, hidden]
+  kernels::WeightView o_proj;         // [hidden, heads * head_dim]
+  const float* q_bias = nullptr;      // [heads * head_dim] f32, Qwen2 only
+  const float* k_bias = nullptr;      // [kv_heads * head_dim]
+  const float* v_bias = nullptr;      // [kv_heads * head_dim]
+  kernels::WeightView q_norm;         // [head_dim], Qwen3 only (data null otherwise)
+  kernels::WeightView k_norm;         // [head_dim]
+  kernels::WeightView post_attn_norm; // [hidden]
+  kernels::WeightView gate_proj;      // [intermediate, hidden]
+  kernels::WeightView up_proj;        // [intermediate, hidden]
+  kernels::WeightView down_proj;      // [hidden, intermediate]
+};
+
+struct ModelWeights {
+  kernels::WeightView embed_tokens;  // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  kernels::WeightView final_norm;    // [hidden]
+  kernels::WeightView lm_head;       // [vocab, hidden]; == embed_tokens when tied
+  int64_t bytes = 0;                 // total size of the weights as stored
+};
+
+}  // namespace trace::engine

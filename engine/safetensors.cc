@@ -1,0 +1,217 @@
+#include "engine/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace trace::engine {
+namespace {
+
+using json = nlohmann::json;
+
+size_t ElementSize(kernels::DType dtype) { return dtype == kernels::DType::kF32 ? 4 : 2; }
+
+// The safetensors header size is capped (the reference implementation uses 100 MB).
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+}  // namespace
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+const char* SafetensorsDTypeName(kernels::DType dtype) {
+  switch (dtype) {
+    case kernels::DType::kF32:
+      return "F32";
+    case kernels::DType::kBF16:
+      return "BF16";
+    case kernels::DType::kF16:
+      return "F16";
+  }
+  return "?";
+}
+
+Result<std::map<std::string, TensorInfo>> ParseSafetensorsHeader(const uint8_t* file,
+                                                                 size_t size,
+                                                                 const std::string& path) {
+  if (size < 8) {
+    return Corruption(path + ": truncated safetensors file (" + std::to_string(size) +
+                      " bytes, no header length)");
+  }
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file[i];
+  if (header_len > kMaxHeaderBytes) {
+    return Corruption(path + ": safetensors header length " + std::to_string(header_len) +
+                      " is implausible (over 100 MB)");
+  }
+  if (header_len > size - 8) {
+    return Corruption(path + ": truncated safetensors file (header of " +
+                      std::to_string(header_len) + " bytes, file has " + std::to_string(size) +
+                      ")");
+  }
+  const uint64_t data_size = size - 8 - header_len;
+  json header = json::parse(reinterpret_cast<const char*>(file) + 8,
+                            reinterpret_cast<const char*>(file) + 8 + header_len, nullptr,
+                            /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object()) {
+    return Corruption(path + ": safetensors header is not a JSON object");
+  }
+  std::map<std::string, TensorInfo> tensors;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") continue;
+    const json& entry = it.value();
+    const std::string where = path + ": tensor '" + name + "'";
+    if (!entry.is_object()) return Corruption(where + ": header entry is not an object");
+    auto dt = entry.find("dtype");
+    auto sh = entry.find("shape");
+    auto off = entry.find("data_offsets");
+    if (dt == entry.end() || !dt->is_string()) return Corruption(where + ": missing dtype");
+    if (sh == entry.end() || !sh->is_array()) return Corruption(where + ": missing shape");
+    if (off == entry.end() || !off->is_array() || off->size() != 2) {
+      return Corruption(where + ": data_offsets must be [begin, end]");
+    }
+    TensorInfo info;
+    info.name = name;
+    const std::string dtype = dt->get<std::string>();
+    if (dtype == "BF16") {
+      info.dtype = kernels::DType::kBF16;
+    } else if (dtype == "F16") {
+      info.dtype = kernels::DType::kF16;
+    } else if (dtype == "F32") {
+      info.dtype = kernels::DType::kF32;
+    } else {
+      return Unsupported(where + ": dtype " + dtype + " is not supported (BF16, F16, F32)");
+    }
+    uint64_t elements = 1;
+    for (const json& d : *sh) {
+      if (!d.is_number_unsigned()) {
+        return Corruption(where + ": shape has a non-integer or negative dimension");
+      }
+      uint64_t v = d.get<uint64_t>();
+      if (v > (1ull << 40) || (v != 0 && elements > (1ull << 50) / v)) {
+        return Corruption(where + ": shape is implausibly large");
+      }
+      elements *= v;
+      info.shape.push_back(static_cast<int64_t>(v));
+    }
+    if (!(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned()) {
+      return Corruption(where + ": data_offsets are not non-negative integers");
+    }
+    info.begin = (*off)[0].get<uint64_t>();
+    info.end = (*off)[1].get<uint64_t>();
+    if (info.begin > info.end) return Corruption(where + ": data_offsets begin > end");
+    if (info.end > data_size) {
+      return Corruption(where + ": data_offsets [" + std::to_string(info.begin) + ", " +
+                        std::to_string(info.end) + "] run past the end of the data (" +
+                        std::to_string(data_size) + " bytes; truncated file?)");
+    }
+    if (info.end - info.begin != elements * ElementSize(info.dtype)) {
+      return Corruption(where + ": " + std::to_string(info.end - info.begin) +
+                        " bytes do not match dtype " + dtype + " and its shape");
+    }
+    if ((8 + header_len + info.begin) % ElementSize(info.dtype) != 0) {
+      return Corruption(where + ": data is not aligned to its element size");
+    }
+    tensors.emplace(name, std::move(info));
+  }
+  return tensors;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_ != nullptr && size_ > 0) munmap(map_, size_);
+}
+
+const TensorInfo* SafetensorsFile::Find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NotFound(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return IOError(path + ": cannot stat: " + std::strerror(err));
+  }
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = path;
+  file->size_ = static_cast<size_t>(st.st_size);
+  if (file->size_ > 0) {
+    void* map = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return IOError(path + ": cannot mmap: " + std::strerror(err));
+    }
+    file->map_ = map;
+  }
+  ::close(fd);
+  const auto* bytes = static_cast<const uint8_t*>(file->map_);
+  TRACE_ASSIGN_OR_RETURN(file->tensors_, ParseSafetensorsHeader(bytes, file->size_, path));
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
+  for (auto& [name, info] : file->tensors_) info.data = bytes + 8 + header_len + info.begin;
+  return file;
+}
+
+Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  return WriteSafetensors(
+      path, tensors, [&tensors](size_t i) { return tensors[i].bytes; }, metadata);
+}
+
+Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                        const std::function<std::string(size_t)>& fill,
+                        const std::map<std::string, std::string>& metadata) {
+  // nlohmann::ordered_json keeps the tensors in the order given.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  std::vector<uint64_t> sizes;
+  for (const auto& t : tensors) {
+    uint64_t elements = 1;
+    for (int64_t d : t.shape) elements *= static_cast<uint64_t>(d);
+    const uint64_t size = elements * ElementSize(t.dtype);
+    header[t.name] = {{"dtype", SafetensorsDTypeName(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + size}}};
+    offset += size;
+    sizes.push_back(size);
+  }
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return IOError(path + ": cannot create: " + std::strerror(errno));
+  uint64_t len = text.size();
+  char len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  out.write(len_bytes, 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::string bytes = fill(i);
+    if (bytes.size() != sizes[i]) {
+      return Internal(path + ": tensor '" + tensors[i].name + "' has " +
+                      std::to_string(bytes.size()) + " bytes, its shape needs " +
+                      std::to_string(sizes[i]));
+    }
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  out.close();
+  if (!out) return IOError(path + ": write failed: " + std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace trace::engine

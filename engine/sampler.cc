@@ -1,0 +1,229 @@
+// The sampler of docs/numerics.md ("Sampling"): temperature, softmax with the engine Exp,
+// candidates ordered by (probability desc, id asc), top-k then top-p, one Philox4x32-10
+// uniform keyed by (seed, step), and a walk of the cumulative sum in candidate order.
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "kernels/kernels.h"
+
+namespace trace::engine {
+namespace {
+
+std::string FloatText(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(v));
+  return buf;
+}
+
+// A candidate: its unnormalised probability Exp(z - max z) and its id.
+struct Candidate {
+  float p;
+  int32_t id;
+};
+
+bool IsAllowed(std::span<const uint8_t> allowed, size_t id) {
+  return allowed.empty() || (id < allowed.size() && allowed[id] != 0);
+}
+
+// Ids that may be drawn (allowed, logit neither NaN nor -inf), ascending.
+std::vector<int32_t> EligibleIds(std::span<const float> logits, std::span<const uint8_t> allowed) {
+  std::vector<int32_t> ids;
+  ids.reserve(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (IsAllowed(allowed, i) && !std::isnan(logits[i]) && logits[i] != -INFINITY) {
+      ids.push_back(static_cast<int32_t>(i));
+    }
+  }
+  return ids;
+}
+
+// Highest logit among `ids` other than `exclude`, lowest id on ties; -1 if none.
+int32_t BestLogit(std::span<const float> logits, const std::vector<int32_t>& ids, int32_t exclude) {
+  int32_t best = -1;
+  for (int32_t id : ids) {
+    if (id == exclude) continue;
+    if (best < 0 || logits[id] > logits[best]) best = id;
+  }
+  return best;
+}
+
+struct Distribution {
+  std::vector<float> z;  // logit / temperature, per eligible id (id order)
+  std::vector<float> p;  // Exp(z - max), per eligible id (id order)
+  float max_z = 0.0f;
+  float sum = 0.0f;  // CanonicalSum(p) in id order: the softmax denominator
+};
+
+Distribution Softmax(std::span<const float> logits, const std::vector<int32_t>& ids,
+                     float temperature) {
+  Distribution d;
+  d.z.resize(ids.size());
+  d.p.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) d.z[i] = logits[ids[i]] / temperature;
+  d.max_z = d.z.empty() ? 0.0f : d.z[0];
+  for (float v : d.z) {
+    if (v > d.max_z) d.max_z = v;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    // z = +inf (an infinite logit, or a finite one over a tiny temperature) takes all the
+    // mass, shared equally by every such token.
+    d.p[i] =
+        std::isinf(d.max_z) ? (d.z[i] == d.max_z ? 1.0f : 0.0f) : kernels::Exp(d.z[i] - d.max_z);
+  }
+  d.sum = kernels::CanonicalSum(d.p.data(), static_cast<int64_t>(d.p.size()));
+  return d;
+}
+
+// Sorted candidates after the top-k and top-p cuts, with their running cumulative sums.
+struct Cut {
+  std::vector<Candidate> kept;
+  std::vector<float> cumulative;  // cumulative[i] = cumulative[i-1] + kept[i].p
+};
+
+Cut CutCandidates(const std::vector<int32_t>& ids, const Distribution& d,
+                  const SamplingParams& params) {
+  Cut cut;
+  cut.kept.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) cut.kept[i] = {d.p[i], ids[i]};
+  auto order = [](const Candidate& a, const Candidate& b) {
+    return a.p > b.p || (a.p == b.p && a.id < b.id);
+  };
+  const size_t k = params.top_k > 0 ? std::min<size_t>(params.top_k, ids.size()) : ids.size();
+  if (k < ids.size()) {
+    std::partial_sort(cut.kept.begin(), cut.kept.begin() + k, cut.kept.end(), order);
+    cut.kept.resize(k);
+  } else {
+    std::sort(cut.kept.begin(), cut.kept.end(), order);
+  }
+  cut.cumulative.resize(cut.kept.size());
+  float running = 0.0f;
+  for (size_t i = 0; i < cut.kept.size(); ++i) {
+    running = running + cut.kept[i].p;
+    cut.cumulative[i] = running;
+  }
+  if (params.top_p < 1.0f && !cut.kept.empty()) {
+    // Keep the shortest prefix whose mass reaches top_p of the mass left after top-k.
+    const float threshold = params.top_p * cut.cumulative.back();
+    size_t keep = cut.kept.size();
+    for (size_t i = 0; i < cut.kept.size(); ++i) {
+      if (cut.cumulative[i] >= threshold) {
+        keep = i + 1;
+        break;
+      }
+    }
+    cut.kept.resize(keep);
+    cut.cumulative.resize(keep);
+  }
+  return cut;
+}
+
+}  // namespace
+
+Status ValidateSamplingParams(const SamplingParams& params) {
+  if (!(params.temperature >= 0.0f) || std::isinf(params.temperature)) {
+    return InvalidArgument("sampling param temperature must be a finite number >= 0 (got " +
+                           FloatText(params.temperature) + ")");
+  }
+  if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) {
+    return InvalidArgument("sampling param top_p must be in (0, 1] (got " +
+                           FloatText(params.top_p) + ")");
+  }
+  if (params.top_k < 0) {
+    return InvalidArgument("sampling param top_k must be >= 0 (got " +
+                           std::to_string(params.top_k) + ")");
+  }
+  if (params.max_tokens < 0) {
+    return InvalidArgument("sampling param max_tokens must be >= 0 (got " +
+                           std::to_string(params.max_tokens) + ")");
+  }
+  for (size_t i = 0; i < params.stop.size(); ++i) {
+    if (params.stop[i].empty()) {
+      return InvalidArgument("sampling param stop[" + std::to_string(i) + "] is empty");
+    }
+  }
+  return Status::Ok();
+}
+
+std::array<uint32_t, 4> Philox4x32_10(std::array<uint32_t, 4> counter,
+                                      std::array<uint32_t, 2> key) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key[0] += kWeyl0;
+      key[1] += kWeyl1;
+    }
+    const uint64_t p0 = static_cast<uint64_t>(kMul0) * counter[0];
+    const uint64_t p1 = static_cast<uint64_t>(kMul1) * counter[2];
+    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+    counter = {hi1 ^ counter[1] ^ key[0], lo1, hi0 ^ counter[3] ^ key[1], lo0};
+  }
+  return counter;
+}
+
+float PhiloxUniform(uint64_t seed, uint64_t step) {
+  const auto out =
+      Philox4x32_10({static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), 0u, 0u},
+                    {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  // The top 24 bits: an exact float in [0, 1 - 2^-24].
+  return static_cast<float>(out[0] >> 8) * 0x1p-24f;
+}
+
+std::vector<int32_t> SamplingCandidates(std::span<const float> logits, const SamplingParams& params,
+                                        std::span<const uint8_t> allowed) {
+  const std::vector<int32_t> ids = EligibleIds(logits, allowed);
+  if (ids.empty()) return {};
+  if (params.temperature == 0.0f) return {BestLogit(logits, ids, -1)};
+  const Distribution d = Softmax(logits, ids, params.temperature);
+  const Cut cut = CutCandidates(ids, d, params);
+  std::vector<int32_t> out;
+  out.reserve(cut.kept.size());
+  for (const auto& c : cut.kept) out.push_back(c.id);
+  return out;
+}
+
+SampleResult Sample(std::span<const float> logits, const SamplingParams& params, uint64_t seed,
+                    uint64_t step, std::span<const uint8_t> allowed) {
+  SampleResult result;
+  const std::vector<int32_t> ids = EligibleIds(logits, allowed);
+  if (ids.empty()) return result;
+  const bool greedy = params.temperature == 0.0f;
+  // Greedy reports the log-probability of the model's own distribution (temperature 1).
+  const Distribution d = Softmax(logits, ids, greedy ? 1.0f : params.temperature);
+  if (greedy) {
+    result.token = BestLogit(logits, ids, -1);
+  } else {
+    const Cut cut = CutCandidates(ids, d, params);
+    const float target = PhiloxUniform(seed, step) * cut.cumulative.back();
+    // The first candidate whose cumulative sum exceeds the target; when rounding leaves
+    // none, the last candidate with a non-zero probability.
+    size_t chosen = cut.kept.size();
+    for (size_t i = 0; i < cut.kept.size(); ++i) {
+      if (target < cut.cumulative[i]) {
+        chosen = i;
+        break;
+      }
+    }
+    if (chosen == cut.kept.size()) {
+      chosen = cut.kept.size() - 1;
+      while (chosen > 0 && cut.kept[chosen].p == 0.0f) --chosen;
+    }
+    result.token = cut.kept[chosen].id;
+  }
+  const size_t index =
+      static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), result.token) - ids.begin());
+  result.logit = logits[result.token];
+  const double shifted = std::isinf(d.max_z) ? std::log(static_cast<double>(d.p[index]))
+                                             : static_cast<double>(d.z[index] - d.max_z);
+  result.logprob = static_cast<float>(shifted - std::log(static_cast<double>(d.sum)));
+  result.runner_up = BestLogit(logits, ids, result.token);
+  if (result.runner_up >= 0) result.runner_up_logit = logits[result.runner_up];
+  return result;
+}
+
+}  // namespace trace::engine

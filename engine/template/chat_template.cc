@@ -1,0 +1,155 @@
+// ChatTemplate: loading from tokenizer_config.json and rendering with the variables
+// transformers' apply_chat_template passes.
+#include "engine/template/chat_template.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/template/template_internal.h"
+
+namespace trace::engine {
+namespace {
+
+class TemplateImpl final : public ChatTemplate {
+ public:
+  TemplateImpl(std::string source, std::unique_ptr<tmpl::Program> program)
+      : source_(std::move(source)), program_(std::move(program)) {}
+
+  Result<std::string> RenderOrdered(const nlohmann::ordered_json& messages,
+                                    const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                    const nlohmann::ordered_json& extra_kwargs) const override {
+    if (!messages.is_array()) {
+      return InvalidArgument("chat template " + program_->origin +
+                             ": messages must be a JSON array");
+    }
+    if (!tools.is_null() && !tools.is_array()) {
+      return InvalidArgument("chat template " + program_->origin +
+                             ": tools must be a JSON array or null");
+    }
+    if (!extra_kwargs.is_null() && !extra_kwargs.is_object()) {
+      return InvalidArgument("chat template " + program_->origin +
+                             ": extra kwargs must be a JSON object or null");
+    }
+    auto globals = std::make_shared<tmpl::Dict>();
+    globals->Set("messages", tmpl::Value::FromJson(messages));
+    globals->Set("tools", tmpl::Value::FromJson(tools));
+    globals->Set("documents", tmpl::Value::None());
+    globals->Set("add_generation_prompt", tmpl::Value::Bool(add_generation_prompt));
+    if (!bos_token_.empty()) globals->Set("bos_token", tmpl::Value::Str(bos_token_));
+    if (!eos_token_.empty()) globals->Set("eos_token", tmpl::Value::Str(eos_token_));
+    if (extra_kwargs.is_object()) {
+      for (auto it = extra_kwargs.begin(); it != extra_kwargs.end(); ++it) {
+        globals->Set(it.key(), tmpl::Value::FromJson(it.value()));
+      }
+    }
+    return tmpl::RenderProgram(*program_, std::move(globals));
+  }
+
+  const std::string& source() const override { return source_; }
+  const std::string& bos_token() const override { return bos_token_; }
+  const std::string& eos_token() const override { return eos_token_; }
+  void SetSpecialTokens(std::string bos_token, std::string eos_token) override {
+    bos_token_ = std::move(bos_token);
+    eos_token_ = std::move(eos_token);
+  }
+
+ private:
+  std::string source_;
+  std::unique_ptr<tmpl::Program> program_;
+  std::string bos_token_;
+  std::string eos_token_;
+};
+
+// A special token is a string or an AddedToken object {"content": ...}; null means unset.
+Result<std::string> SpecialToken(const nlohmann::ordered_json& config, const char* field,
+                                 const std::string& path) {
+  auto it = config.find(field);
+  if (it == config.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) {
+    auto content = it->find("content");
+    if (content != it->end() && content->is_string()) return content->get<std::string>();
+  }
+  return InvalidArgument(path + ": field '" + field +
+                         "' must be a string or an object with a string 'content'");
+}
+
+Result<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(std::string(what) + " " + path + ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return IOError(std::string(what) + " " + path + ": read failed");
+  return ss.str();
+}
+
+}  // namespace
+
+Result<std::string> ChatTemplate::Render(const nlohmann::json& messages,
+                                         const nlohmann::json& tools, bool add_generation_prompt,
+                                         const nlohmann::json& extra_kwargs) const {
+  // nlohmann::json stores objects sorted; the ordered copy keeps that order.
+  return RenderOrdered(nlohmann::ordered_json::parse(messages.dump()),
+                       nlohmann::ordered_json::parse(tools.dump()), add_generation_prompt,
+                       nlohmann::ordered_json::parse(extra_kwargs.dump()));
+}
+
+Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Parse(std::string_view source,
+                                                          std::string origin) {
+  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<tmpl::Program> program,
+                         tmpl::ParseProgram(source, std::move(origin)));
+  TRACE_RETURN_IF_ERROR(tmpl::ValidateProgram(*program));
+  return std::unique_ptr<ChatTemplate>(
+      std::make_unique<TemplateImpl>(std::string(source), std::move(program)));
+}
+
+Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
+    const std::string& tokenizer_config_json_path) {
+  const std::string& path = tokenizer_config_json_path;
+  TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(path, "tokenizer config"));
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (config.is_discarded() || !config.is_object()) {
+    return Corruption(path + ": not a JSON object");
+  }
+  std::string source;
+  std::string origin = path + ":chat_template";
+  auto it = config.find("chat_template");
+  if (it == config.end() || it->is_null()) {
+    // Newer transformers save the template next to the config as chat_template.jinja.
+    auto jinja = std::filesystem::path(path).parent_path() / "chat_template.jinja";
+    if (!std::filesystem::exists(jinja)) {
+      return NotFound(path + ": no field 'chat_template' and no chat_template.jinja beside it");
+    }
+    TRACE_ASSIGN_OR_RETURN(source, ReadFile(jinja.string(), "chat template"));
+    origin = jinja.string();
+  } else if (it->is_string()) {
+    source = it->get<std::string>();
+  } else if (it->is_array()) {
+    // [{"name": "default", "template": "..."}, {"name": "tool_use", ...}]
+    bool found = false;
+    for (const auto& entry : *it) {
+      if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") ||
+          !entry["name"].is_string() || !entry["template"].is_string()) {
+        return InvalidArgument(path +
+                               ": field 'chat_template' list entries need string 'name' and "
+                               "'template'");
+      }
+      if (entry["name"] == "default") {
+        source = entry["template"].get<std::string>();
+        found = true;
+      }
+    }
+    if (!found) return NotFound(path + ": field 'chat_template' has no template named 'default'");
+    origin = path + ":chat_template[default]";
+  } else {
+    return InvalidArgument(path + ": field 'chat_template' must be a string or a list");
+  }
+  TRACE_ASSIGN_OR_RETURN(std::string bos, SpecialToken(config, "bos_token", path));
+  TRACE_ASSIGN_OR_RETURN(std::string eos, SpecialToken(config, "eos_token", path));
+  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<ChatTemplate> t, Parse(source, origin));
+  t->SetSpecialTokens(std::move(bos), std::move(eos));
+  return t;
+}
+
+}  // namespace trace::engine

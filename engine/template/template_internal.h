@@ -1,0 +1,262 @@
+// Internals of the chat-template interpreter: values, tokens, syntax tree, and the
+// lexer / parser / evaluator entry points. Not a public interface; only engine/template/
+// and its tests include it.
+//
+// Ownership: the syntax tree is owned by its Program (unique_ptrs); values share their
+// containers through shared_ptr and are immutable except namespaces. Thread safety: a
+// parsed Program is immutable and can be rendered from several threads; a Value graph
+// built during one render belongs to that render. Errors: every fallible step returns a
+// Status naming the template origin, the line and the construct or value concerned.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace trace::engine::tmpl {
+
+// ---- values (Python objects as jinja2 sees them) -----------------------------------
+
+enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kCallable };
+
+class Value;
+struct List;
+struct Dict;
+struct Callable;
+class Renderer;
+
+class Value {
+ public:
+  Value() = default;  // undefined
+  static Value Undefined(std::string hint) {
+    Value v;
+    v.str_ = std::move(hint);
+    return v;
+  }
+  static Value None() { return Value(Kind::kNone); }
+  static Value Bool(bool b) {
+    Value v(Kind::kBool);
+    v.int_ = b;
+    return v;
+  }
+  static Value Int(int64_t i) {
+    Value v(Kind::kInt);
+    v.int_ = i;
+    return v;
+  }
+  static Value Float(double f) {
+    Value v(Kind::kFloat);
+    v.float_ = f;
+    return v;
+  }
+  static Value Str(std::string s) {
+    Value v(Kind::kString);
+    v.str_ = std::move(s);
+    return v;
+  }
+  static Value MakeList(std::vector<Value> items, bool tuple = false);
+  static Value MakeDict(std::shared_ptr<Dict> dict);
+  static Value MakeNamespace(std::shared_ptr<Dict> dict);
+  static Value MakeCallable(std::shared_ptr<Callable> fn);
+  static Value FromJson(const nlohmann::ordered_json& j);
+
+  Kind kind() const { return kind_; }
+  bool is_undefined() const { return kind_ == Kind::kUndefined; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+  bool is_string() const { return kind_ == Kind::kString; }
+  bool is_list() const { return kind_ == Kind::kList; }
+  bool is_dict() const { return kind_ == Kind::kDict; }
+  // Python's numbers: bool is an int.
+  bool is_number() const {
+    return kind_ == Kind::kBool || kind_ == Kind::kInt || kind_ == Kind::kFloat;
+  }
+  bool is_integral() const { return kind_ == Kind::kBool || kind_ == Kind::kInt; }
+
+  bool as_bool() const { return int_ != 0; }
+  int64_t as_int() const { return int_; }
+  double as_double() const { return kind_ == Kind::kFloat ? float_ : static_cast<double>(int_); }
+  const std::string& str() const { return str_; }  // string value, or undefined's hint
+  const std::vector<Value>& items() const;          // list items
+  bool is_tuple() const;
+  const std::shared_ptr<List>& list_ptr() const { return list_; }
+  const std::shared_ptr<Dict>& dict() const { return dict_; }  // dict or namespace
+  const std::shared_ptr<Callable>& callable() const { return fn_; }
+
+  // Python truthiness (undefined is false).
+  bool Truthy() const;
+
+ private:
+  explicit Value(Kind k) : kind_(k) {}
+  Kind kind_ = Kind::kUndefined;
+  int64_t int_ = 0;
+  double float_ = 0;
+  std::string str_;
+  std::shared_ptr<List> list_;
+  std::shared_ptr<Dict> dict_;
+  std::shared_ptr<Callable> fn_;
+};
+
+struct List {
+  std::vector<Value> items;
+  bool tuple = false;
+};
+
+// A Python dict with string keys, in insertion order.
+struct Dict {
+  std::vector<std::pair<std::string, Value>> entries;
+  const Value* Find(std::string_view key) const;
+  void Set(const std::string& key, Value value);
+};
+
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+  const Value* Keyword(std::string_view name) const;
+};
+
+struct Callable {
+  std::string name;
+  std::function<Result<Value>(Renderer&, CallArgs&)> fn;
+};
+
+// str(value) as Python prints it (undefined prints as "").
+std::string ToPyStr(const Value& v);
+// repr(value) as Python prints it inside containers.
+std::string ToPyRepr(const Value& v);
+// Python's float repr (shortest round-trip, "1e-05", "2.0").
+std::string FormatPyFloat(double d);
+// json.dumps(v, ensure_ascii=False, indent, separators, sort_keys) as transformers' tojson.
+// `indent` is the per-level indent string, nullopt for None.
+Result<std::string> ToJson(const Value& v, const std::optional<std::string>& indent,
+                           const std::string& item_sep, const std::string& key_sep,
+                           bool sort_keys, bool ensure_ascii);
+// Python ==.
+bool PyEquals(const Value& a, const Value& b);
+const char* KindName(const Value& v);  // Python type name for messages: 'dict object', ...
+
+// UTF-8 helpers: Python strings index code points.
+std::vector<char32_t> DecodeUtf8(std::string_view s);
+std::string EncodeUtf8(const std::u32string_view s);
+void AppendUtf8(std::string& out, char32_t c);
+bool IsPyWhitespace(char32_t c);
+std::string PyStrip(std::string_view s, const std::string* chars, bool left, bool right);
+
+// ---- tokens ------------------------------------------------------------------------
+
+enum class Tok {
+  kText,        // template data
+  kVarBegin,    // {{
+  kVarEnd,      // }}
+  kBlockBegin,  // {%
+  kBlockEnd,    // %}
+  kName,
+  kString,
+  kInt,
+  kFloat,
+  kOp,  // operator or punctuation, text in `text`
+  kEof,
+};
+
+struct Token {
+  Tok type;
+  std::string text;
+  int line;
+  int64_t int_value = 0;
+  double float_value = 0;
+};
+
+// Tokenizes `source` with jinja2's rules under trim_blocks + lstrip_blocks and
+// keep_trailing_newline=False.
+Result<std::vector<Token>> Lex(std::string_view source, const std::string& origin);
+
+// ---- syntax tree -------------------------------------------------------------------
+
+struct Expr;
+struct Stmt;
+using ExprPtr = std::unique_ptr<Expr>;
+using StmtPtr = std::unique_ptr<Stmt>;
+using Body = std::vector<StmtPtr>;
+
+enum class ExprKind {
+  kLiteral,     // value
+  kName,        // name
+  kList,        // children
+  kTuple,       // children
+  kDict,        // keys (children at even) and values (odd)
+  kGetAttr,     // children[0] . name
+  kGetItem,     // children[0] [ children[1] ]
+  kSlice,       // children[0] [ children[1] : children[2] : children[3] ] (null parts allowed)
+  kCall,        // children[0] ( args )
+  kFilter,      // children[0] | name ( args )
+  kTest,        // children[0] is [not] name ( args )
+  kUnary,       // op children[0]: "-", "+", "not"
+  kBinary,      // children[0] op children[1]
+  kAnd,
+  kOr,
+  kCondExpr,    // children[1] if children[0] else children[2] (children[2] may be null)
+};
+
+struct Expr {
+  ExprKind kind;
+  int line = 0;
+  std::string name;  // name, attribute, filter/test name, operator
+  Value value;       // literal
+  bool negated = false;  // `is not`
+  std::vector<ExprPtr> children;
+  std::vector<ExprPtr> args;                                // call/filter/test positional
+  std::vector<std::pair<std::string, ExprPtr>> kwargs;      // call/filter/test keyword
+};
+
+enum class StmtKind {
+  kText,       // text
+  kOutput,     // expr
+  kIf,         // branches: (cond, body)...; else_body
+  kFor,        // targets, iter, filter, body, else_body
+  kSet,        // targets / attr target, expr or body (+ filters via expr on body)
+  kMacro,      // name, params, defaults, body
+  kCallBlock,  // call expr, caller params, body
+  kFilterBlock,
+  kBreak,
+  kContinue,
+  kTransparent,  // {% generation %}: body rendered as is
+};
+
+struct Stmt {
+  StmtKind kind;
+  int line = 0;
+  std::string text;
+  ExprPtr expr;
+  std::vector<std::pair<ExprPtr, Body>> branches;
+  Body body;
+  Body else_body;
+  std::vector<std::string> targets;  // for / set names; set attr: {ns, attr}
+  bool attr_target = false;
+  ExprPtr filter;  // for ... if filter
+  std::vector<std::string> params;
+  std::vector<ExprPtr> defaults;  // aligned with params (null where none)
+};
+
+struct Program {
+  std::string origin;
+  Body body;
+};
+
+Result<std::unique_ptr<Program>> ParseProgram(std::string_view source, std::string origin);
+
+// Checks that every filter and test the program names exists; the error names the
+// unsupported one and its line.
+Status ValidateProgram(const Program& program);
+
+// Renders `program` with `globals` (the template's variables).
+Result<std::string> RenderProgram(const Program& program, std::shared_ptr<Dict> globals);
+
+}  // namespace trace::engine::tmpl

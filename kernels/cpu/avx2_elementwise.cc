@@ -1,0 +1,148 @@
+// AVX2 paths of the small ops: CanonicalDot (for RmsNorm), RmsNorm, Embedding, Rope,
+// SiluMul, Add, Exp8. Each equals its scalar reference (kernels/cpu/ref_*.cc) bit for bit:
+// the elementwise ops do the same IEEE operations per element, and CanonicalDot keeps
+// each lane's fma chain in increasing k. Check: ctest -R 'Kernels'.
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/avx2_common.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace trace::kernels::avx2 {
+
+float CanonicalDot(const float* a, const float* b, int64_t n) {
+  alignas(32) float lane[32] = {};
+  const int64_t full_blocks = n / 32;
+  int64_t block = 0;
+  // Eight consecutive whole blocks at a time (blocks 8g..8g+7 belong to lanes
+  // (8g % 32)..+7): transpose so one register holds element i of each block, and run
+  // the eight lanes' fma chains side by side.
+  for (; block + 8 <= full_blocks; block += 8) {
+    __m256 acc = _mm256_load_ps(lane + (block % 32));
+    for (int64_t i = 0; i < 32; i += 8) {
+      __m256 va[8], vb[8];
+      for (int q = 0; q < 8; ++q) {
+        va[q] = _mm256_loadu_ps(a + (block + q) * 32 + i);
+        vb[q] = _mm256_loadu_ps(b + (block + q) * 32 + i);
+      }
+      Transpose8x8(va);
+      Transpose8x8(vb);
+      for (int t = 0; t < 8; ++t) acc = _mm256_fmadd_ps(va[t], vb[t], acc);
+    }
+    _mm256_store_ps(lane + (block % 32), acc);
+  }
+  // The remaining blocks come after every block above, so each lane's chain stays in
+  // increasing k.
+  for (int64_t k = block * 32; k < n; ++k) {
+    const int64_t l = (k / 32) % 32;
+    lane[l] = std::fma(a[k], b[k], lane[l]);
+  }
+  float result = lane[0];
+  for (int l = 1; l < 32; ++l) result = result + lane[l];
+  return result;
+}
+
+void RmsNorm(const float* x, int64_t M, int64_t n, const WeightView& weight, float eps,
+             float* out) {
+  thread_local std::vector<float> w;
+  w.resize(static_cast<size_t>(n));
+  WeightRowToF32(weight, 0, n, w.data());
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * n;
+    float* orow = out + m * n;
+    const float sum_sq = CanonicalDot(xr, xr, n);
+    const float inv = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
+    const __m256 vinv = _mm256_set1_ps(inv);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xr + i), vinv);
+      _mm256_storeu_ps(orow + i, _mm256_mul_ps(v, _mm256_loadu_ps(w.data() + i)));
+    }
+    for (; i < n; ++i) orow[i] = (xr[i] * inv) * w[i];
+  }
+}
+
+namespace {
+template <DType D>
+void EmbeddingRows(const WeightView& table, const int32_t* ids, int64_t M, float* out) {
+  const int64_t D_ = table.cols;
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t base = static_cast<int64_t>(ids[m]) * D_;
+    float* o = out + m * D_;
+    int64_t i = 0;
+    for (; i + 8 <= D_; i += 8) _mm256_storeu_ps(o + i, LoadWeights8<D>(table.data, base + i));
+    for (; i < D_; ++i) o[i] = WeightAt(table, ids[m], i);
+  }
+}
+}  // namespace
+
+void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* out) {
+  if (table.layout != WeightLayout::kRowMajor) return ref::Embedding(table, ids, M, out);
+  switch (table.dtype) {
+    case DType::kF32:
+      return EmbeddingRows<DType::kF32>(table, ids, M, out);
+    case DType::kBF16:
+      return EmbeddingRows<DType::kBF16>(table, ids, M, out);
+    case DType::kF16:
+      return EmbeddingRows<DType::kF16>(table, ids, M, out);
+  }
+}
+
+void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+          const float* cos_table, const float* sin_table) {
+  const int64_t half = head_dim / 2;
+  for (int64_t m = 0; m < M; ++m) {
+    const float* c = cos_table + static_cast<int64_t>(positions[m]) * half;
+    const float* s = sin_table + static_cast<int64_t>(positions[m]) * half;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* v = x + (m * n_heads + h) * head_dim;
+      int64_t i = 0;
+      for (; i + 8 <= half; i += 8) {
+        const __m256 x1 = _mm256_loadu_ps(v + i);
+        const __m256 x2 = _mm256_loadu_ps(v + i + half);
+        const __m256 vc = _mm256_loadu_ps(c + i);
+        const __m256 vs = _mm256_loadu_ps(s + i);
+        _mm256_storeu_ps(v + i, _mm256_sub_ps(_mm256_mul_ps(x1, vc), _mm256_mul_ps(x2, vs)));
+        _mm256_storeu_ps(v + i + half, _mm256_add_ps(_mm256_mul_ps(x2, vc), _mm256_mul_ps(x1, vs)));
+      }
+      for (; i < half; ++i) {
+        const float x1 = v[i];
+        const float x2 = v[i + half];
+        v[i] = x1 * c[i] - x2 * s[i];
+        v[i + half] = x2 * c[i] + x1 * s[i];
+      }
+    }
+  }
+}
+
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = Exp(_mm256_xor_ps(g, sign));
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = (g / (1.0f + kernels::Exp(-g))) * up[i];
+  }
+}
+
+void Add(const float* a, const float* b, int64_t n, float* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  }
+  for (; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void Exp8(const float* x, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, Exp(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) out[i] = kernels::Exp(x[i]);
+}
+
+}  // namespace trace::kernels::avx2

@@ -1,0 +1,416 @@
+// AVX2 MatMul. Canonical: vectorised across 8 output columns so that one register holds
+// one lane's accumulators for 8 columns; each (lane, column) chain is the contract's
+// sequential fma over its blocks in increasing k, then the 32 lanes fold left to right.
+// Equals ref::MatMulCanonical bit for bit for every M, column range and thread count.
+// Fast: the conventional baseline, 8-wide partial sums along K (a different order).
+// Shapes: x [M, K], w [N, K] bf16|f16|f32, y [M, N]; a column range [n_begin, n_end)
+// from the dispatch. Check: ctest -R 'KernelsMatMul'; bench: bench/kernels.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/avx2_common.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace trace::kernels::avx2 {
+namespace {
+
+constexpr int kRowsPerMicroTile = 6;
+
+template <DType D>
+using WeightT = std::conditional_t<D == DType::kF32, float, uint16_t>;
+
+// Rows of x per tile: sized so a tile of x stays in L2 while the weights stream.
+int64_t RowsPerTile(int64_t K) {
+  const int64_t rows = (192 * 1024) / std::max<int64_t>(1, K * 4);
+  return std::clamp<int64_t>(rows / kRowsPerMicroTile * kRowsPerMicroTile, kRowsPerMicroTile, 96);
+}
+
+// panel[k * 8 + c] = f32(w[n0 + c, k]) for c < ncols, 0 for the missing columns.
+template <DType D>
+void PackPanel(const WeightView& w, int64_t n0, int64_t ncols, float* panel) {
+  const int64_t K = w.cols;
+  int64_t k = 0;
+  if (ncols == 8) {
+    for (; k + 8 <= K; k += 8) {
+      __m256 r[8];
+      for (int c = 0; c < 8; ++c) r[c] = LoadWeights8<D>(w.data, (n0 + c) * K + k);
+      Transpose8x8(r);
+      for (int i = 0; i < 8; ++i) _mm256_store_ps(panel + (k + i) * 8, r[i]);
+    }
+  }
+  for (; k < K; ++k) {
+    for (int64_t c = 0; c < 8; ++c) panel[k * 8 + c] = c < ncols ? WeightAt(w, n0 + c, k) : 0.0f;
+  }
+}
+
+// Runs Q consecutive whole blocks at a time (b a multiple of Q, 32 % Q == 0, so they
+// belong to Q distinct lanes): Q * R independent fma chains hide the fma latency, while
+// each chain still visits its block's k in increasing order.
+template <DType PD, int R, int Q>
+void RunBlockGroups(const float* x, int64_t K, const void* panel, __m256 (*lanes)[R], int64_t& b,
+                    int64_t full_blocks) {
+  for (; b + Q <= full_blocks; b += Q) {
+    __m256 acc[Q][R];
+    for (int q = 0; q < Q; ++q) {
+      for (int r = 0; r < R; ++r) acc[q][r] = lanes[(b + q) & 31][r];
+    }
+    for (int64_t i = 0; i < 32; ++i) {
+      for (int q = 0; q < Q; ++q) {
+        const int64_t k = (b + q) * 32 + i;
+        const __m256 wv = LoadWeights8<PD>(panel, k * 8);
+        for (int r = 0; r < R; ++r) {
+          acc[q][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * K + k), wv, acc[q][r]);
+        }
+      }
+    }
+    for (int q = 0; q < Q; ++q) {
+      for (int r = 0; r < R; ++r) lanes[(b + q) & 31][r] = acc[q][r];
+    }
+  }
+}
+
+// y[r, n0 .. n0 + ncols) for R rows of x against one panel of 8 columns: element (k, c)
+// at panel[k * 8 + c] in dtype PD (an f32 panel packed from row-major weights, or a group
+// of kInterleaved8 weights read in place).
+template <DType PD, int R>
+void MicroTile(const float* x, int64_t K, const void* panel, const float* bias, int64_t ncols,
+               float* y, int64_t ldy) {
+  __m256 lanes[32][R];
+  for (int l = 0; l < 32; ++l) {
+    for (int r = 0; r < R; ++r) lanes[l][r] = _mm256_setzero_ps();
+  }
+  // Whole blocks in groups of 8, 4, 2 (fewer groups as the rows give more chains), then
+  // the rest one block at a time, the last block possibly partial. Blocks are visited in
+  // increasing order throughout, so every lane's chain keeps the contract's order.
+  const int64_t full_blocks = K / 32;
+  int64_t b = 0;
+  if constexpr (R == 1) RunBlockGroups<PD, R, 8>(x, K, panel, lanes, b, full_blocks);
+  if constexpr (R <= 2) RunBlockGroups<PD, R, 4>(x, K, panel, lanes, b, full_blocks);
+  RunBlockGroups<PD, R, 2>(x, K, panel, lanes, b, full_blocks);
+  const int64_t n_blocks = (K + 31) / 32;
+  for (; b < n_blocks; ++b) {
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = lanes[b & 31][r];
+    const int64_t k_end = std::min(K, b * 32 + 32);
+    for (int64_t k = b * 32; k < k_end; ++k) {
+      const __m256 wv = LoadWeights8<PD>(panel, k * 8);
+      for (int r = 0; r < R; ++r) {
+        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * K + k), wv, acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) lanes[b & 31][r] = acc[r];
+  }
+  alignas(32) float tmp[8];
+  for (int r = 0; r < R; ++r) {
+    __m256 sum = lanes[0][r];
+    for (int l = 1; l < 32; ++l) sum = _mm256_add_ps(sum, lanes[l][r]);
+    if (ncols == 8) {
+      if (bias != nullptr) sum = _mm256_add_ps(sum, _mm256_loadu_ps(bias));
+      _mm256_storeu_ps(y + r * ldy, sum);
+    } else {
+      _mm256_store_ps(tmp, sum);
+      for (int64_t c = 0; c < ncols; ++c) y[r * ldy + c] = bias ? tmp[c] + bias[c] : tmp[c];
+    }
+  }
+}
+
+template <DType PD>
+void RunRows(int rows, const float* x, int64_t K, const void* panel, const float* bias,
+             int64_t ncols, float* y, int64_t ldy) {
+  switch (rows) {
+    case 1:
+      return MicroTile<PD, 1>(x, K, panel, bias, ncols, y, ldy);
+    case 2:
+      return MicroTile<PD, 2>(x, K, panel, bias, ncols, y, ldy);
+    case 3:
+      return MicroTile<PD, 3>(x, K, panel, bias, ncols, y, ldy);
+    case 4:
+      return MicroTile<PD, 4>(x, K, panel, bias, ncols, y, ldy);
+    case 5:
+      return MicroTile<PD, 5>(x, K, panel, bias, ncols, y, ldy);
+    default:
+      return MicroTile<PD, 6>(x, K, panel, bias, ncols, y, ldy);
+  }
+}
+
+// One row of x (decode) against 8 columns, without a panel: the 8 weight rows are read
+// 8 elements at a time and transposed in registers, so the bf16 weights stream once.
+// Q = 4 whole blocks (4 distinct lanes) are interleaved to overlap their fma chains.
+template <DType D>
+void DecodeColumns8(const float* x, const WeightView& w, int64_t n0, const float* bias, float* y) {
+  const int64_t K = w.cols;
+  __m256 lanes[32];
+  for (auto& l : lanes) l = _mm256_setzero_ps();
+  const int64_t full_blocks = K / 32;
+  int64_t b = 0;
+  constexpr int Q = 4;
+  for (; b + Q <= full_blocks; b += Q) {
+    __m256 acc[Q];
+    for (int q = 0; q < Q; ++q) acc[q] = lanes[(b + q) & 31];
+    // Each row's block is one 64-byte line in bf16: prefetch the same blocks of the next
+    // group of 8 rows, so DRAM-resident weights arrive while this group computes.
+    for (int q = 0; q < Q && n0 + 16 <= w.rows; ++q) {
+      for (int c = 0; c < 8; ++c) {
+        const char* ahead =
+            static_cast<const char*>(w.data) +
+            ((n0 + 8 + c) * K + (b + q) * 32) * static_cast<int64_t>(sizeof(WeightT<D>));
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        if constexpr (sizeof(WeightT<D>) == 4) _mm_prefetch(ahead + 64, _MM_HINT_T0);
+      }
+    }
+    for (int64_t i = 0; i < 32; i += 8) {
+      for (int q = 0; q < Q; ++q) {
+        const int64_t k = (b + q) * 32 + i;
+        __m256 r[8];
+        for (int c = 0; c < 8; ++c) r[c] = LoadWeights8<D>(w.data, (n0 + c) * K + k);
+        Transpose8x8(r);
+        for (int t = 0; t < 8; ++t) {
+          acc[q] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + t), r[t], acc[q]);
+        }
+      }
+    }
+    for (int q = 0; q < Q; ++q) lanes[(b + q) & 31] = acc[q];
+  }
+  // The remaining blocks in order; whole 8-element steps transposed, the tail gathered.
+  for (int64_t k = b * 32; k < K;) {
+    __m256& acc = lanes[(k / 32) & 31];
+    if (k % 32 + 8 <= 32 && k + 8 <= K) {
+      __m256 r[8];
+      for (int c = 0; c < 8; ++c) r[c] = LoadWeights8<D>(w.data, (n0 + c) * K + k);
+      Transpose8x8(r);
+      for (int t = 0; t < 8; ++t) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + t), r[t], acc);
+      k += 8;
+    } else {
+      alignas(32) float col[8];
+      for (int c = 0; c < 8; ++c) col[c] = WeightAt(w, n0 + c, k);
+      acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k), _mm256_load_ps(col), acc);
+      k += 1;
+    }
+  }
+  __m256 sum = lanes[0];
+  for (int l = 1; l < 32; ++l) sum = _mm256_add_ps(sum, lanes[l]);
+  if (bias != nullptr) sum = _mm256_add_ps(sum, _mm256_loadu_ps(bias + n0));
+  _mm256_storeu_ps(y + n0, sum);
+}
+
+// Decode on kInterleaved8 weights: G = 4 groups of 8 columns side by side, one block at a
+// time, so the 4 fma chains read 4 sequential streams (interleaving blocks of one group
+// instead would hop between 8 lines per step and stall the prefetcher).
+template <DType D>
+void DecodeInterleaved4(const float* x, int64_t K, const void* panels, const float* bias,
+                        float* y) {
+  constexpr int G = 4;
+  const auto* base = static_cast<const WeightT<D>*>(panels);
+  __m256 lanes[32][G];
+  for (auto& l : lanes) {
+    for (int g = 0; g < G; ++g) l[g] = _mm256_setzero_ps();
+  }
+  const int64_t n_blocks = (K + 31) / 32;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    __m256 acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = lanes[b & 31][g];
+    const int64_t k_end = std::min(K, b * 32 + 32);
+    for (int64_t k = b * 32; k < k_end; ++k) {
+      const __m256 xv = _mm256_broadcast_ss(x + k);
+      for (int g = 0; g < G; ++g) {
+        acc[g] = _mm256_fmadd_ps(xv, LoadWeights8<D>(base, (g * K + k) * 8), acc[g]);
+      }
+    }
+    for (int g = 0; g < G; ++g) lanes[b & 31][g] = acc[g];
+  }
+  for (int g = 0; g < G; ++g) {
+    __m256 sum = lanes[0][g];
+    for (int l = 1; l < 32; ++l) sum = _mm256_add_ps(sum, lanes[l][g]);
+    if (bias != nullptr) sum = _mm256_add_ps(sum, _mm256_loadu_ps(bias + g * 8));
+    _mm256_storeu_ps(y + g * 8, sum);
+  }
+}
+
+template <DType D>
+void CanonicalTyped(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                    int64_t n_begin, int64_t n_end) {
+  const int64_t K = w.cols;
+  const int64_t N = w.rows;
+  const int64_t tile = RowsPerTile(K);
+  if (w.layout == WeightLayout::kInterleaved8) {
+    // The weights are already panels (n_begin is a multiple of 8: the dispatch's split).
+    int64_t n_start = n_begin;
+    if (M == 1) {
+      for (; n_start + 32 <= n_end; n_start += 32) {
+        DecodeInterleaved4<D>(x, K, static_cast<const WeightT<D>*>(w.data) + (n_start / 8) * K * 8,
+                              bias ? bias + n_start : nullptr, y + n_start);
+      }
+    }
+    for (int64_t m0 = 0; m0 < M; m0 += tile) {
+      const int64_t m_end = std::min(M, m0 + tile);
+      for (int64_t n0 = n_start; n0 < n_end; n0 += 8) {
+        const int64_t ncols = std::min<int64_t>(8, n_end - n0);
+        const void* panel = static_cast<const WeightT<D>*>(w.data) + (n0 / 8) * K * 8;
+        const float* bias_n = bias ? bias + n0 : nullptr;
+        for (int64_t m = m0; m < m_end; m += kRowsPerMicroTile) {
+          const int rows = static_cast<int>(std::min<int64_t>(kRowsPerMicroTile, m_end - m));
+          RunRows<D>(rows, x + m * K, K, panel, bias_n, ncols, y + m * N + n0, N);
+        }
+      }
+    }
+    return;
+  }
+  thread_local std::vector<float> panel_storage;
+  panel_storage.resize(static_cast<size_t>(K * 8 + 8));
+  // 32-byte align the panel inside the buffer.
+  float* panel = panel_storage.data();
+  while (reinterpret_cast<uintptr_t>(panel) % 32 != 0) ++panel;
+  int64_t first_packed = n_begin;
+  if (M == 1) {
+    for (; first_packed + 8 <= n_end; first_packed += 8) {
+      DecodeColumns8<D>(x, w, first_packed, bias, y);
+    }
+  }
+  for (int64_t m0 = 0; m0 < M; m0 += tile) {
+    const int64_t m_end = std::min(M, m0 + tile);
+    for (int64_t n0 = first_packed; n0 < n_end; n0 += 8) {
+      const int64_t ncols = std::min<int64_t>(8, n_end - n0);
+      PackPanel<D>(w, n0, ncols, panel);
+      const float* bias_n = bias ? bias + n0 : nullptr;
+      for (int64_t m = m0; m < m_end; m += kRowsPerMicroTile) {
+        const int rows = static_cast<int>(std::min<int64_t>(kRowsPerMicroTile, m_end - m));
+        RunRows<DType::kF32>(rows, x + m * K, K, panel, bias_n, ncols, y + m * N + n0, N);
+      }
+    }
+  }
+}
+
+// Fast on kInterleaved8 weights: 8 columns per register, 4 partial sums by k mod 4.
+template <DType D, int R>
+void FastInterleavedRows(const float* x, int64_t K, const void* panel, const float* bias,
+                         int64_t ncols, float* y, int64_t ldy) {
+  __m256 acc[4][R];
+  for (auto& a : acc) {
+    for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256 wv = LoadWeights8<D>(panel, (k + j) * 8);
+      for (int r = 0; r < R; ++r) {
+        acc[j][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * K + k + j), wv, acc[j][r]);
+      }
+    }
+  }
+  for (; k < K; ++k) {
+    const __m256 wv = LoadWeights8<D>(panel, k * 8);
+    for (int r = 0; r < R; ++r) {
+      acc[0][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * K + k), wv, acc[0][r]);
+    }
+  }
+  alignas(32) float tmp[8];
+  for (int r = 0; r < R; ++r) {
+    const __m256 sum =
+        _mm256_add_ps(_mm256_add_ps(acc[0][r], acc[1][r]), _mm256_add_ps(acc[2][r], acc[3][r]));
+    _mm256_store_ps(tmp, sum);
+    for (int64_t c = 0; c < ncols; ++c) y[r * ldy + c] = bias ? tmp[c] + bias[c] : tmp[c];
+  }
+}
+
+template <DType D>
+void FastInterleaved(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                     int64_t n_begin, int64_t n_end) {
+  const int64_t K = w.cols;
+  const int64_t N = w.rows;
+  const int64_t tile = RowsPerTile(K);
+  for (int64_t m0 = 0; m0 < M; m0 += tile) {
+    const int64_t m_end = std::min(M, m0 + tile);
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += 8) {
+      const int64_t ncols = std::min<int64_t>(8, n_end - n0);
+      const void* panel = static_cast<const WeightT<D>*>(w.data) + (n0 / 8) * K * 8;
+      const float* bias_n = bias ? bias + n0 : nullptr;
+      int64_t m = m0;
+      for (; m + 3 <= m_end; m += 3) {
+        FastInterleavedRows<D, 3>(x + m * K, K, panel, bias_n, ncols, y + m * N + n0, N);
+      }
+      for (; m < m_end; ++m) {
+        FastInterleavedRows<D, 1>(x + m * K, K, panel, bias_n, ncols, y + m * N + n0, N);
+      }
+    }
+  }
+}
+
+// Fast: for each column, R rows at once with two 8-wide accumulators along K.
+template <DType D, int R>
+void FastColumn(const float* x, int64_t K, const WeightView& w, int64_t n, const float* bias,
+                float* y, int64_t ldy) {
+  __m256 a0[R], a1[R];
+  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
+  const int64_t base = n * K;
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const __m256 w0 = LoadWeights8<D>(w.data, base + k);
+    const __m256 w1 = LoadWeights8<D>(w.data, base + k + 8);
+    for (int r = 0; r < R; ++r) {
+      a0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * K + k), w0, a0[r]);
+      a1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * K + k + 8), w1, a1[r]);
+    }
+  }
+  for (; k + 8 <= K; k += 8) {
+    const __m256 w0 = LoadWeights8<D>(w.data, base + k);
+    for (int r = 0; r < R; ++r) a0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * K + k), w0, a0[r]);
+  }
+  for (int r = 0; r < R; ++r) {
+    float s = HorizontalSum(_mm256_add_ps(a0[r], a1[r]));
+    for (int64_t kk = k; kk < K; ++kk) s = std::fma(x[r * K + kk], WeightAt(w, n, kk), s);
+    if (bias != nullptr) s = s + bias[n];
+    y[r * ldy + n] = s;
+  }
+}
+
+template <DType D>
+void FastTyped(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+               int64_t n_begin, int64_t n_end) {
+  if (w.layout == WeightLayout::kInterleaved8) {
+    return FastInterleaved<D>(x, M, w, bias, y, n_begin, n_end);
+  }
+  const int64_t K = w.cols;
+  const int64_t N = w.rows;
+  constexpr int kRows = 4;
+  const int64_t tile = RowsPerTile(K);
+  for (int64_t m0 = 0; m0 < M; m0 += tile) {
+    const int64_t m_end = std::min(M, m0 + tile);
+    for (int64_t n = n_begin; n < n_end; ++n) {
+      int64_t m = m0;
+      for (; m + kRows <= m_end; m += kRows) {
+        FastColumn<D, kRows>(x + m * K, K, w, n, bias, y + m * N, N);
+      }
+      for (; m < m_end; ++m) FastColumn<D, 1>(x + m * K, K, w, n, bias, y + m * N, N);
+    }
+  }
+}
+
+}  // namespace
+
+void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                     int64_t n_begin, int64_t n_end) {
+  switch (w.dtype) {
+    case DType::kF32:
+      return CanonicalTyped<DType::kF32>(x, M, w, bias, y, n_begin, n_end);
+    case DType::kBF16:
+      return CanonicalTyped<DType::kBF16>(x, M, w, bias, y, n_begin, n_end);
+    case DType::kF16:
+      return CanonicalTyped<DType::kF16>(x, M, w, bias, y, n_begin, n_end);
+  }
+}
+
+void MatMulFast(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                int64_t n_begin, int64_t n_end) {
+  switch (w.dtype) {
+    case DType::kF32:
+      return FastTyped<DType::kF32>(x, M, w, bias, y, n_begin, n_end);
+    case DType::kBF16:
+      return FastTyped<DType::kBF16>(x, M, w, bias, y, n_begin, n_end);
+    case DType::kF16:
+      return FastTyped<DType::kF16>(x, M, w, bias, y, n_begin, n_end);
+  }
+}
+
+}  // namespace trace::kernels::avx2

@@ -1,0 +1,65 @@
+// Internal to trace_kernels: the per-ISA CPU implementations behind kernels/kernels.h.
+// ref::  plain scalar references that read like docs/numerics.md (canonical-v1).
+// avx2:: AVX2+FMA paths (kernels/cpu/avx2_*.cc, built with -mavx2 -mfma -mf16c); call
+//        them only when HaveAvx2() is true. Canonical ones equal ref:: bit for bit.
+// Ranges [begin, end) are output columns (MatMul) or heads (Attention): the dispatch in
+// kernels/kernels.cc splits them over the thread pool; each output is computed whole.
+//
+// Ownership: caller-owned pointers only. Thread safety: reentrant; temporary buffers are
+// thread-local. Errors: none (shapes are the caller's contract).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace trace::kernels {
+
+// The weight element (row, col) of `w` as f32 (exact conversion).
+float WeightAt(const WeightView& w, int64_t row, int64_t col);
+// Converts `n` elements of row `row` of `w` into f32 `out`.
+void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out);
+
+bool HaveAvx2();  // AVX2, FMA and F16C, checked once with __builtin_cpu_supports
+
+namespace ref {
+void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                     int64_t n_begin, int64_t n_end);
+void MatMulFast(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                int64_t n_begin, int64_t n_end);
+void RmsNorm(const float* x, int64_t M, int64_t n, const WeightView& weight, float eps, float* out);
+void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* out);
+void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+          const float* cos_table, const float* sin_table);
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void Add(const float* a, const float* b, int64_t n, float* y);
+void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
+                        float* out, int64_t h_begin, int64_t h_end);
+void AttentionFast(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
+                   int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out,
+                   int64_t h_begin, int64_t h_end);
+}  // namespace ref
+
+namespace avx2 {
+void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                     int64_t n_begin, int64_t n_end);
+void MatMulFast(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                int64_t n_begin, int64_t n_end);
+float CanonicalDot(const float* a, const float* b, int64_t n);
+void RmsNorm(const float* x, int64_t M, int64_t n, const WeightView& weight, float eps, float* out);
+void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* out);
+void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+          const float* cos_table, const float* sin_table);
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void Add(const float* a, const float* b, int64_t n, float* y);
+void Exp8(const float* x, int64_t n, float* out);  // out[i] = Exp(x[i]), vectorised
+void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
+                        float* out, int64_t h_begin, int64_t h_end);
+void AttentionFast(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
+                   int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out,
+                   int64_t h_begin, int64_t h_end);
+}  // namespace avx2
+
+}  // namespace trace::kernels

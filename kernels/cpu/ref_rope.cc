@@ -1,0 +1,46 @@
+// Reference: Rope (rotate-half) and MakeRopeTables (host tables in double, rounded).
+// Shapes: x [M, n_heads, head_dim] f32 in place, positions [M], tables
+// [max_pos, head_dim / 2]. For i < d/2: x[i] = x1*c - x2*s; x[i + d/2] = x2*c + x1*s,
+// each product rounded, then the add/sub. Check: ctest -R 'KernelsRope'.
+#include <cmath>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace trace::kernels {
+
+void MakeRopeTables(int64_t max_pos, int64_t head_dim, double theta, float* cos_table,
+                    float* sin_table) {
+  const int64_t half = head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double inv_freq =
+        1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+    for (int64_t p = 0; p < max_pos; ++p) {
+      const double angle = static_cast<double>(p) * inv_freq;
+      cos_table[p * half + i] = static_cast<float>(std::cos(angle));
+      sin_table[p * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+namespace ref {
+
+void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+          const float* cos_table, const float* sin_table) {
+  const int64_t half = head_dim / 2;
+  for (int64_t m = 0; m < M; ++m) {
+    const float* c = cos_table + static_cast<int64_t>(positions[m]) * half;
+    const float* s = sin_table + static_cast<int64_t>(positions[m]) * half;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* v = x + (m * n_heads + h) * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float x1 = v[i];
+        const float x2 = v[i + half];
+        v[i] = x1 * c[i] - x2 * s[i];
+        v[i + half] = x2 * c[i] + x1 * s[i];
+      }
+    }
+  }
+}
+
+}  // namespace ref
+}  // namespace trace::kernels

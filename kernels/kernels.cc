@@ -1,0 +1,288 @@
+// Dispatch of kernels/kernels.h: picks the scalar reference or the AVX2 path (checked
+// once at run time) and splits independent outputs over the thread pool. Never splits a
+// reduction: every output element is computed whole by one thread.
+#include "kernels/kernels.h"
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/thread_pool.h"
+
+namespace trace::kernels {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
+  }
+  return 0;
+}
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+  }
+  return "unknown";
+}
+
+const char* NumericsName(Numerics numerics) {
+  return numerics == Numerics::kCanonical ? "canonical" : "fast";
+}
+
+float Bf16ToF32(uint16_t v) {
+  const uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float F16ToF32(uint16_t v) {
+  const uint32_t sign = static_cast<uint32_t>(v & 0x8000u) << 16;
+  uint32_t exponent = (v >> 10) & 0x1fu;
+  uint32_t mantissa = v & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0x1f) {  // inf / NaN (payload kept)
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    int e = -1;
+    do {
+      ++e;
+      mantissa <<= 1;
+    } while ((mantissa & 0x400u) == 0);
+    bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mantissa & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t F32ToBf16RoundNearestEven(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+uint16_t F32ToF16RoundNearestEven(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
+  if (abs >= 0x38800000u) {                       // normal f16
+    const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+    return sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13);
+  }
+  if (abs < 0x33000000u) return sign;  // < 2^-25: rounds to zero
+  // Subnormal f16: value = m * 2^-24; shift the 24-bit significand, round half even.
+  const uint32_t exponent = abs >> 23;
+  const uint32_t significand = (abs & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126 - exponent;  // 14..24
+  uint32_t result = significand >> shift;
+  const uint32_t rest = significand & ((1u << shift) - 1);
+  const uint32_t half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (result & 1u))) ++result;
+  return sign | static_cast<uint16_t>(result);
+}
+
+size_t InterleavedWeightsBytes(const WeightView& w) {
+  return static_cast<size_t>((w.rows + 7) / 8 * 8 * w.cols) * DTypeSize(w.dtype);
+}
+
+WeightView InterleaveWeights(const WeightView& w, void* dst) {
+  const size_t elem = DTypeSize(w.dtype);
+  const int64_t groups = (w.rows + 7) / 8;
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  auto* out = static_cast<uint8_t*>(dst);
+  std::memset(out, 0, InterleavedWeightsBytes(w));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t c = 0; c < 8 && g * 8 + c < w.rows; ++c) {
+      const uint8_t* row = src + static_cast<size_t>((g * 8 + c) * w.cols) * elem;
+      for (int64_t k = 0; k < w.cols; ++k) {
+        std::memcpy(out + static_cast<size_t>((g * w.cols + k) * 8 + c) * elem,
+                    row + static_cast<size_t>(k) * elem, elem);
+      }
+    }
+  }
+  WeightView view = w;
+  view.data = dst;
+  view.layout = WeightLayout::kInterleaved8;
+  return view;
+}
+
+float WeightAt(const WeightView& w, int64_t row, int64_t col) {
+  const int64_t i = w.layout == WeightLayout::kRowMajor ? row * w.cols + col
+                                                        : ((row / 8) * w.cols + col) * 8 + row % 8;
+  switch (w.dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(w.data)[i];
+    case DType::kBF16:
+      return Bf16ToF32(static_cast<const uint16_t*>(w.data)[i]);
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(w.data)[i]);
+  }
+  return 0.0f;
+}
+
+void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out) {
+  if (w.layout != WeightLayout::kRowMajor) {
+    for (int64_t i = 0; i < n; ++i) out[i] = WeightAt(w, row, i);
+    return;
+  }
+  const int64_t base = row * w.cols;
+  switch (w.dtype) {
+    case DType::kF32:
+      std::memcpy(out, static_cast<const float*>(w.data) + base, static_cast<size_t>(n) * 4);
+      return;
+    case DType::kBF16: {
+      const uint16_t* src = static_cast<const uint16_t*>(w.data) + base;
+      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToF32(src[i]);
+      return;
+    }
+    case DType::kF16: {
+      const uint16_t* src = static_cast<const uint16_t*>(w.data) + base;
+      for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(src[i]);
+      return;
+    }
+  }
+}
+
+bool HaveAvx2() {
+  static const bool have = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  }();
+  return have;
+}
+
+namespace {
+
+bool UseAvx2(const KernelContext& ctx) {
+  return ctx.impl == Impl::kAuto && HaveAvx2();
+}
+
+// Column ranges handed to threads are multiples of 8 so the SIMD path sees whole groups
+// of 8 columns; the split does not change any output bit.
+constexpr int64_t kColumnGroup = 8;
+
+}  // namespace
+
+void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightView& w,
+            const float* bias, float* y) {
+  if (M <= 0 || w.rows <= 0) return;
+  const bool avx2 = UseAvx2(ctx);
+  const bool canonical = ctx.numerics == Numerics::kCanonical;
+  const int64_t N = w.rows;
+  const int64_t groups = (N + kColumnGroup - 1) / kColumnGroup;
+  ParallelFor(ctx.pool, groups, [&](int64_t g_begin, int64_t g_end) {
+    const int64_t n_begin = g_begin * kColumnGroup;
+    const int64_t n_end = std::min(N, g_end * kColumnGroup);
+    if (avx2) {
+      canonical ? avx2::MatMulCanonical(x, M, w, bias, y, n_begin, n_end)
+                : avx2::MatMulFast(x, M, w, bias, y, n_begin, n_end);
+    } else {
+      canonical ? ref::MatMulCanonical(x, M, w, bias, y, n_begin, n_end)
+                : ref::MatMulFast(x, M, w, bias, y, n_begin, n_end);
+    }
+  });
+}
+
+void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
+             const WeightView& weight, float eps, float* out) {
+  const bool avx2 = UseAvx2(ctx);
+  ParallelFor(ctx.pool, M, [&](int64_t begin, int64_t end) {
+    if (avx2) {
+      avx2::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
+    } else {
+      ref::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
+    }
+  });
+}
+
+void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
+               float* out) {
+  if (UseAvx2(ctx)) {
+    avx2::Embedding(table, ids, M, out);
+  } else {
+    ref::Embedding(table, ids, M, out);
+  }
+}
+
+void Rope(const KernelContext& ctx, float* x, int64_t M, int64_t n_heads, int64_t head_dim,
+          const int32_t* positions, const float* cos_table, const float* sin_table) {
+  if (UseAvx2(ctx)) {
+    avx2::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
+  } else {
+    ref::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
+  }
+}
+
+void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n, float* out) {
+  const bool avx2 = UseAvx2(ctx);
+  // Elementwise: chunks of 4096 over the pool; any split gives the same bits.
+  constexpr int64_t kChunk = 4096;
+  ParallelFor(ctx.pool, (n + kChunk - 1) / kChunk, [&](int64_t c_begin, int64_t c_end) {
+    const int64_t begin = c_begin * kChunk;
+    const int64_t end = std::min(n, c_end * kChunk);
+    if (avx2) {
+      avx2::SiluMul(gate + begin, up + begin, end - begin, out + begin);
+    } else {
+      ref::SiluMul(gate + begin, up + begin, end - begin, out + begin);
+    }
+  });
+}
+
+void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, float* y) {
+  if (UseAvx2(ctx)) {
+    avx2::Add(a, b, n, y);
+  } else {
+    ref::Add(a, b, n, y);
+  }
+}
+
+void Attention(const KernelContext& ctx, const float* q, const float* k_cache, const float* v_cache,
+               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
+               float* out) {
+  const bool avx2 = UseAvx2(ctx);
+  const bool canonical = ctx.numerics == Numerics::kCanonical;
+  const bool split = ctx.pool != nullptr && ctx.pool->num_threads() > 1 && n_heads > 1;
+  ParallelFor(split ? ctx.pool : nullptr, n_heads, [&](int64_t h_begin, int64_t h_end) {
+    // The caller's scratch serves a single-threaded call; split calls use per-thread
+    // buffers so that heads on different threads do not share one.
+    thread_local std::vector<float> own_scratch;
+    float* buffer = scratch;
+    if (split) {
+      own_scratch.resize(static_cast<size_t>(2 * (pos + 1)));
+      buffer = own_scratch.data();
+    }
+    if (canonical) {
+      avx2 ? avx2::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
+                                      buffer, out, h_begin, h_end)
+           : ref::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
+                                     buffer, out, h_begin, h_end);
+    } else {
+      avx2 ? avx2::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, out,
+                                 h_begin, h_end)
+           : ref::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, out,
+                                h_begin, h_end);
+    }
+  });
+}
+
+}  // namespace trace::kernels

@@ -1,0 +1,111 @@
+#include "recorder/run_log.h"
+
+namespace trace::recorder {
+
+uint64_t DeriveCallSeed(uint64_t run_seed, uint64_t call_index) {
+  uint64_t z = run_seed + 0x9e3779b97f4a7c15ULL * (call_index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+RunLog::RunLog(std::unique_ptr<store::RunWriter> writer, uint64_t run_seed)
+    : writer_(std::move(writer)), run_seed_(run_seed) {}
+
+Result<uint64_t> RunLog::Append(proto::Event event) { return writer_->Append(std::move(event)); }
+
+Result<uint64_t> RunLog::RecordLlmCall(proto::LlmCall call) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.llm_calls;
+    counts_.sampled_tokens += call.token_ids_size();
+  }
+  proto::Event e;
+  *e.mutable_llm_call() = std::move(call);
+  return Append(std::move(e));
+}
+
+Result<uint64_t> RunLog::RecordToolCall(proto::ToolCall call) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!call.call_id().empty() && !tool_calls_seen_.insert(call.call_id()).second) {
+      return uint64_t{0};
+    }
+    ++counts_.tool_calls;
+  }
+  proto::Event e;
+  *e.mutable_tool_call() = std::move(call);
+  return Append(std::move(e));
+}
+
+Result<uint64_t> RunLog::RecordToolResult(proto::ToolResult result) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!result.call_id().empty() && !tool_results_seen_.insert(result.call_id()).second) {
+      return uint64_t{0};
+    }
+    ++counts_.tool_results;
+  }
+  proto::Event e;
+  *e.mutable_tool_result() = std::move(result);
+  return Append(std::move(e));
+}
+
+Result<uint64_t> RunLog::RecordContext(proto::ContextChunk chunk) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.context_chunks;
+  }
+  proto::Event e;
+  *e.mutable_context_chunk() = std::move(chunk);
+  return Append(std::move(e));
+}
+
+Result<uint64_t> RunLog::RecordTemplateVar(proto::TemplateVar var) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.template_vars;
+  }
+  proto::Event e;
+  *e.mutable_template_var() = std::move(var);
+  return Append(std::move(e));
+}
+
+Result<uint64_t> RunLog::RecordClock(proto::ClockRead clock) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.clock_reads;
+  }
+  proto::Event e;
+  *e.mutable_clock_read() = std::move(clock);
+  return Append(std::move(e));
+}
+
+Result<uint64_t> RunLog::RecordNote(proto::Note note) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.notes;
+    if (note.topic() == "rejected_request") ++counts_.rejected_requests;
+  }
+  proto::Event e;
+  *e.mutable_note() = std::move(note);
+  return Append(std::move(e));
+}
+
+Result<uint64_t> RunLog::RecordOutput(int stream, std::string_view data) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.output_chunks;
+  }
+  proto::Event e;
+  e.mutable_output()->set_stream(stream == 2 ? proto::Output::STDERR : proto::Output::STDOUT);
+  e.mutable_output()->set_data(std::string(data));
+  return Append(std::move(e));
+}
+
+RunCounts RunLog::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+}  // namespace trace::recorder

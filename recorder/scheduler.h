@@ -1,0 +1,107 @@
+// The scheduler: continuous batching over one engine::Engine. Requests queue; one thread
+// drives the engine, and each Forward call carries the prefill chunks and decode steps of
+// every active sequence. A new request reuses the longest cached prefix among live and
+// recently finished sequences (ForkSequence) and computes only the rest; by the numerics
+// contract the result is bitwise what a cold, unbatched computation gives.
+//
+// Ownership: the Scheduler owns the Engine and its thread; a Generation is shared between
+// the submitter and the scheduler. Thread safety: Submit and every Generation method may
+// be called from any thread; callbacks run on the scheduler thread and must be quick.
+// Errors: an engine failure fails every active generation with the engine's Status.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "recorder/constrained.h"
+
+namespace trace::recorder {
+
+// One sampled token and what the replayer checks it by.
+struct TokenStep {
+  int32_t token = -1;
+  uint64_t logits_digest = 0;  // LogitsDigest of the full raw logits row
+  float logit = 0.0f;
+  float logprob = 0.0f;  // the sampler's (after temperature, before the cut)
+  int32_t runner_up = -1;
+  float runner_up_logit = 0.0f;
+  float model_logprob = 0.0f;  // log-softmax of the raw logits (OpenAI "logprob")
+  std::vector<std::pair<int32_t, float>> top;  // top_logprobs, raw log-softmax
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  engine::SamplingParams sampling;
+  uint64_t seed = 0;
+  std::unique_ptr<Constraint> constraint;  // null: unconstrained
+  std::vector<int32_t> end_tokens;         // sampling one of these ends with "stop"
+  int top_logprobs = 0;
+  bool want_logprobs = false;
+  // Called for every sampled token; returning true ends the generation with "stop"
+  // (the caller found a stop sequence).
+  std::function<bool(const TokenStep&)> on_token;
+  // Called once, after the Generation has finished (its Wait no longer blocks).
+  std::function<void()> on_finish;
+};
+
+struct GenerationResult {
+  Status status;
+  std::vector<TokenStep> steps;
+  std::string finish_reason;  // "stop" | "length" | "cancelled"
+  int64_t reused_prompt_tokens = 0;
+  int32_t max_batch_size = 0;  // most sequences sharing a Forward with this one
+  double queue_ms = 0, prefill_ms = 0, decode_ms = 0;
+};
+
+class Generation {
+ public:
+  // Blocks until the generation has finished.
+  const GenerationResult& Wait();
+  // Asks the scheduler to stop this generation (client went away).
+  void Cancel() { cancelled_ = true; }
+
+ private:
+  friend class SchedulerImpl;
+  void Finish(GenerationResult result);
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  GenerationResult result_;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct SchedulerOptions {
+  int max_active_sequences = 64;  // 1: one request at a time (no batching)
+  int max_batch_tokens = 512;     // tokens per Forward call, prefill chunks included
+  int prefill_chunk = 256;        // most prompt tokens of one sequence per Forward
+  int max_cached_sequences = 16;  // finished sequences kept for prefix reuse
+  bool prefix_reuse = true;
+};
+
+struct SchedulerStats {
+  int64_t forward_calls = 0;
+  int64_t sampled_tokens = 0;
+  int64_t reused_prompt_tokens = 0;
+  int64_t computed_prompt_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;  // finishes queued work with "cancelled" and joins
+  static Result<std::unique_ptr<Scheduler>> Create(std::unique_ptr<engine::Engine> engine,
+                                                   const SchedulerOptions& options);
+  virtual std::shared_ptr<Generation> Submit(GenerationRequest request) = 0;
+  virtual const engine::Engine& engine() const = 0;
+  virtual SchedulerStats stats() const = 0;
+};
+
+}  // namespace trace::recorder

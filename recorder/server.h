@@ -1,0 +1,77 @@
+// The recorder's HTTP server: the OpenAI-compatible API (POST /v1/chat/completions,
+// POST /v1/completions, GET /v1/models, GET /health) served by the local engine through
+// the continuous-batching scheduler, or forwarded to an upstream OpenAI-compatible
+// server; and the trace event API (POST /trace/v1/events, GET /trace/v1/clock,
+// POST /trace/v1/flush). With a RunLog attached, everything it serves is recorded.
+//
+// Ownership: a Server owns its backend (model, tokenizer, template, scheduler) and its
+// listening thread; the RunLog is borrowed and must outlive Stop(). Thread safety: Start,
+// Stop and the accessors are for the owning thread; requests are handled concurrently
+// on an internal thread pool. Errors: Start fails with IOError naming host:port; request
+// errors are answered with OpenAI-style error bodies and never stop the server.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "engine/template/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "proto/trace.pb.h"
+#include "recorder/run_log.h"
+#include "recorder/scheduler.h"
+
+namespace trace::recorder {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;         // 0: any free port
+  std::string api_key;  // required as "Authorization: Bearer KEY"; empty: no check
+  int http_threads = 80;
+  uint64_t run_seed = 0;  // seeds calls without a request seed (also when not recording)
+};
+
+// The local model and everything needed to serve it.
+struct LocalBackend {
+  std::shared_ptr<const engine::Model> model;
+  std::unique_ptr<engine::Tokenizer> tokenizer;
+  std::unique_ptr<engine::ChatTemplate> chat_template;
+  std::unique_ptr<Scheduler> scheduler;
+  std::string model_name;  // the id served in /v1/models
+};
+
+// Loads DIR (config.json, safetensors, tokenizer.json, tokenizer_config.json) and starts
+// a scheduler over a new engine.
+Result<LocalBackend> LoadLocalBackend(const std::string& model_dir,
+                                      const engine::EngineOptions& engine_options,
+                                      const SchedulerOptions& scheduler_options,
+                                      bool hash_weights = true);
+
+// Fills the model, engine and device fingerprints of a run header.
+void FillFingerprints(const LocalBackend& backend, proto::RunHeader* header);
+
+class Server {
+ public:
+  virtual ~Server() = default;  // stops if running
+  static std::unique_ptr<Server> CreateLocal(LocalBackend backend, const ServerOptions& options);
+  // Forwards /v1/* to `upstream_base_url` (e.g. "http://127.0.0.1:8000/v1"), recording
+  // requests and responses as given, streaming included.
+  static Result<std::unique_ptr<Server>> CreateProxy(const std::string& upstream_base_url,
+                                                     const ServerOptions& options);
+
+  // Events of everything served go to `log` (null: not recorded). Set before Start.
+  virtual void SetRunLog(RunLog* log) = 0;
+  // Binds and serves on a background thread.
+  virtual Status Start() = 0;
+  virtual void Stop() = 0;
+  virtual int port() const = 0;
+  // "http://127.0.0.1:PORT"
+  virtual std::string origin() const = 0;
+  virtual const std::string& model_name() const = 0;
+  // The local scheduler, null in proxy mode.
+  virtual const Scheduler* scheduler() const = 0;
+};
+
+}  // namespace trace::recorder

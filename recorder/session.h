@@ -1,0 +1,66 @@
+// The two things a user runs: `trace record -- CMD` (serve the model, run the agent
+// against it, record everything into one run) and `trace serve` (the same server
+// standalone, optionally recording what it serves as one run).
+//
+// Ownership: each call owns every object it creates (store, model, server, child) for
+// its duration. Thread safety: one session per process (they handle SIGINT/SIGTERM).
+// Errors: a model, store or command that cannot be used is a Status naming it; the
+// agent failing is not an error (its status is the outcome).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "recorder/run_log.h"
+#include "recorder/scheduler.h"
+
+namespace trace::recorder {
+
+struct SessionOptions {
+  std::string model_dir;  // empty: the built-in demo model (created on first use)
+  std::string store_path;
+  std::string label;
+  std::optional<uint64_t> seed;  // run seed; random when absent
+  engine::EngineOptions engine;
+  SchedulerOptions scheduler;
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string api_key;  // record: random when empty; serve: no check when empty
+  std::vector<std::string> trace_argv;  // the `trace ...` command line
+  // Progress lines ("using the demo model ..."); default: stderr.
+  std::function<void(const std::string&)> log;
+};
+
+struct RecordOutcome {
+  std::string run_id;
+  int exit_status = 0;  // what `trace record` exits with (child code or 128 + signal)
+  bool signalled = false;
+  int signal = 0;
+  RunCounts counts;
+  int64_t events = 0;
+  int64_t stored_bytes = 0;
+  double duration_ms = 0;
+  std::string store_path;
+};
+
+// This process's argv, from /proc/self/cmdline (recorded as the trace command line).
+std::vector<std::string> OwnCommandLine();
+
+// Runs `argv` under the recorder. The agent's exit status is in the outcome.
+Result<RecordOutcome> RecordCommand(const SessionOptions& options,
+                                    const std::vector<std::string>& argv);
+
+// One paragraph: run id, calls, tokens, tool results, events, size, time, exit status.
+std::string SummaryParagraph(const RecordOutcome& outcome);
+
+// Serves until SIGINT or SIGTERM. `record` set: everything served is one run with that
+// label. `on_ready` gets the base URL once listening.
+Status Serve(const SessionOptions& options, bool record,
+             const std::function<void(const std::string& origin)>& on_ready);
+
+}  // namespace trace::recorder

@@ -1,0 +1,847 @@
+#include "replayer/diff.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "engine/tokenizer/tokenizer.h"
+#include "replayer/report.h"
+
+namespace trace::replayer {
+namespace {
+
+using proto::Event;
+
+std::string KindName(const Event& e) {
+  switch (e.kind_case()) {
+    case Event::kLlmCall:
+      return "llm_call";
+    case Event::kToolCall:
+      return "tool_call";
+    case Event::kToolResult:
+      return "tool_result";
+    case Event::kContextChunk:
+      return "context_chunk";
+    case Event::kTemplateVar:
+      return "template_var";
+    case Event::kClockRead:
+      return "clock_read";
+    case Event::kOutput:
+      return "output";
+    case Event::kNote:
+      return "note";
+    case Event::kRunEnd:
+      return "run_end";
+    case Event::KIND_NOT_SET:
+      break;
+  }
+  return "empty";
+}
+
+// Events that carry what the run depended on or did; agent output and notes do not align.
+bool Aligned(const Event& e) {
+  return e.kind_case() != Event::kOutput && e.kind_case() != Event::kNote &&
+         e.kind_case() != Event::KIND_NOT_SET;
+}
+
+std::string Clip(const std::string& s, size_t n = 60) {
+  if (s.size() <= n) return s;
+  return s.substr(0, n) + "...";
+}
+
+std::string Join(const google::protobuf::RepeatedPtrField<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : " ") + s;
+  return out;
+}
+
+bool SamePrompt(const proto::LlmCall& a, const proto::LlmCall& b) {
+  return std::equal(a.prompt_token_ids().begin(), a.prompt_token_ids().end(),
+                    b.prompt_token_ids().begin(), b.prompt_token_ids().end());
+}
+
+bool SameOutput(const proto::LlmCall& a, const proto::LlmCall& b) {
+  return std::equal(a.token_ids().begin(), a.token_ids().end(), b.token_ids().begin(),
+                    b.token_ids().end()) &&
+         std::equal(a.logits_digests().begin(), a.logits_digests().end(),
+                    b.logits_digests().begin(), b.logits_digests().end());
+}
+
+std::vector<FieldDifference> ParamDifferences(const proto::LlmCall& a, const proto::LlmCall& b) {
+  std::vector<FieldDifference> out;
+  auto cmp = [&](const std::string& field, const std::string& va, const std::string& vb) {
+    if (va != vb) out.push_back({field, va, vb});
+  };
+  const auto& pa = a.params();
+  const auto& pb = b.params();
+  cmp("temperature", FormatFloat(pa.temperature()), FormatFloat(pb.temperature()));
+  cmp("top_p", FormatFloat(pa.top_p()), FormatFloat(pb.top_p()));
+  cmp("top_k", std::to_string(pa.top_k()), std::to_string(pb.top_k()));
+  cmp("max_tokens", std::to_string(pa.max_tokens()), std::to_string(pb.max_tokens()));
+  cmp("stop", Join(pa.stop()), Join(pb.stop()));
+  cmp("seed (request)", pa.has_seed() ? std::to_string(pa.seed()) : "(none)",
+      pb.has_seed() ? std::to_string(pb.seed()) : "(none)");
+  cmp("seed (used)", std::to_string(a.seed_used()), std::to_string(b.seed_used()));
+  cmp("constraint", a.constraint_json(), b.constraint_json());
+  return out;
+}
+
+// Semantic equality: what the run depended on or produced, not when or how fast.
+bool SameEvent(const Event& a, const Event& b) {
+  if (a.kind_case() != b.kind_case()) return false;
+  switch (a.kind_case()) {
+    case Event::kLlmCall:
+      return SamePrompt(a.llm_call(), b.llm_call()) && SameOutput(a.llm_call(), b.llm_call()) &&
+             ParamDifferences(a.llm_call(), b.llm_call()).empty();
+    case Event::kToolCall:
+      return a.tool_call().name() == b.tool_call().name() &&
+             a.tool_call().arguments_json() == b.tool_call().arguments_json();
+    case Event::kToolResult:
+      return a.tool_result().name() == b.tool_result().name() &&
+             a.tool_result().content() == b.tool_result().content() &&
+             a.tool_result().is_error() == b.tool_result().is_error();
+    case Event::kContextChunk:
+      return a.context_chunk().source() == b.context_chunk().source() &&
+             a.context_chunk().chunk_id() == b.context_chunk().chunk_id() &&
+             a.context_chunk().content() == b.context_chunk().content() &&
+             a.context_chunk().query() == b.context_chunk().query();
+    case Event::kTemplateVar:
+      return a.template_var().name() == b.template_var().name() &&
+             a.template_var().value() == b.template_var().value() &&
+             a.template_var().template_name() == b.template_var().template_name();
+    case Event::kClockRead:
+      return a.clock_read().clock() == b.clock_read().clock() &&
+             a.clock_read().value_ns() == b.clock_read().value_ns() &&
+             a.clock_read().text() == b.clock_read().text();
+    case Event::kRunEnd:
+      return a.run_end().how() == b.run_end().how() &&
+             a.run_end().exit_code() == b.run_end().exit_code() &&
+             a.run_end().signal() == b.run_end().signal();
+    default:
+      return true;
+  }
+}
+
+std::string Describe(const Event& a, const Event& b) {
+  std::ostringstream o;
+  switch (a.kind_case()) {
+    case Event::kLlmCall: {
+      const auto& x = a.llm_call();
+      const auto& y = b.llm_call();
+      auto params = ParamDifferences(x, y);
+      if (!params.empty()) {
+        o << "params differ: " << params[0].field << " " << params[0].recorded << " vs "
+          << params[0].current;
+      } else if (!SamePrompt(x, y)) {
+        o << "prompts differ (" << x.prompt_token_ids_size() << " vs "
+          << y.prompt_token_ids_size() << " tokens)";
+      } else {
+        o << "same prompt and params, outputs differ";
+      }
+      break;
+    }
+    case Event::kToolCall:
+      o << "tool call " << a.tool_call().name() << " " << Clip(a.tool_call().arguments_json())
+        << " vs " << b.tool_call().name() << " " << Clip(b.tool_call().arguments_json());
+      break;
+    case Event::kToolResult:
+      o << "tool " << a.tool_result().name() << " returned \""
+        << Clip(a.tool_result().content()) << "\" vs \"" << Clip(b.tool_result().content())
+        << "\"";
+      break;
+    case Event::kContextChunk:
+      o << "chunk " << a.context_chunk().source() << "#" << a.context_chunk().chunk_id()
+        << " \"" << Clip(a.context_chunk().content()) << "\" vs "
+        << b.context_chunk().source() << "#" << b.context_chunk().chunk_id() << " \""
+        << Clip(b.context_chunk().content()) << "\"";
+      break;
+    case Event::kTemplateVar:
+      o << "template variable " << a.template_var().name() << " = \""
+        << Clip(a.template_var().value()) << "\" vs " << b.template_var().name() << " = \""
+        << Clip(b.template_var().value()) << "\"";
+      break;
+    case Event::kClockRead:
+      o << "clock " << a.clock_read().clock() << " read "
+        << (a.clock_read().text().empty() ? std::to_string(a.clock_read().value_ns())
+                                          : a.clock_read().text())
+        << " vs "
+        << (b.clock_read().text().empty() ? std::to_string(b.clock_read().value_ns())
+                                          : b.clock_read().text());
+      break;
+    case Event::kRunEnd:
+      o << "run ended " << a.run_end().how() << " exit " << a.run_end().exit_code() << " vs "
+        << b.run_end().how() << " exit " << b.run_end().exit_code();
+      break;
+    default:
+      o << "differs";
+  }
+  return o.str();
+}
+
+std::string TokenText(const engine::Tokenizer* tokenizer, int32_t id) {
+  if (tokenizer == nullptr || id < 0) return "";
+  int32_t ids[1] = {id};
+  return tokenizer->Decode(ids);
+}
+
+std::string RenderedPrompt(const proto::LlmCall& c, const engine::Tokenizer* tokenizer) {
+  if (!c.rendered_prompt().empty() || tokenizer == nullptr) return c.rendered_prompt();
+  std::vector<int32_t> ids(c.prompt_token_ids().begin(), c.prompt_token_ids().end());
+  return tokenizer->Decode(ids);
+}
+
+CallDifference DiffCall(int number, const Event& ea, const Event& eb,
+                        const engine::Tokenizer* tokenizer) {
+  const auto& a = ea.llm_call();
+  const auto& b = eb.llm_call();
+  CallDifference d;
+  d.call = number;
+  d.seq_a = ea.seq();
+  d.seq_b = eb.seq();
+  d.params = ParamDifferences(a, b);
+  int np = std::min(a.prompt_token_ids_size(), b.prompt_token_ids_size());
+  for (int i = 0; i <= np; ++i) {
+    bool end_a = i == a.prompt_token_ids_size(), end_b = i == b.prompt_token_ids_size();
+    if (end_a && end_b) break;
+    if (end_a || end_b || a.prompt_token_ids(i) != b.prompt_token_ids(i)) {
+      d.first_prompt_token = i;
+      d.prompt_token_a = end_a ? -1 : a.prompt_token_ids(i);
+      d.prompt_token_b = end_b ? -1 : b.prompt_token_ids(i);
+      d.prompt_text_diff = LineDiff(RenderedPrompt(a, tokenizer), RenderedPrompt(b, tokenizer));
+      break;
+    }
+  }
+  int nt = std::min(a.token_ids_size(), b.token_ids_size());
+  bool digests = a.logits_digests_size() == a.token_ids_size() &&
+                 b.logits_digests_size() == b.token_ids_size();
+  for (int i = 0; i < nt && digests; ++i) {
+    if (a.logits_digests(i) != b.logits_digests(i)) {
+      d.first_logits_difference = i;
+      break;
+    }
+  }
+  for (int i = 0; i <= nt; ++i) {
+    bool end_a = i == a.token_ids_size(), end_b = i == b.token_ids_size();
+    if (end_a && end_b) break;
+    if (end_a || end_b || a.token_ids(i) != b.token_ids(i)) {
+      d.first_output_token = i;
+      d.output_token_a = end_a ? -1 : a.token_ids(i);
+      d.output_token_b = end_b ? -1 : b.token_ids(i);
+      d.output_text_a = TokenText(tokenizer, d.output_token_a);
+      d.output_text_b = TokenText(tokenizer, d.output_token_b);
+      break;
+    }
+  }
+  return d;
+}
+
+void CompareField(const std::string& field, const std::string& a, const std::string& b,
+                  std::vector<FieldDifference>* out) {
+  if (a != b) out->push_back({field, a, b});
+}
+
+// A pair of aligned events of one kind, either side possibly missing.
+struct Pair {
+  const Event* a = nullptr;
+  const Event* b = nullptr;
+  uint64_t order() const { return a ? a->seq() : b->seq(); }
+};
+
+std::map<Event::KindCase, std::vector<Pair>> AlignByKind(const std::vector<Event>& ea,
+                                                         const std::vector<Event>& eb) {
+  std::map<Event::KindCase, std::vector<const Event*>> ka, kb;
+  for (const auto& e : ea) {
+    if (Aligned(e)) ka[e.kind_case()].push_back(&e);
+  }
+  for (const auto& e : eb) {
+    if (Aligned(e)) kb[e.kind_case()].push_back(&e);
+  }
+  std::map<Event::KindCase, std::vector<Pair>> out;
+  for (auto* side : {&ka, &kb}) {
+    for (auto& [kind, unused] : *side) out[kind];
+  }
+  for (auto& [kind, pairs] : out) {
+    const auto& va = ka[kind];
+    const auto& vb = kb[kind];
+    for (size_t i = 0; i < std::max(va.size(), vb.size()); ++i) {
+      pairs.push_back({i < va.size() ? va[i] : nullptr, i < vb.size() ? vb[i] : nullptr});
+    }
+  }
+  return out;
+}
+
+EventDifference MakeDifference(const Pair& p) {
+  EventDifference d;
+  d.kind = KindName(p.a ? *p.a : *p.b);
+  d.seq_a = p.a ? p.a->seq() : 0;
+  d.seq_b = p.b ? p.b->seq() : 0;
+  if (p.a && p.b) {
+    d.description = Describe(*p.a, *p.b);
+  } else {
+    d.description = std::string("only run ") + (p.a ? "A" : "B") + " has this " + d.kind;
+  }
+  return d;
+}
+
+}  // namespace
+
+const char* SourceName(Source source) {
+  switch (source) {
+    case Source::kSampling:
+      return "sampling";
+    case Source::kKernels:
+      return "kernels and stack";
+    case Source::kPrompt:
+      return "prompt interpolation";
+    case Source::kContext:
+      return "context";
+    case Source::kTools:
+      return "tools";
+    case Source::kTime:
+      return "time";
+    case Source::kModel:
+      return "model version";
+    case Source::kHistory:
+      return "history";
+  }
+  return "unknown";
+}
+
+bool RunDiff::identical() const {
+  return fingerprint_differences.empty() && model_differences.empty() &&
+         !first_difference.has_value() &&
+         std::none_of(sources.begin(), sources.end(),
+                      [](const SourceVerdict& v) { return v.changed; });
+}
+
+std::string LineDiff(const std::string& a, const std::string& b, size_t max_lines) {
+  auto split = [](const std::string& s) {
+    std::vector<std::string> lines;
+    std::string line;
+    std::istringstream in(s);
+    while (std::getline(in, line)) lines.push_back(line);
+    return lines;
+  };
+  std::vector<std::string> la = split(a), lb = split(b);
+  size_t pre = 0;
+  while (pre < la.size() && pre < lb.size() && la[pre] == lb[pre]) ++pre;
+  size_t suf = 0;
+  while (suf < la.size() - pre && suf < lb.size() - pre &&
+         la[la.size() - 1 - suf] == lb[lb.size() - 1 - suf]) {
+    ++suf;
+  }
+  std::vector<std::string> ma(la.begin() + pre, la.end() - suf);
+  std::vector<std::string> mb(lb.begin() + pre, lb.end() - suf);
+  std::vector<std::string> out;
+  if (pre > 0) out.push_back("  " + la[pre - 1]);
+  const size_t kMaxLcs = 2000;
+  if (ma.size() <= kMaxLcs && mb.size() <= kMaxLcs) {
+    // LCS table over the differing middle, then walk it.
+    std::vector<std::vector<uint16_t>> lcs(ma.size() + 1, std::vector<uint16_t>(mb.size() + 1));
+    for (size_t i = ma.size(); i-- > 0;) {
+      for (size_t j = mb.size(); j-- > 0;) {
+        lcs[i][j] = ma[i] == mb[j] ? lcs[i + 1][j + 1] + 1
+                                   : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+      }
+    }
+    size_t i = 0, j = 0;
+    while (i < ma.size() || j < mb.size()) {
+      if (i < ma.size() && j < mb.size() && ma[i] == mb[j]) {
+        out.push_back("  " + ma[i]);
+        ++i;
+        ++j;
+      } else if (i < ma.size() && (j == mb.size() || lcs[i + 1][j] >= lcs[i][j + 1])) {
+        out.push_back("- " + ma[i++]);
+      } else {
+        out.push_back("+ " + mb[j++]);
+      }
+    }
+  } else {
+    for (const auto& l : ma) out.push_back("- " + l);
+    for (const auto& l : mb) out.push_back("+ " + l);
+  }
+  if (suf > 0) out.push_back("  " + la[la.size() - suf]);
+  std::string text;
+  for (size_t k = 0; k < out.size() && k < max_lines; ++k) text += out[k] + "\n";
+  if (out.size() > max_lines) {
+    text += "  ... (" + std::to_string(out.size() - max_lines) + " more lines)\n";
+  }
+  return text;
+}
+
+Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Event>& ea,
+                               const proto::RunHeader& hb, const std::vector<Event>& eb,
+                               const engine::Tokenizer* tokenizer, const DiffOptions& options) {
+  RunDiff diff;
+  diff.run_a = ha.run_id();
+  diff.run_b = hb.run_id();
+
+  // Fingerprints: the engine and device (kernels and stack), the model, the header.
+  const auto& ga = ha.engine();
+  const auto& gb = hb.engine();
+  auto& fp = diff.fingerprint_differences;
+  CompareField("engine.version", ga.version(), gb.version(), &fp);
+  CompareField("engine.git_revision", ga.git_revision(), gb.git_revision(), &fp);
+  CompareField("engine.compiler", ga.compiler(), gb.compiler(), &fp);
+  CompareField("engine.build_type", ga.build_type(), gb.build_type(), &fp);
+  CompareField("engine.numerics", ga.numerics(), gb.numerics(), &fp);
+  CompareField("engine.kernel_impl", ga.kernel_impl(), gb.kernel_impl(), &fp);
+  const auto& da = ha.device();
+  const auto& db = hb.device();
+  CompareField("device.device", da.device(), db.device(), &fp);
+  CompareField("device.description", da.description(), db.description(), &fp);
+  CompareField("device.cpu_model", da.cpu_model(), db.cpu_model(), &fp);
+  CompareField("device.os", da.os(), db.os(), &fp);
+  CompareField("device.gpu_name", da.gpu_name(), db.gpu_name(), &fp);
+  CompareField("device.gpu_driver_version", da.gpu_driver_version(), db.gpu_driver_version(),
+               &fp);
+  CompareField("device.cuda_runtime_version", da.cuda_runtime_version(),
+               db.cuda_runtime_version(), &fp);
+  CompareField("device.cublas_version", da.cublas_version(), db.cublas_version(), &fp);
+  const auto& ma = ha.model();
+  const auto& mb = hb.model();
+  auto& md = diff.model_differences;
+  CompareField("model.weights_sha256", ma.weights_sha256(), mb.weights_sha256(), &md);
+  CompareField("model.config_sha256", ma.config_sha256(), mb.config_sha256(), &md);
+  CompareField("model.tokenizer_sha256", ma.tokenizer_sha256(), mb.tokenizer_sha256(), &md);
+  CompareField("model.chat_template_sha256", ma.chat_template_sha256(),
+               mb.chat_template_sha256(), &md);
+  CompareField("model.architecture", ma.architecture(), mb.architecture(), &md);
+  CompareField("model.dtype", ma.dtype(), mb.dtype(), &md);
+  auto& hd = diff.header_differences;
+  CompareField("argv", Join(ha.argv()), Join(hb.argv()), &hd);
+  CompareField("cwd", ha.cwd(), hb.cwd(), &hd);
+  CompareField("run_seed", std::to_string(ha.run_seed()), std::to_string(hb.run_seed()), &hd);
+  {
+    std::map<std::string, std::string> env_a(ha.env().begin(), ha.env().end());
+    std::map<std::string, std::string> env_b(hb.env().begin(), hb.env().end());
+    for (const auto& [k, v] : env_a) {
+      auto it = env_b.find(k);
+      CompareField("env." + k, v, it == env_b.end() ? "(unset)" : it->second, &hd);
+    }
+    for (const auto& [k, v] : env_b) {
+      if (!env_a.count(k)) CompareField("env." + k, "(unset)", v, &hd);
+    }
+  }
+
+  // The first differing event, walking both streams in order.
+  std::vector<const Event*> sa, sb;
+  for (const auto& e : ea) {
+    if (Aligned(e)) sa.push_back(&e);
+  }
+  for (const auto& e : eb) {
+    if (Aligned(e)) sb.push_back(&e);
+  }
+  for (size_t i = 0; i < std::max(sa.size(), sb.size()); ++i) {
+    const Event* a = i < sa.size() ? sa[i] : nullptr;
+    const Event* b = i < sb.size() ? sb[i] : nullptr;
+    if (a && b && SameEvent(*a, *b)) continue;
+    EventDifference d;
+    d.seq_a = a ? a->seq() : 0;
+    d.seq_b = b ? b->seq() : 0;
+    if (a && b && a->kind_case() == b->kind_case()) {
+      d.kind = KindName(*a);
+      d.description = Describe(*a, *b);
+    } else if (a && b) {
+      d.kind = KindName(*a) + "/" + KindName(*b);
+      d.description = "run A has a " + KindName(*a) + " where run B has a " + KindName(*b);
+    } else {
+      d.kind = KindName(a ? *a : *b);
+      d.description = std::string("run ") + (a ? "B" : "A") + " ends here; run " +
+                      (a ? "A" : "B") + " goes on with a " + d.kind;
+    }
+    diff.first_difference = d;
+    break;
+  }
+
+  // Per-kind alignment, and the differences of each kind.
+  auto pairs = AlignByKind(ea, eb);
+  std::vector<SourceVerdict> sources(kSourceCount);
+  for (int s = 0; s < kSourceCount; ++s) sources[s].source = static_cast<Source>(s);
+  auto mark = [&](Source s, const std::string& evidence) {
+    auto& v = sources[static_cast<int>(s)];
+    if (!v.changed) {
+      v.changed = true;
+      v.evidence = evidence;
+    }
+  };
+  if (!diff.model_differences.empty()) {
+    mark(Source::kModel, diff.model_differences[0].field + " differs");
+  }
+  if (!diff.fingerprint_differences.empty()) {
+    const auto& f = diff.fingerprint_differences[0];
+    mark(Source::kKernels, f.field + " " + f.recorded + " vs " + f.current);
+  }
+
+  // The seq (in run A's numbering) of the earliest difference of each kind of effect:
+  // anything at all, and a model output (tokens or tool calls) in particular.
+  uint64_t earliest_any = UINT64_MAX;
+  uint64_t earliest_output = UINT64_MAX;
+  auto note_any = [&](uint64_t seq) { earliest_any = std::min(earliest_any, seq); };
+
+  // Model calls first: they establish where outputs start to differ.
+  int number = 0;
+  for (const Pair& p : pairs[Event::kLlmCall]) {
+    ++number;
+    if (p.a && p.b && SameEvent(*p.a, *p.b)) continue;
+    if (!p.a || !p.b) {
+      diff.other_differences.push_back(MakeDifference(p));
+      note_any(p.order());
+      earliest_output = std::min(earliest_output, p.order());
+      continue;
+    }
+    note_any(p.order());
+    CallDifference cd = DiffCall(number, *p.a, *p.b, tokenizer);
+    const std::string where = "call " + std::to_string(number) + " (seq " +
+                              std::to_string(p.a->seq()) + ")";
+    if (!cd.params.empty()) {
+      mark(Source::kSampling, where + ": " + cd.params[0].field + " " + cd.params[0].recorded +
+                                  " vs " + cd.params[0].current);
+    }
+    if (cd.first_prompt_token < 0 && cd.params.empty() && diff.model_differences.empty() &&
+        (cd.first_output_token >= 0 || cd.first_logits_difference >= 0)) {
+      // Same model, prompt, params and seed, different logits: the stack did it.
+      int step = cd.first_logits_difference >= 0 ? cd.first_logits_difference
+                                                 : cd.first_output_token;
+      mark(Source::kKernels, where + ": same prompt, params and seed; logits differ from step " +
+                                 std::to_string(step));
+    }
+    if (cd.first_output_token >= 0) earliest_output = std::min(earliest_output, p.order());
+    diff.calls.push_back(std::move(cd));
+  }
+
+  auto collect = [&](Event::KindCase kind, std::vector<EventDifference>* out) {
+    std::vector<const Pair*> differing;
+    for (const Pair& p : pairs[kind]) {
+      if (p.a && p.b && SameEvent(*p.a, *p.b)) continue;
+      out->push_back(MakeDifference(p));
+      differing.push_back(&p);
+    }
+    return differing;
+  };
+  // Tool calls the model made (or the agent reported) by call id, to tell a tool that
+  // answered differently from a tool that was asked something else.
+  std::map<std::string, const Event*> calls_a, calls_b;
+  for (const auto& e : ea) {
+    if (e.has_tool_call()) calls_a[e.tool_call().call_id()] = &e;
+  }
+  for (const auto& e : eb) {
+    if (e.has_tool_call()) calls_b[e.tool_call().call_id()] = &e;
+  }
+  for (const Pair* p : collect(Event::kToolCall, &diff.other_differences)) {
+    note_any(p->order());
+    earliest_output = std::min(earliest_output, p->order());
+  }
+  for (const Pair* p : collect(Event::kToolResult, &diff.tool_differences)) {
+    note_any(p->order());
+    if (!p->a || !p->b) continue;
+    auto ca = calls_a.find(p->a->tool_result().call_id());
+    auto cb = calls_b.find(p->b->tool_result().call_id());
+    bool same_request;
+    if (ca != calls_a.end() && cb != calls_b.end()) {
+      same_request = SameEvent(*ca->second, *cb->second);
+    } else {
+      same_request = earliest_output > p->order();
+    }
+    if (same_request) {
+      mark(Source::kTools, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b));
+    }
+  }
+  for (const Pair* p : collect(Event::kContextChunk, &diff.context_differences)) {
+    note_any(p->order());
+    if (!p->a || !p->b) continue;
+    bool same_query = p->a->context_chunk().query() == p->b->context_chunk().query() &&
+                      (!p->a->context_chunk().query().empty() || earliest_output > p->order());
+    if (same_query) {
+      mark(Source::kContext,
+           "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b));
+    }
+  }
+  for (const Pair* p : collect(Event::kTemplateVar, &diff.template_differences)) {
+    note_any(p->order());
+    if (p->a && p->b) {
+      mark(Source::kPrompt, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b));
+    }
+  }
+  for (const Pair* p : collect(Event::kClockRead, &diff.clock_differences)) {
+    note_any(p->order());
+    if (p->a && p->b) {
+      mark(Source::kTime, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b));
+    }
+  }
+  for (const Pair* p : collect(Event::kRunEnd, &diff.other_differences)) note_any(p->order());
+
+  // History: a model call whose prompt changed with nothing recorded before it that
+  // explains the change (no earlier differing event, same model, same params).
+  for (const CallDifference& cd : diff.calls) {
+    if (cd.first_prompt_token < 0) continue;
+    if (cd.seq_a <= earliest_any && cd.params.empty() && diff.model_differences.empty()) {
+      mark(Source::kHistory, "call " + std::to_string(cd.call) + " (seq " +
+                                 std::to_string(cd.seq_a) +
+                                 "): the prompt differs from token " +
+                                 std::to_string(cd.first_prompt_token) +
+                                 " with no earlier difference to explain it");
+    }
+    break;  // later prompts follow from the first call's difference
+  }
+  diff.sources = std::move(sources);
+
+  if (options.call > 0) {
+    const auto& calls = pairs[Event::kLlmCall];
+    if (options.call > static_cast<int>(calls.size()) || !calls[options.call - 1].a ||
+        !calls[options.call - 1].b) {
+      return InvalidArgument("--call " + std::to_string(options.call) + ": run " +
+                             (options.call <= static_cast<int>(calls.size()) &&
+                                      calls[options.call - 1].a
+                                  ? diff.run_b
+                                  : diff.run_a) +
+                             " has no model call " + std::to_string(options.call));
+    }
+    const auto& a = calls[options.call - 1].a->llm_call();
+    const auto& b = calls[options.call - 1].b->llm_call();
+    diff.side_by_side_call = options.call;
+    int n = std::max(a.token_ids_size(), b.token_ids_size());
+    for (int i = 0; i < n; ++i) {
+      SideBySideRow row;
+      row.step = i;
+      if (i < a.token_ids_size()) row.id_a = a.token_ids(i);
+      if (i < b.token_ids_size()) row.id_b = b.token_ids(i);
+      row.text_a = TokenText(tokenizer, row.id_a);
+      row.text_b = TokenText(tokenizer, row.id_b);
+      row.logits_differ = i < a.logits_digests_size() && i < b.logits_digests_size() &&
+                          a.logits_digests(i) != b.logits_digests(i);
+      diff.side_by_side.push_back(std::move(row));
+    }
+  }
+  return diff;
+}
+
+Result<RunDiff> DiffRuns(store::Store& store, const std::string& run_a,
+                         const std::string& run_b, const DiffOptions& options) {
+  TRACE_ASSIGN_OR_RETURN(std::string id_a, store.ResolveRunId(run_a));
+  TRACE_ASSIGN_OR_RETURN(std::string id_b, store.ResolveRunId(run_b));
+  TRACE_ASSIGN_OR_RETURN(proto::RunHeader ha, store.LoadHeader(id_a));
+  TRACE_ASSIGN_OR_RETURN(proto::RunHeader hb, store.LoadHeader(id_b));
+  TRACE_ASSIGN_OR_RETURN(std::vector<Event> ea, store.LoadEvents(id_a));
+  TRACE_ASSIGN_OR_RETURN(std::vector<Event> eb, store.LoadEvents(id_b));
+  // Token texts from either run's tokenizer, when its model folder is still there.
+  std::unique_ptr<engine::Tokenizer> tokenizer;
+  for (const auto* h : {&ha, &hb}) {
+    std::string path = h->model().model_dir() + "/tokenizer.json";
+    if (h->model().model_dir().empty() || !std::filesystem::exists(path)) continue;
+    auto tok = engine::Tokenizer::Load(path);
+    if (tok.ok()) {
+      tokenizer = std::move(*tok);
+      break;
+    }
+  }
+  return DiffLoadedRuns(ha, ea, hb, eb, tokenizer.get(), options);
+}
+
+}  // namespace trace::replayer
+
+namespace trace::replayer {
+namespace {
+
+std::string EventRef(const EventDifference& d) {
+  return d.kind + " (A seq " + (d.seq_a ? std::to_string(d.seq_a) : "-") + ", B seq " +
+         (d.seq_b ? std::to_string(d.seq_b) : "-") + ")";
+}
+
+nlohmann::json EventJson(const EventDifference& d) {
+  return {{"kind", d.kind}, {"seq_a", d.seq_a}, {"seq_b", d.seq_b}, {"description", d.description}};
+}
+
+nlohmann::json FieldsJson(const std::vector<FieldDifference>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& d : v) a.push_back({{"field", d.field}, {"a", d.recorded}, {"b", d.current}});
+  return a;
+}
+
+}  // namespace
+
+std::string RenderDiffText(const RunDiff& d) {
+  std::ostringstream o;
+  o << "diff A " << d.run_a << "  B " << d.run_b << "\n";
+  auto fields = [&](const char* title, const std::vector<FieldDifference>& v) {
+    if (v.empty()) return;
+    o << title << ":\n";
+    for (const auto& f : v) {
+      o << "  " << f.field << ": " << Clip(f.recorded, 80) << " | " << Clip(f.current, 80)
+        << "\n";
+    }
+  };
+  fields("fingerprint differences (A | B)", d.fingerprint_differences);
+  fields("model differences (A | B)", d.model_differences);
+  fields("run header differences (A | B)", d.header_differences);
+  if (d.first_difference) {
+    o << "first differing event: " << EventRef(*d.first_difference) << ": "
+      << d.first_difference->description << "\n";
+  } else {
+    o << "no differing event\n";
+  }
+  for (const auto& c : d.calls) {
+    o << "model call " << c.call << " (A seq " << c.seq_a << ", B seq " << c.seq_b << "):\n";
+    for (const auto& p : c.params) {
+      o << "  " << p.field << ": " << p.recorded << " | " << p.current << "\n";
+    }
+    if (c.first_prompt_token >= 0) {
+      o << "  prompts differ from token " << c.first_prompt_token << " (A " << c.prompt_token_a
+        << ", B " << c.prompt_token_b << "); rendered prompt diff (- A, + B):\n";
+      std::istringstream lines(c.prompt_text_diff);
+      std::string line;
+      while (std::getline(lines, line)) o << "    " << line << "\n";
+    }
+    if (c.first_logits_difference >= 0) {
+      o << "  logits first differ at step " << c.first_logits_difference << "\n";
+    }
+    if (c.first_output_token >= 0) {
+      o << "  sampled tokens first differ at step " << c.first_output_token << ": A "
+        << c.output_token_a << " " << QuoteToken(c.output_text_a) << " | B "
+        << c.output_token_b << " " << QuoteToken(c.output_text_b) << "\n";
+    }
+  }
+  auto events = [&](const char* title, const std::vector<EventDifference>& v) {
+    if (v.empty()) return;
+    o << title << ":\n";
+    for (const auto& e : v) o << "  " << EventRef(e) << ": " << e.description << "\n";
+  };
+  events("tool results", d.tool_differences);
+  events("context chunks", d.context_differences);
+  events("template variables", d.template_differences);
+  events("clock reads", d.clock_differences);
+  events("other events", d.other_differences);
+  o << "sources of variation:\n";
+  for (const auto& v : d.sources) {
+    o << "  " << (v.changed ? "CHANGED " : "same    ") << SourceName(v.source);
+    if (v.changed) o << ": " << v.evidence;
+    o << "\n";
+  }
+  if (d.side_by_side_call > 0) {
+    o << "model call " << d.side_by_side_call << " token by token (step | A | B):\n";
+    for (const auto& r : d.side_by_side) {
+      bool same = r.id_a == r.id_b;
+      char head[32];
+      std::snprintf(head, sizeof(head), "%s %4d  ", same ? (r.logits_differ ? "~" : " ") : "*",
+                    r.step);
+      std::string a = r.id_a >= 0 ? std::to_string(r.id_a) + " " + QuoteToken(r.text_a) : "-";
+      std::string b = r.id_b >= 0 ? std::to_string(r.id_b) + " " + QuoteToken(r.text_b) : "-";
+      if (a.size() < 32) a.resize(32, ' ');
+      o << head << a << " | " << b << "\n";
+    }
+    o << "  (* token differs, ~ same token with different logits)\n";
+  }
+  if (d.identical()) o << "the runs are the same in everything compared\n";
+  return o.str();
+}
+
+nlohmann::json DiffJson(const RunDiff& d) {
+  nlohmann::json j;
+  j["run_a"] = d.run_a;
+  j["run_b"] = d.run_b;
+  j["identical"] = d.identical();
+  j["fingerprint_differences"] = FieldsJson(d.fingerprint_differences);
+  j["model_differences"] = FieldsJson(d.model_differences);
+  j["header_differences"] = FieldsJson(d.header_differences);
+  j["first_difference"] = d.first_difference ? EventJson(*d.first_difference) : nullptr;
+  nlohmann::json calls = nlohmann::json::array();
+  for (const auto& c : d.calls) {
+    calls.push_back({{"call", c.call},
+                     {"seq_a", c.seq_a},
+                     {"seq_b", c.seq_b},
+                     {"params", FieldsJson(c.params)},
+                     {"first_prompt_token", c.first_prompt_token},
+                     {"prompt_token_a", c.prompt_token_a},
+                     {"prompt_token_b", c.prompt_token_b},
+                     {"prompt_text_diff", c.prompt_text_diff},
+                     {"first_logits_difference", c.first_logits_difference},
+                     {"first_output_token", c.first_output_token},
+                     {"output_token_a", {{"id", c.output_token_a}, {"text", c.output_text_a}}},
+                     {"output_token_b", {{"id", c.output_token_b}, {"text", c.output_text_b}}}});
+  }
+  j["calls"] = calls;
+  auto events = [](const std::vector<EventDifference>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& e : v) a.push_back(EventJson(e));
+    return a;
+  };
+  j["tool_results"] = events(d.tool_differences);
+  j["context_chunks"] = events(d.context_differences);
+  j["template_variables"] = events(d.template_differences);
+  j["clock_reads"] = events(d.clock_differences);
+  j["other_events"] = events(d.other_differences);
+  nlohmann::json changed = nlohmann::json::array(), same = nlohmann::json::array();
+  nlohmann::json sources = nlohmann::json::array();
+  for (const auto& v : d.sources) {
+    (v.changed ? changed : same).push_back(SourceName(v.source));
+    sources.push_back(
+        {{"source", SourceName(v.source)}, {"changed", v.changed}, {"evidence", v.evidence}});
+  }
+  j["sources"] = sources;
+  j["changed"] = changed;
+  j["unchanged"] = same;
+  if (d.side_by_side_call > 0) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : d.side_by_side) {
+      rows.push_back({{"step", r.step},
+                      {"a", {{"id", r.id_a}, {"text", r.text_a}}},
+                      {"b", {{"id", r.id_b}, {"text", r.text_b}}},
+                      {"logits_differ", r.logits_differ}});
+    }
+    j["side_by_side"] = {{"call", d.side_by_side_call}, {"rows", rows}};
+  }
+  return j;
+}
+
+std::string RenderDiffHtml(const RunDiff& d) {
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>trace diff "
+    << HtmlEscape(d.run_a) << " " << HtmlEscape(d.run_b) << "</title>\n<style>\n"
+    << "body{font-family:sans-serif;margin:1.5em;color:#222}\n"
+    << "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;"
+       "font-family:monospace;white-space:pre-wrap}\n"
+    << ".changed{background:#f4a3a3}.same{background:#d8f0d8}.differ{background:#f6ec9a}\n"
+    << "pre{background:#f6f6f6;padding:.5em}\n</style></head><body>\n";
+  o << "<h1>trace diff</h1><p>A <code>" << HtmlEscape(d.run_a) << "</code>, B <code>"
+    << HtmlEscape(d.run_b) << "</code></p>\n";
+  o << "<h2>Sources of variation</h2><table id=\"sources\">\n";
+  for (const auto& v : d.sources) {
+    o << "<tr class=\"" << (v.changed ? "changed" : "same") << "\" data-source=\""
+      << SourceName(v.source) << "\"><td>" << SourceName(v.source) << "</td><td>"
+      << (v.changed ? "changed" : "same") << "</td><td>" << HtmlEscape(v.evidence)
+      << "</td></tr>\n";
+  }
+  o << "</table>\n";
+  if (d.first_difference) {
+    o << "<h2>First differing event</h2><p id=\"first-difference\">"
+      << HtmlEscape(EventRef(*d.first_difference)) << ": "
+      << HtmlEscape(d.first_difference->description) << "</p>\n";
+  }
+  for (const auto& c : d.calls) {
+    o << "<h3>Model call " << c.call << "</h3>\n";
+    if (c.first_prompt_token >= 0) {
+      o << "<p>Prompts differ from token " << c.first_prompt_token << ".</p><pre>"
+        << HtmlEscape(c.prompt_text_diff) << "</pre>\n";
+    }
+    if (c.first_output_token >= 0) {
+      o << "<p>Sampled tokens first differ at step " << c.first_output_token << ": A <code>"
+        << HtmlEscape(QuoteToken(c.output_text_a)) << "</code>, B <code>"
+        << HtmlEscape(QuoteToken(c.output_text_b)) << "</code>.</p>\n";
+    }
+  }
+  if (d.side_by_side_call > 0) {
+    o << "<h2>Call " << d.side_by_side_call << " token by token</h2><table>"
+      << "<tr><th>step</th><th>A</th><th>B</th></tr>\n";
+    for (const auto& r : d.side_by_side) {
+      const char* cls = r.id_a != r.id_b ? "changed" : (r.logits_differ ? "differ" : "");
+      o << "<tr class=\"" << cls << "\"><td>" << r.step << "</td><td>"
+        << HtmlEscape(r.text_a) << "</td><td>" << HtmlEscape(r.text_b) << "</td></tr>\n";
+    }
+    o << "</table>\n";
+  }
+  o << "</body></html>\n";
+  return o.str();
+}
+
+}  // namespace trace::replayer

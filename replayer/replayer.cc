@@ -1,0 +1,330 @@
+#include "replayer/replayer.h"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "base/build_info.h"
+#include "engine/engine.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace trace::replayer {
+namespace {
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string v = line.substr(colon + 1);
+        v.erase(0, v.find_first_not_of(" \t"));
+        return v;
+      }
+    }
+  }
+  return "";
+}
+
+std::string OsDescription() {
+  struct utsname u;
+  if (uname(&u) != 0) return "";
+  return std::string(u.sysname) + " " + u.release + " " + u.machine;
+}
+
+void Compare(const std::string& field, const std::string& recorded, const std::string& current,
+             std::vector<FieldDifference>* out) {
+  // A field the recording left empty was not known then; nothing to compare.
+  if (recorded.empty() || recorded == current) return;
+  out->push_back({field, recorded, current});
+}
+
+// The safetensors files of a model folder, in name order (what weights_sha256 covers).
+std::string WeightFiles(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.size() > 12 && name.ends_with(".safetensors")) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  std::string joined;
+  for (const auto& n : names) joined += (joined.empty() ? "" : ", ") + n;
+  return joined.empty() ? "*.safetensors" : joined;
+}
+
+std::vector<FieldDifference> ModelDifferences(const proto::ModelFingerprint& recorded,
+                                              const engine::ModelFingerprint& current,
+                                              const std::string& dir) {
+  std::vector<FieldDifference> out;
+  Compare("model.weights_sha256 (" + WeightFiles(dir) + ")", recorded.weights_sha256(),
+          current.weights_sha256, &out);
+  Compare("model.config_sha256 (config.json)", recorded.config_sha256(), current.config_sha256,
+          &out);
+  Compare("model.tokenizer_sha256 (tokenizer.json)", recorded.tokenizer_sha256(),
+          current.tokenizer_sha256, &out);
+  Compare("model.chat_template_sha256 (tokenizer_config.json chat_template)",
+          recorded.chat_template_sha256(), current.chat_template_sha256, &out);
+  Compare("model.architecture", recorded.architecture(), current.architecture, &out);
+  Compare("model.dtype", recorded.dtype(), current.dtype, &out);
+  return out;
+}
+
+std::vector<FieldDifference> FingerprintDifferences(const proto::RunHeader& header,
+                                                    const engine::Engine& engine,
+                                                    const std::string& numerics) {
+  std::vector<FieldDifference> out;
+  const auto& e = header.engine();
+  Compare("engine.version", e.version(), TRACE_VERSION, &out);
+  Compare("engine.git_revision", e.git_revision(), TRACE_GIT_REVISION, &out);
+  Compare("engine.compiler", e.compiler(), TRACE_COMPILER, &out);
+  Compare("engine.build_type", e.build_type(), TRACE_BUILD_TYPE, &out);
+  Compare("engine.numerics", e.numerics(), numerics, &out);
+  const auto& d = header.device();
+  std::string device = engine.options().device;
+  Compare("device.device", d.device(), device, &out);
+  Compare("device.description", d.description(), engine.DeviceDescription(), &out);
+  Compare("device.cpu_model", d.cpu_model(), CpuModel(), &out);
+  Compare("device.os", d.os(), OsDescription(), &out);
+  if (device.rfind("cuda", 0) != 0) {
+    // Replaying on the CPU: the recording's GPU stack is absent now.
+    Compare("device.gpu_name", d.gpu_name(), "", &out);
+    Compare("device.gpu_driver_version", d.gpu_driver_version(), "", &out);
+    Compare("device.cuda_runtime_version", d.cuda_runtime_version(), "", &out);
+    Compare("device.cublas_version", d.cublas_version(), "", &out);
+  }
+  return out;
+}
+
+}  // namespace
+
+const Divergence* RunReport::first_divergence() const {
+  for (const auto& c : calls) {
+    if (c.divergence) return &*c.divergence;
+  }
+  return nullptr;
+}
+
+std::string NumericsFingerprint(kernels::Numerics numerics) {
+  return numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion : "fast";
+}
+
+Result<kernels::Numerics> ParseNumerics(const std::string& text) {
+  if (text == "canonical" || text == kernels::kNumericsVersion) {
+    return kernels::Numerics::kCanonical;
+  }
+  if (text == "fast") return kernels::Numerics::kFast;
+  return InvalidArgument("numerics '" + text + "' is not one of canonical, fast");
+}
+
+Result<std::vector<int>> ParseCallList(const std::string& text) {
+  std::set<int> calls;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    if (part.empty()) continue;
+    size_t dash = part.find('-');
+    try {
+      size_t used = 0;
+      if (dash == std::string::npos) {
+        int v = std::stoi(part, &used);
+        if (used != part.size() || v < 1) throw std::invalid_argument(part);
+        calls.insert(v);
+      } else {
+        std::string a = part.substr(0, dash), b = part.substr(dash + 1);
+        size_t ua = 0, ub = 0;
+        int lo = std::stoi(a, &ua), hi = std::stoi(b, &ub);
+        if (ua != a.size() || ub != b.size() || lo < 1 || hi < lo || hi - lo > 1000000) {
+          throw std::invalid_argument(part);
+        }
+        for (int v = lo; v <= hi; ++v) calls.insert(v);
+      }
+    } catch (const std::exception&) {
+      return InvalidArgument("--calls: '" + part +
+                             "' is not a call number or range (1-based, e.g. 1,3,5-7)");
+    }
+  }
+  if (calls.empty()) return InvalidArgument("--calls: '" + text + "' names no call");
+  return std::vector<int>(calls.begin(), calls.end());
+}
+
+Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
+                                    uint64_t seq) {
+  RecordedCall out;
+  out.index = call_number;
+  out.event_id = "seq " + std::to_string(seq);
+  out.prompt_tokens.assign(call.prompt_token_ids().begin(), call.prompt_token_ids().end());
+  const auto& p = call.params();
+  out.params.temperature = p.temperature();
+  out.params.top_p = p.top_p();
+  out.params.top_k = p.top_k();
+  out.params.max_tokens = p.max_tokens();
+  out.params.stop.assign(p.stop().begin(), p.stop().end());
+  out.seed = call.seed_used();
+  out.constraint_json = call.constraint_json();
+  const int n = call.token_ids_size();
+  auto where = [&](const char* field, int size) {
+    return Corruption("call " + std::to_string(call_number) + " (event seq " +
+                      std::to_string(seq) + "): " + field + " has " + std::to_string(size) +
+                      " entries for " + std::to_string(n) + " sampled tokens");
+  };
+  // Optional columns are either absent or one entry per sampled token.
+  if (call.logits_digests_size() != 0 && call.logits_digests_size() != n) {
+    return where("logits_digests", call.logits_digests_size());
+  }
+  if (call.logits_size() != 0 && call.logits_size() != n) return where("logits", call.logits_size());
+  if (call.runner_up_ids_size() != 0 && call.runner_up_ids_size() != n) {
+    return where("runner_up_ids", call.runner_up_ids_size());
+  }
+  if (call.runner_up_logits_size() != call.runner_up_ids_size()) {
+    return where("runner_up_logits", call.runner_up_logits_size());
+  }
+  const int layers = call.num_layers();
+  if (call.layer_digests_size() != 0 &&
+      (layers <= 0 || call.layer_digests_size() != static_cast<int64_t>(n) * layers)) {
+    return where("layer_digests (num_layers x tokens)", call.layer_digests_size());
+  }
+  for (int i = 0; i < n; ++i) {
+    RecordedToken t;
+    t.id = call.token_ids(i);
+    if (call.logits_digests_size() == n) t.logits_digest = call.logits_digests(i);
+    if (call.logits_size() == n) t.logit = call.logits(i);
+    if (call.runner_up_ids_size() == n) {
+      t.runner_up = call.runner_up_ids(i);
+      t.runner_up_logit = call.runner_up_logits(i);
+    }
+    if (call.layer_digests_size() != 0) {
+      t.layer_digests.assign(call.layer_digests().begin() + static_cast<int64_t>(i) * layers,
+                             call.layer_digests().begin() + static_cast<int64_t>(i + 1) * layers);
+    }
+    out.output.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_prefix,
+                            const ReplayOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  TRACE_ASSIGN_OR_RETURN(std::string run_id, store.ResolveRunId(run_id_or_prefix));
+  TRACE_ASSIGN_OR_RETURN(proto::RunHeader header, store.LoadHeader(run_id));
+  TRACE_ASSIGN_OR_RETURN(store::RunSummary summary, store.GetRunSummary(run_id));
+  TRACE_ASSIGN_OR_RETURN(std::vector<proto::Event> events, store.LoadEvents(run_id));
+
+  RunReport report;
+  report.run_id = run_id;
+  report.run_status = std::string(store::RunStatusName(summary.status));
+  report.batch = std::max(options.batch, 1);
+
+  // The model: the recorded folder, which must hash as recorded, or --model on purpose.
+  const std::string recorded_dir = header.model().model_dir();
+  report.model_dir = options.model_dir.empty() ? recorded_dir : options.model_dir;
+  if (report.model_dir.empty()) {
+    return InvalidArgument("run " + run_id +
+                           " does not name its model folder; pass --model DIR");
+  }
+  if (!std::filesystem::exists(report.model_dir + "/config.json")) {
+    return NotFound("model folder " + report.model_dir + " (run " + run_id +
+                    ") has no config.json" +
+                    (options.model_dir.empty() ? "; pass --model DIR to replay against another"
+                                               : ""));
+  }
+  auto model = engine::Model::Load(report.model_dir, /*hash_weights=*/true);
+  if (!model.ok()) return model.status().WithContext("loading model for run " + run_id);
+  report.model_differences =
+      ModelDifferences(header.model(), (*model)->fingerprint(), report.model_dir);
+  if (!report.model_differences.empty()) {
+    if (options.model_dir.empty()) {
+      const auto& d = report.model_differences.front();
+      return FailedPrecondition("model at " + report.model_dir + " differs from the one run " +
+                                run_id + " recorded: " + d.field + " is " + d.current +
+                                ", recorded " + d.recorded +
+                                "; pass --model DIR to replay against it on purpose");
+    }
+    report.model_override = true;
+  }
+
+  // The engine, in the recorded numerics unless told otherwise.
+  engine::EngineOptions eopts;
+  std::string numerics_text =
+      options.numerics.empty() ? header.engine().numerics() : options.numerics;
+  if (numerics_text.empty()) numerics_text = "canonical";
+  TRACE_ASSIGN_OR_RETURN(eopts.numerics, ParseNumerics(numerics_text));
+  eopts.device = options.device;
+  eopts.threads = options.threads;
+  if (header.engine().max_context() > 0) eopts.max_context = header.engine().max_context();
+  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
+                         engine::Engine::Create(*model, eopts));
+  report.numerics = NumericsFingerprint(eopts.numerics);
+  report.device = eng->DeviceDescription();
+  report.fingerprint_differences = FingerprintDifferences(header, *eng, report.numerics);
+
+  std::unique_ptr<engine::Tokenizer> tokenizer;
+  if (std::filesystem::exists(report.model_dir + "/tokenizer.json")) {
+    auto tok = engine::Tokenizer::Load(report.model_dir + "/tokenizer.json");
+    if (!tok.ok()) return tok.status().WithContext("run " + run_id);
+    tokenizer = std::move(*tok);
+  }
+
+  // Collect the calls to replay.
+  std::vector<RecordedCall> calls;
+  int number = 0;
+  for (const auto& event : events) {
+    if (!event.has_llm_call()) continue;
+    ++number;
+    const proto::LlmCall& call = event.llm_call();
+    if (!options.calls.empty() &&
+        !std::binary_search(options.calls.begin(), options.calls.end(), number)) {
+      continue;
+    }
+    if (call.http_status() != 0 && call.http_status() != 200) {
+      report.skipped.push_back({number, event.seq(),
+                                "the request failed (HTTP " +
+                                    std::to_string(call.http_status()) + "): " + call.error()});
+      continue;
+    }
+    if (call.prompt_token_ids_size() == 0) {
+      report.skipped.push_back({number, event.seq(), "no prompt tokens recorded"});
+      continue;
+    }
+    TRACE_ASSIGN_OR_RETURN(RecordedCall rc, ToRecordedCall(call, number, event.seq()));
+    calls.push_back(std::move(rc));
+  }
+  report.calls_in_run = number;
+  for (int c : options.calls) {
+    if (c > number) {
+      return InvalidArgument("--calls: run " + run_id + " has " + std::to_string(number) +
+                             " model calls, no call " + std::to_string(c));
+    }
+  }
+
+  VerifyOptions vopts;
+  vopts.batch = report.batch;
+  vopts.eos_token_ids = (*model)->config().eos_token_ids;
+  vopts.constraints = options.constraints;
+  ReplayProgress progress;
+  progress.calls_total = static_cast<int>(calls.size());
+  for (const auto& c : calls) progress.tokens_total += static_cast<int64_t>(c.output.size());
+  for (const auto& c : calls) {
+    auto call_report = VerifyCall(*eng, tokenizer.get(), c, vopts);
+    if (!call_report.ok()) return call_report.status().WithContext("run " + run_id);
+    report.tokens_verified += call_report->tokens_verified;
+    report.level = std::max(report.level, call_report->level);
+    report.calls.push_back(std::move(*call_report));
+    ++progress.calls_done;
+    progress.tokens_done += static_cast<int64_t>(c.output.size());
+    progress.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (options.progress) options.progress(progress);
+  }
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return report;
+}
+
+}  // namespace trace::replayer

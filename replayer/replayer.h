@@ -1,0 +1,100 @@
+// The run replayer: loads a recorded run from the store, checks the model and the
+// fingerprints against this machine and build, and verifies every recorded model call
+// (replayer/verifier.h), producing one RunReport.
+//
+// Ownership: ReplayRun borrows the store for the duration of the call; the RunReport it
+// returns owns everything it holds. Thread safety: one ReplayRun call drives its own
+// engine; concurrent calls on one Store are fine (the store is thread-safe).
+// Errors: an unknown or ambiguous run id, a corrupt event, a missing model folder, or a
+// model whose hashes differ from the recorded ones without `model_dir` given on purpose
+// is a Status naming the run id, event seq, folder or file. A replay that disagrees with
+// the recording is not an error: the report says where.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/kernels.h"
+#include "proto/trace.pb.h"
+#include "replayer/verifier.h"
+#include "store/store.h"
+
+namespace trace::replayer {
+
+// One difference between the recorded and the current value of a fingerprint field.
+struct FieldDifference {
+  std::string field;  // "engine.git_revision", "model.weights_sha256 (model.safetensors)"
+  std::string recorded;
+  std::string current;
+};
+
+struct ReplayProgress {
+  int calls_done = 0;
+  int calls_total = 0;
+  int64_t tokens_done = 0;
+  int64_t tokens_total = 0;
+  double seconds = 0.0;
+};
+
+struct ReplayOptions {
+  std::string device = "cpu";  // "cpu" | "cuda" | "cuda:N"
+  // Empty: the numerics mode the run was recorded in; else "canonical" or "fast".
+  std::string numerics;
+  // Empty: the model folder the run names, which must hash as recorded. Non-empty: replay
+  // against this folder on purpose, reporting how it differs.
+  std::string model_dir;
+  int batch = 1;           // replay each call alongside batch - 1 random companions
+  std::vector<int> calls;  // 1-based model call numbers to replay; empty: all
+  int threads = 0;         // engine threads; 0: all cores
+  std::function<void(const ReplayProgress&)> progress;  // called after each call
+  ConstraintFactory constraints;  // rebuilds constrained calls' masks (the CLI sets it)
+};
+
+struct SkippedCall {
+  int call = 0;
+  uint64_t seq = 0;
+  std::string reason;
+};
+
+struct RunReport {
+  std::string run_id;
+  std::string run_status;  // "complete" | "incomplete" | "crashed" (store::RunStatusName)
+  std::string model_dir;   // the folder replayed against
+  bool model_override = false;  // --model given and its hashes differ from the recording
+  std::vector<FieldDifference> model_differences;
+  std::vector<FieldDifference> fingerprint_differences;
+  std::string numerics;  // what the replay ran: "canonical-v1" | "fast"
+  std::string device;    // Engine::DeviceDescription()
+  int batch = 1;
+  int calls_in_run = 0;  // model calls recorded
+  std::vector<CallReport> calls;
+  std::vector<SkippedCall> skipped;  // calls not replayable (errored requests)
+  Level level = Level::kBitwise;     // the worst level over the replayed calls
+  int64_t tokens_verified = 0;
+  double seconds = 0.0;
+
+  // The first divergence in call order, or nullptr.
+  const Divergence* first_divergence() const;
+};
+
+// Converts a recorded LlmCall to the verifier's form. `call_number` is 1-based.
+Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
+                                    uint64_t seq);
+
+// Replays run `run_id_or_prefix` (a full id or a unique prefix).
+Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_prefix,
+                            const ReplayOptions& options);
+
+// The numerics string recorded in fingerprints for a mode: "canonical-v1" or "fast".
+std::string NumericsFingerprint(kernels::Numerics numerics);
+
+// Parses "canonical", "canonical-v1" or "fast".
+Result<kernels::Numerics> ParseNumerics(const std::string& text);
+
+// Parses a call list "1,3,5-7" into sorted unique 1-based call numbers.
+Result<std::vector<int>> ParseCallList(const std::string& text);
+
+}  // namespace trace::replayer

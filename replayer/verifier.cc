@@ -1,0 +1,419 @@
+#include "replayer/verifier.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <list>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "base/hash.h"
+
+namespace trace::replayer {
+namespace {
+
+std::string CallName(const RecordedCall& call) {
+  std::string name = "call " + std::to_string(call.index);
+  if (!call.event_id.empty()) name += " (event " + call.event_id + ")";
+  return name;
+}
+
+Status ValidateCall(const RecordedCall& call, int64_t vocab_size) {
+  if (call.prompt_tokens.empty()) {
+    return InvalidArgument(CallName(call) + ": prompt_tokens is empty");
+  }
+  for (size_t i = 0; i < call.prompt_tokens.size(); ++i) {
+    int32_t id = call.prompt_tokens[i];
+    if (id < 0 || id >= vocab_size) {
+      return InvalidArgument(CallName(call) + ": prompt token " + std::to_string(i) + " id " +
+                             std::to_string(id) + " is outside the model's vocabulary of " +
+                             std::to_string(vocab_size));
+    }
+  }
+  for (size_t i = 0; i < call.output.size(); ++i) {
+    int32_t id = call.output[i].id;
+    if (id < 0 || id >= vocab_size) {
+      return InvalidArgument(CallName(call) + ": output token " + std::to_string(i) + " id " +
+                             std::to_string(id) + " is outside the model's vocabulary of " +
+                             std::to_string(vocab_size));
+    }
+  }
+  for (size_t i = 0; i < call.allowed_masks.size(); ++i) {
+    const auto& mask = call.allowed_masks[i];
+    if (!mask.empty() && static_cast<int64_t>(mask.size()) != vocab_size) {
+      return InvalidArgument(CallName(call) + ": constraint mask of step " + std::to_string(i) +
+                             " has " + std::to_string(mask.size()) + " entries, the vocabulary " +
+                             std::to_string(vocab_size));
+    }
+  }
+  Status params = engine::ValidateSamplingParams(call.params);
+  if (!params.ok()) return params.WithContext(CallName(call) + ": recorded sampling params");
+  return Status::Ok();
+}
+
+std::string TokenText(const engine::Tokenizer* tokenizer, int32_t id) {
+  if (tokenizer == nullptr) return "";
+  int32_t ids[1] = {id};
+  return tokenizer->Decode(ids);
+}
+
+// Random companion sequences that share every forward pass with the call under replay.
+class Companions {
+ public:
+  Companions(engine::Engine& engine, int count, uint64_t seed, int64_t vocab_size,
+             int64_t max_context)
+      : engine_(engine), rng_(seed), vocab_size_(vocab_size), max_context_(max_context) {
+    for (int i = 0; i < count; ++i) seqs_.push_back(engine_.NewSequence());
+  }
+  ~Companions() {
+    for (engine::SeqId s : seqs_) engine_.FreeSequence(s);
+  }
+
+  // Appends one item per companion to `items`, each up to `max_len` random tokens.
+  Status AddItems(size_t max_len, std::vector<engine::BatchItem>* items) {
+    tokens_.clear();
+    for (engine::SeqId s : seqs_) {
+      std::uniform_int_distribution<size_t> len_dist(1, std::max<size_t>(1, max_len));
+      size_t len = len_dist(rng_);
+      if (engine_.Length(s) + static_cast<int64_t>(len) > max_context_) {
+        TRACE_RETURN_IF_ERROR(engine_.Truncate(s, 0));
+        len = std::min<size_t>(len, static_cast<size_t>(max_context_));
+      }
+      std::uniform_int_distribution<int32_t> id_dist(0, static_cast<int32_t>(vocab_size_ - 1));
+      std::vector<int32_t>& t = tokens_.emplace_back(len);
+      for (auto& id : t) id = id_dist(rng_);
+      engine::BatchItem item;
+      item.seq = s;
+      item.tokens = t;
+      item.logits_at = {static_cast<int32_t>(len - 1)};
+      items->push_back(std::move(item));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  engine::Engine& engine_;
+  std::vector<engine::SeqId> seqs_;
+  std::mt19937_64 rng_;
+  int64_t vocab_size_;
+  int64_t max_context_;
+  std::list<std::vector<int32_t>> tokens_;  // stable addresses for the item spans
+};
+
+struct SequenceGuard {
+  engine::Engine& engine;
+  engine::SeqId seq;
+  ~SequenceGuard() { engine.FreeSequence(seq); }
+};
+
+}  // namespace
+
+const char* LevelName(Level level) {
+  switch (level) {
+    case Level::kBitwise:
+      return "bitwise";
+    case Level::kTokens:
+      return "tokens";
+    case Level::kDiverged:
+      return "diverged";
+  }
+  return "unknown";
+}
+
+std::vector<Candidate> TopCandidates(std::span<const float> logits,
+                                     const engine::SamplingParams& params,
+                                     std::span<const uint8_t> allowed, int n) {
+  std::vector<int32_t> ids;
+  ids.reserve(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (allowed.empty() || allowed[i] != 0) ids.push_back(static_cast<int32_t>(i));
+  }
+  size_t k = std::min<size_t>(static_cast<size_t>(std::max(n, 0)), ids.size());
+  auto before = [&](int32_t a, int32_t b) {
+    if (logits[a] != logits[b]) return logits[a] > logits[b];
+    return a < b;
+  };
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), before);
+  // Probabilities in double, for display: softmax of logits / temperature over `allowed`.
+  std::vector<Candidate> out;
+  if (k == 0) return out;
+  double max_logit = logits[ids[0]];
+  double sum = 0.0;
+  if (params.temperature > 0.0f) {
+    for (int32_t id : ids) sum += std::exp((logits[id] - max_logit) / params.temperature);
+  }
+  for (size_t i = 0; i < k; ++i) {
+    Candidate c;
+    c.id = ids[i];
+    c.logit = logits[ids[i]];
+    if (params.temperature > 0.0f) {
+      c.probability = std::exp((c.logit - max_logit) / params.temperature) / sum;
+    } else {
+      c.probability = i == 0 ? 1.0 : 0.0;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string LastCharacters(const std::string& utf8, size_t max_chars) {
+  size_t chars = 0;
+  size_t i = utf8.size();
+  while (i > 0 && chars < max_chars) {
+    --i;
+    // Count a character at each byte that is not a UTF-8 continuation byte.
+    if ((static_cast<unsigned char>(utf8[i]) & 0xC0) != 0x80) ++chars;
+  }
+  return utf8.substr(i);
+}
+
+Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* tokenizer,
+                              const RecordedCall& call, const VerifyOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  const engine::ModelConfig& config = engine.model().config();
+  const int64_t vocab = config.vocab_size;
+  TRACE_RETURN_IF_ERROR(ValidateCall(call, vocab));
+
+  CallReport report;
+  report.call = call.index;
+  report.event_id = call.event_id;
+  report.tokens_recorded = static_cast<int>(call.output.size());
+  report.digests_recorded =
+      !call.output.empty() &&
+      std::all_of(call.output.begin(), call.output.end(),
+                  [](const RecordedToken& t) { return t.logits_digest.has_value(); });
+
+  const size_t prompt_len = call.prompt_tokens.size();
+  const size_t n = call.output.size();
+  int64_t max_context = engine.options().max_context > 0 ? engine.options().max_context
+                                                         : config.max_position_embeddings;
+  if (max_context > 0 && static_cast<int64_t>(prompt_len + n) > max_context) {
+    return InvalidArgument(CallName(call) + ": prompt (" + std::to_string(prompt_len) +
+                           " tokens) plus output (" + std::to_string(n) +
+                           ") exceeds the context of " + std::to_string(max_context));
+  }
+  if (max_context <= 0) max_context = static_cast<int64_t>(prompt_len + n) + 1024;
+
+  // The teacher-forced sequence: prompt then every recorded output token but the last.
+  std::vector<int32_t> forced(call.prompt_tokens);
+  for (size_t i = 0; i + 1 < n; ++i) forced.push_back(call.output[i].id);
+
+  engine::SeqId seq = engine.NewSequence();
+  SequenceGuard guard{engine, seq};
+  Companions companions(engine, std::max(options.batch, 1) - 1, options.companion_seed, vocab,
+                        std::min<int64_t>(max_context, 4096));
+
+  const bool want_layers =
+      std::any_of(call.output.begin(), call.output.end(),
+                  [](const RecordedToken& t) { return !t.layer_digests.empty(); });
+  // Layer digests of the rows of the current chunk: [row][layer].
+  std::map<int32_t, std::vector<uint64_t>> layer_digests;
+  engine::LayerProbe probe = [&](size_t item, int32_t token_index, int layer,
+                                 std::span<const float> hidden) {
+    if (item != 0) return;
+    auto& v = layer_digests[token_index];
+    if (static_cast<int>(v.size()) <= layer) v.resize(layer + 1);
+    v[layer] = Digest64(hidden.data(), hidden.size_bytes());
+  };
+
+  // Masks: rebuilt from the recorded constraint when a factory is given, else the explicit
+  // per-step masks, else none.
+  std::unique_ptr<ConstraintMasks> constraint;
+  if (!call.constraint_json.empty() && options.constraints) {
+    auto made = options.constraints(call.constraint_json, tokenizer);
+    if (!made.ok()) {
+      return made.status().WithContext(CallName(call) + ": rebuilding its constraint");
+    }
+    constraint = std::move(*made);
+  }
+  const bool unknown_constraint = !call.constraint_json.empty() && !constraint;
+  std::vector<uint8_t> mask;
+  std::vector<uint8_t> divergence_mask;
+  auto mask_for = [&](size_t step) -> std::span<const uint8_t> {
+    if (constraint) {
+      constraint->AllowedMask(&mask);
+      return mask;
+    }
+    if (step < call.allowed_masks.size()) return call.allowed_masks[step];
+    return {};
+  };
+
+  std::optional<size_t> diverged_at;
+  std::vector<float> divergence_logits;
+  std::vector<uint64_t> divergence_layers;
+  size_t fed = 0;
+  size_t step = 0;
+  const size_t chunk = static_cast<size_t>(std::max(options.chunk_rows, 1));
+  engine::ForwardOutput out;
+  while (step < n && !diverged_at) {
+    size_t rows = std::min(chunk, n - step);
+    // Logits for output step s come from forced position prompt_len - 1 + s.
+    size_t end = prompt_len + step + rows - 1;
+    std::vector<engine::BatchItem> items(1);
+    items[0].seq = seq;
+    items[0].tokens = std::span<const int32_t>(forced.data() + fed, end - fed);
+    for (size_t r = 0; r < rows; ++r) {
+      items[0].logits_at.push_back(static_cast<int32_t>(prompt_len - 1 + step + r - fed));
+    }
+    TRACE_RETURN_IF_ERROR(companions.AddItems(end - fed, &items));
+    layer_digests.clear();
+    Status st = engine.Forward(items, &out, want_layers ? &probe : nullptr);
+    if (!st.ok()) return st.WithContext("replaying " + CallName(call));
+    for (size_t r = 0; r < rows; ++r, ++step) {
+      std::span<const float> logits = out.row(r);
+      const RecordedToken& rec = call.output[step];
+      std::span<const uint8_t> allowed = mask_for(step);
+      engine::SampleResult sampled =
+          engine::Sample(logits, call.params, call.seed, call.first_step + step, allowed);
+      TokenOutcome outcome;
+      outcome.id = rec.id;
+      outcome.text = TokenText(tokenizer, rec.id);
+      outcome.replayed_id = sampled.token;
+      outcome.replayed_logit = logits[rec.id];
+      outcome.margin = sampled.logit - sampled.runner_up_logit;
+      bool logits_differ = false;
+      if (rec.logits_digest) {
+        outcome.digest_checked = true;
+        outcome.digest_equal = *rec.logits_digest == LogitsDigest(logits);
+        logits_differ = !outcome.digest_equal;
+      } else if (rec.logit) {
+        logits_differ = std::memcmp(&*rec.logit, &logits[rec.id], sizeof(float)) != 0;
+      }
+      if (sampled.token != rec.id && unknown_constraint && outcome.digest_checked &&
+          outcome.digest_equal) {
+        outcome.replayed_id = rec.id;  // same logits, same prefix: the same constrained draw
+      }
+      report.tokens.push_back(outcome);
+      report.tokens_verified = static_cast<int>(step + 1);
+      if (outcome.replayed_id != rec.id) {
+        diverged_at = step;
+        divergence_logits.assign(logits.begin(), logits.end());
+        divergence_mask.assign(allowed.begin(), allowed.end());
+        auto it = layer_digests.find(items[0].logits_at[r]);
+        if (it != layer_digests.end()) divergence_layers = it->second;
+        break;
+      }
+      if (constraint) {
+        Status advanced = constraint->Advance(rec.id);
+        if (!advanced.ok()) {
+          return advanced.WithContext(CallName(call) + ": constraint at step " +
+                                      std::to_string(step));
+        }
+      }
+      if (logits_differ) {
+        ++report.digests_differ;
+        if (rec.logit) {
+          float diff = std::fabs(*rec.logit - logits[rec.id]);
+          if (diff > report.max_logit_diff || report.max_logit_diff_step < 0) {
+            report.max_logit_diff = diff;
+            report.max_logit_diff_step = static_cast<int>(step);
+          }
+        }
+      }
+    }
+    fed = end;
+  }
+
+  if (!diverged_at) {
+    report.level = (report.digests_recorded && report.digests_differ == 0) ? Level::kBitwise
+                                                                           : Level::kTokens;
+    if (n == 0) report.level = Level::kBitwise;
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return report;
+  }
+
+  // Divergence: describe it, then decode step by step from it.
+  report.level = Level::kDiverged;
+  const size_t s = *diverged_at;
+  const RecordedToken& rec = call.output[s];
+  std::span<const float> logits(divergence_logits);
+  engine::SampleResult sampled =
+      engine::Sample(logits, call.params, call.seed, call.first_step + s, divergence_mask);
+  Divergence d;
+  d.call = call.index;
+  d.event_id = call.event_id;
+  d.step = static_cast<int>(s);
+  d.recorded_token = rec.id;
+  d.replayed_token = sampled.token;
+  d.recorded_text = TokenText(tokenizer, rec.id);
+  d.replayed_text = TokenText(tokenizer, sampled.token);
+  d.recorded_logit = rec.logit;
+  d.replayed_logit = sampled.logit;
+  d.recorded_token_replayed_logit = logits[rec.id];
+  if (rec.logit && rec.runner_up >= 0) d.recorded_margin = *rec.logit - rec.runner_up_logit;
+  d.replayed_margin = sampled.logit - sampled.runner_up_logit;
+  if (rec.runner_up >= 0) {
+    Candidate c;
+    c.id = rec.runner_up;
+    c.logit = rec.runner_up_logit;
+    d.recorded_top.push_back(c);
+  }
+  for (const Candidate& c : rec.top) {
+    if (c.id != rec.runner_up) d.recorded_top.push_back(c);
+  }
+  d.replayed_top = TopCandidates(logits, call.params, divergence_mask, 5);
+  if (tokenizer != nullptr) {
+    std::vector<int32_t> before;
+    for (size_t i = 0; i < s; ++i) before.push_back(call.output[i].id);
+    d.text_before = LastCharacters(tokenizer->Decode(before), 80);
+  }
+  d.layer_digests_recorded = !rec.layer_digests.empty();
+  if (d.layer_digests_recorded) {
+    size_t layers = std::min(rec.layer_digests.size(), divergence_layers.size());
+    for (size_t l = 0; l < layers; ++l) {
+      if (rec.layer_digests[l] != divergence_layers[l]) {
+        d.first_differing_layer = static_cast<int>(l);
+        break;
+      }
+    }
+  }
+
+  // What the replay would have produced from here: the replayed token, then decoding with
+  // the recorded params and seed (and the rebuilt constraint). Explicit per-step masks
+  // describe the recorded path only, and an unknown constraint cannot be followed, so
+  // those calls stop after the replayed token.
+  d.replay_continuation.push_back(sampled.token);
+  bool can_continue = constraint ? constraint->Advance(sampled.token).ok()
+                                 : call.allowed_masks.empty() && !unknown_constraint;
+  auto is_eos = [&](int32_t id) {
+    return std::find(options.eos_token_ids.begin(), options.eos_token_ids.end(), id) !=
+           options.eos_token_ids.end();
+  };
+  TRACE_RETURN_IF_ERROR(engine.Truncate(seq, static_cast<int64_t>(prompt_len + s)));
+  size_t limit = call.params.max_tokens > 0 ? static_cast<size_t>(call.params.max_tokens)
+                                            : n + static_cast<size_t>(options.max_continuation);
+  size_t produced = s + 1;
+  int32_t last = sampled.token;
+  while (can_continue && !is_eos(last) && produced < limit &&
+         d.replay_continuation.size() < static_cast<size_t>(options.max_continuation) &&
+         static_cast<int64_t>(prompt_len + produced) < max_context) {
+    std::vector<engine::BatchItem> items(1);
+    items[0].seq = seq;
+    items[0].tokens = std::span<const int32_t>(&d.replay_continuation.back(), 1);
+    items[0].logits_at = {0};
+    TRACE_RETURN_IF_ERROR(companions.AddItems(1, &items));
+    Status st = engine.Forward(items, &out);
+    if (!st.ok()) return st.WithContext("decoding " + CallName(call) + " after the divergence");
+    std::span<const uint8_t> allowed;
+    if (constraint) {
+      constraint->AllowedMask(&mask);
+      allowed = mask;
+    }
+    engine::SampleResult next = engine::Sample(out.row(0), call.params, call.seed,
+                                               call.first_step + produced, allowed);
+    last = next.token;
+    if (constraint && !constraint->Advance(last).ok()) can_continue = false;
+    d.replay_continuation.push_back(last);
+    ++produced;
+  }
+  if (tokenizer != nullptr) d.replay_continuation_text = tokenizer->Decode(d.replay_continuation);
+  report.divergence = std::move(d);
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return report;
+}
+
+}  // namespace trace::replayer

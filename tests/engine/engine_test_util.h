@@ -1,0 +1,84 @@
+// Helpers for the engine tests: temporary folders and seeded models written by InitModel.
+// Ownership: a TempDir owns its folder and removes it. Thread safety: single-threaded tests.
+// Errors: helpers fail the running test (gtest ASSERT) rather than returning Status.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/model_init.h"
+
+namespace trace::engine::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "trace-engine-XXXXXX").string();
+    char* made = mkdtemp(tmpl.data());
+    if (made != nullptr) path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+inline std::shared_ptr<const Model> LoadOrDie(const std::string& dir) {
+  auto model = Model::Load(dir, /*hash_weights=*/false);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  return model.ok() ? *model : nullptr;
+}
+
+inline std::unique_ptr<Engine> EngineOrDie(std::shared_ptr<const Model> model,
+                                           kernels::Numerics numerics, kernels::Impl impl,
+                                           int threads) {
+  EngineOptions options;
+  options.numerics = numerics;
+  options.impl = impl;
+  options.threads = threads;
+  options.max_context = 1024;
+  auto engine = Engine::Create(std::move(model), options);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+inline std::vector<int32_t> RandomTokens(std::mt19937_64* rng, size_t n, int32_t vocab) {
+  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = dist(*rng);
+  return t;
+}
+
+// Bits of a float vector, for bitwise EXPECT_EQ with readable failures.
+inline std::vector<uint32_t> Bits(std::span<const float> v) {
+  std::vector<uint32_t> bits(v.size());
+  std::memcpy(bits.data(), v.data(), v.size_bytes());
+  return bits;
+}
+
+}  // namespace trace::engine::testing

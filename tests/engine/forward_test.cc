@@ -1,0 +1,246 @@
+// The forward pass on the tiny preset: bitwise invariance to batching, chunking, threads and
+// kernel implementation; pinned logits digests; accuracy against a float64 reference.
+#include <map>
+
+#include "base/hash.h"
+#include "engine_test_util.h"
+#include "reference_forward.h"
+
+namespace trace::engine {
+namespace {
+
+using kernels::Impl;
+using kernels::Numerics;
+using testing::Bits;
+using testing::EngineOrDie;
+using testing::RandomTokens;
+
+constexpr uint64_t kSeed = 7;
+
+// One tiny model for the whole binary (each test is its own process under ctest).
+class TinyModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new testing::TempDir();
+    ASSERT_TRUE(InitModel("tiny", kSeed, tmp_->path() + "/tiny").ok());
+    model_ = testing::LoadOrDie(tmp_->path() + "/tiny");
+  }
+  static void TearDownTestSuite() {
+    model_.reset();
+    delete tmp_;
+  }
+  int32_t vocab() const { return static_cast<int32_t>(model_->config().vocab_size); }
+
+  static testing::TempDir* tmp_;
+  static std::shared_ptr<const Model> model_;
+};
+testing::TempDir* TinyModelTest::tmp_ = nullptr;
+std::shared_ptr<const Model> TinyModelTest::model_;
+
+// Feeds `tokens` to a new sequence in chunks of `chunk` (0: one pass), asking the logits at
+// every position; returns them [n, vocab].
+std::vector<float> AllLogits(Engine* engine, const std::vector<int32_t>& tokens, size_t chunk) {
+  SeqId seq = engine->NewSequence();
+  if (chunk == 0) chunk = tokens.size();
+  std::vector<float> all;
+  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
+    size_t n = std::min(chunk, tokens.size() - begin);
+    BatchItem item;
+    item.seq = seq;
+    item.tokens = std::span<const int32_t>(tokens.data() + begin, n);
+    for (size_t i = 0; i < n; ++i) item.logits_at.push_back(static_cast<int32_t>(i));
+    ForwardOutput out;
+    Status st = engine->Forward(std::span<const BatchItem>(&item, 1), &out);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    all.insert(all.end(), out.logits.begin(), out.logits.end());
+  }
+  engine->FreeSequence(seq);
+  return all;
+}
+
+TEST_F(TinyModelTest, ChunkingDoesNotChangeAnyBit) {
+  std::mt19937_64 rng(1);
+  const auto tokens = RandomTokens(&rng, 80, vocab());
+  auto engine = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 2);
+  const auto one_pass = AllLogits(engine.get(), tokens, 0);
+  ASSERT_EQ(one_pass.size(), tokens.size() * vocab());
+  for (size_t chunk : {1, 7, 64}) {  // chunk 1 is token-by-token decode
+    EXPECT_EQ(Bits(AllLogits(engine.get(), tokens, chunk)), Bits(one_pass)) << "chunk " << chunk;
+  }
+}
+
+TEST_F(TinyModelTest, BatchCompanionsDoNotChangeAnyBit) {
+  std::mt19937_64 rng(2);
+  const auto target = RandomTokens(&rng, 37, vocab());
+  auto engine = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 2);
+  const auto alone = AllLogits(engine.get(), target, 0);
+  for (int others : {1, 2, 5, 12, 31}) {
+    std::vector<std::vector<int32_t>> contents;
+    std::vector<SeqId> seqs;
+    std::uniform_int_distribution<int> len(1, 60);
+    for (int i = 0; i < others; ++i) {
+      contents.push_back(RandomTokens(&rng, len(rng), vocab()));
+      seqs.push_back(engine->NewSequence());
+      // Some companions already hold a prefix: their rows are decode-like.
+      if (i % 3 == 0) {
+        auto prefix = RandomTokens(&rng, len(rng), vocab());
+        BatchItem item{seqs.back(), prefix, {}};
+        ForwardOutput out;
+        ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&item, 1), &out).ok());
+      }
+    }
+    SeqId target_seq = engine->NewSequence();
+    const size_t target_at = std::uniform_int_distribution<size_t>(0, others)(rng);
+    std::vector<BatchItem> items;
+    for (int i = 0; i < others; ++i) {
+      if (static_cast<size_t>(i) == target_at) items.push_back({target_seq, target, {}});
+      items.push_back({seqs[i], contents[i], {static_cast<int32_t>(contents[i].size() - 1)}});
+    }
+    if (target_at == static_cast<size_t>(others)) items.push_back({target_seq, target, {}});
+    size_t row = 0;
+    for (auto& item : items) {
+      if (item.seq == target_seq) {
+        for (size_t i = 0; i < target.size(); ++i) item.logits_at.push_back(static_cast<int32_t>(i));
+        break;
+      }
+      row += item.logits_at.size();
+    }
+    ForwardOutput out;
+    ASSERT_TRUE(engine->Forward(items, &out).ok());
+    std::vector<float> got(out.logits.begin() + row * vocab(),
+                           out.logits.begin() + (row + target.size()) * vocab());
+    EXPECT_EQ(Bits(got), Bits(alone)) << others << " companions";
+    for (SeqId s : seqs) engine->FreeSequence(s);
+    engine->FreeSequence(target_seq);
+  }
+}
+
+TEST_F(TinyModelTest, ThreadsAndKernelImplementationDoNotChangeAnyBit) {
+  std::mt19937_64 rng(3);
+  const auto tokens = RandomTokens(&rng, 40, vocab());
+  auto base = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 1);
+  const auto expected = AllLogits(base.get(), tokens, 0);
+  auto two = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 2);
+  EXPECT_EQ(Bits(AllLogits(two.get(), tokens, 0)), Bits(expected)) << "2 threads";
+  auto three = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 3);
+  EXPECT_EQ(Bits(AllLogits(three.get(), tokens, 5)), Bits(expected)) << "3 threads, chunks of 5";
+  auto ref = EngineOrDie(model_, Numerics::kCanonical, Impl::kReference, 1);
+  EXPECT_EQ(Bits(AllLogits(ref.get(), tokens, 0)), Bits(expected)) << "scalar reference";
+}
+
+TEST_F(TinyModelTest, ForkAndTruncateReuseAPrefix) {
+  std::mt19937_64 rng(4);
+  const auto tokens = RandomTokens(&rng, 30, vocab());
+  auto engine = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 2);
+  const auto expected = AllLogits(engine.get(), tokens, 0);
+  SeqId base = engine->NewSequence();
+  std::vector<int32_t> wrong = tokens;
+  wrong[20] = (wrong[20] + 1) % vocab();
+  BatchItem item{base, wrong, {}};
+  ForwardOutput out;
+  ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&item, 1), &out).ok());
+  // Fork the shared 20-token prefix, then finish with the right tokens.
+  auto fork = engine->ForkSequence(base, 20);
+  ASSERT_TRUE(fork.ok());
+  EXPECT_EQ(engine->Length(*fork), 20);
+  std::span<const int32_t> rest(tokens.data() + 20, 10);
+  BatchItem tail{*fork, rest, {9}};
+  ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&tail, 1), &out).ok());
+  std::span<const float> want(expected.data() + 29 * vocab(), vocab());
+  EXPECT_EQ(Bits(out.row(0)), Bits(want));
+  // Truncate the original back to the prefix and redo: same bits again.
+  ASSERT_TRUE(engine->Truncate(base, 20).ok());
+  EXPECT_EQ(engine->Length(base), 20);
+  BatchItem redo{base, rest, {9}};
+  ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&redo, 1), &out).ok());
+  EXPECT_EQ(Bits(out.row(0)), Bits(want));
+  EXPECT_FALSE(engine->ForkSequence(base, 31).ok());
+}
+
+TEST_F(TinyModelTest, AccurateAgainstFloat64Reference) {
+  std::mt19937_64 rng(5);
+  const auto tokens = RandomTokens(&rng, 12, vocab());
+  auto engine = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 2);
+  const auto logits = AllLogits(engine.get(), tokens, 0);
+  auto fast = EngineOrDie(model_, Numerics::kFast, Impl::kAuto, 2);
+  const auto fast_logits = AllLogits(fast.get(), tokens, 0);
+  testing::ReferenceForward ref(*model_);
+  double worst = 0, worst_fast = 0;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    std::vector<double> want = ref.Step(tokens[t]);
+    worst = std::max(worst, testing::RelativeL2({logits.data() + t * vocab(), (size_t)vocab()}, want));
+    worst_fast = std::max(
+        worst_fast, testing::RelativeL2({fast_logits.data() + t * vocab(), (size_t)vocab()}, want));
+  }
+  EXPECT_LT(worst, 1e-4);
+  EXPECT_LT(worst_fast, 1e-4);
+  std::printf("relative L2 vs float64: canonical %.3g, fast %.3g\n", worst, worst_fast);
+}
+
+// Golden digests: computed once by this code (numerics canonical-v1, tiny preset seed 7 as
+// written by InitModel) and pinned. A change here means a canonical result bit changed (or
+// InitModel's weights did): bump kernels::kNumericsVersion and re-pin.
+TEST_F(TinyModelTest, GoldenLogitsDigests) {
+  ASSERT_STREQ(kernels::kNumericsVersion, "canonical-v1");
+  const std::map<std::string, std::vector<int32_t>> prompts = {
+      {"short", {9707, 11, 1879, 0}},                       // "Hello, world!"
+      {"chat", {151644, 872, 198, 3838, 374, 220, 17, 10, 17, 30, 151645, 198, 151644, 77091, 198}},
+  };
+  const std::map<std::string, std::string> golden = {
+      {"short", "b2d50cf002344dc4"},
+      {"chat", "8e59fec4c6296760"},
+  };
+  auto engine = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 2);
+  for (const auto& [name, tokens] : prompts) {
+    SeqId seq = engine->NewSequence();
+    BatchItem item{seq, tokens, {static_cast<int32_t>(tokens.size() - 1)}};
+    ForwardOutput out;
+    ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&item, 1), &out).ok());
+    std::string digest = DigestHex(LogitsDigest(out.row(0)));
+    std::printf("golden %s: %s\n", name.c_str(), digest.c_str());
+    EXPECT_EQ(digest, golden.at(name)) << name;
+  }
+}
+
+TEST_F(TinyModelTest, LayerProbeSeesEveryLayerOfAskedRows) {
+  auto engine = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 1);
+  std::vector<int32_t> tokens = {1, 2, 3, 4};
+  BatchItem item{engine->NewSequence(), tokens, {1, 3}};
+  std::vector<std::tuple<size_t, int32_t, int>> calls;
+  LayerProbe probe = [&](size_t i, int32_t t, int layer, std::span<const float> h) {
+    EXPECT_EQ(h.size(), static_cast<size_t>(model_->config().hidden_size));
+    calls.emplace_back(i, t, layer);
+  };
+  ForwardOutput out;
+  ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&item, 1), &out, &probe).ok());
+  EXPECT_EQ(calls.size(), 2 * model_->config().num_layers);
+  EXPECT_EQ(out.logits.size(), 2u * vocab());
+}
+
+TEST_F(TinyModelTest, BadRequestsAreErrorsAndChangeNothing) {
+  auto engine = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 1);
+  SeqId seq = engine->NewSequence();
+  ForwardOutput out;
+  std::vector<int32_t> bad_token = {1, vocab()};
+  BatchItem a{seq, bad_token, {}};
+  Status st = engine->Forward(std::span<const BatchItem>(&a, 1), &out);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("vocabulary"), std::string::npos);
+  std::vector<int32_t> ok = {1, 2, 3};
+  BatchItem b{seq, ok, {2, 1}};
+  EXPECT_FALSE(engine->Forward(std::span<const BatchItem>(&b, 1), &out).ok());
+  BatchItem c{seq + 100, ok, {}};
+  EXPECT_FALSE(engine->Forward(std::span<const BatchItem>(&c, 1), &out).ok());
+  std::vector<BatchItem> twice = {{seq, ok, {}}, {seq, ok, {}}};
+  EXPECT_FALSE(engine->Forward(twice, &out).ok());
+  std::vector<int32_t> long_prompt(1025, 1);  // max_context 1024 in EngineOrDie
+  BatchItem d{seq, long_prompt, {}};
+  EXPECT_FALSE(engine->Forward(std::span<const BatchItem>(&d, 1), &out).ok());
+  EXPECT_EQ(engine->Length(seq), 0);
+  EngineOptions cuda;
+  cuda.device = "cuda:7";
+  EXPECT_FALSE(Engine::Create(model_, cuda).ok());
+}
+
+}  // namespace
+}  // namespace trace::engine

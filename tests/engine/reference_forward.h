@@ -1,0 +1,138 @@
+// An independent float64 forward pass over a loaded model's tensors, written from the
+// Hugging Face modelling code (Qwen2/Qwen3/Llama), for the accuracy tests. It shares no
+// code with the engine or the kernels: its own bf16/f16 decoding, RoPE and softmax.
+// Ownership: reads the model's mapped tensors. Thread safety: none needed. Errors: none.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace trace::engine::testing {
+
+inline double RefWeight(const kernels::WeightView& w, int64_t i) {
+  if (w.dtype == kernels::DType::kF32) return static_cast<const float*>(w.data)[i];
+  uint16_t h = static_cast<const uint16_t*>(w.data)[i];
+  if (w.dtype == kernels::DType::kBF16) {
+    uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  int sign = (h >> 15) & 1, exp = (h >> 10) & 31, frac = h & 1023;
+  double v = exp == 0 ? std::ldexp(frac, -24) : std::ldexp(1024 + frac, exp - 25);
+  return sign ? -v : v;
+}
+
+class ReferenceForward {
+ public:
+  explicit ReferenceForward(const Model& model) : m_(model), c_(model.config()) {
+    k_.resize(c_.num_layers);
+    v_.resize(c_.num_layers);
+  }
+
+  // Appends one token; returns the logits at its position.
+  std::vector<double> Step(int32_t token) {
+    const auto& w = m_.weights();
+    const int64_t H = c_.hidden_size, D = c_.head_dim, nh = c_.num_heads, nkv = c_.num_kv_heads;
+    const int64_t pos = length_++;
+    std::vector<double> x(H);
+    for (int64_t i = 0; i < H; ++i) x[i] = RefWeight(w.embed_tokens, token * H + i);
+    for (int64_t l = 0; l < c_.num_layers; ++l) {
+      const LayerWeights& lw = w.layers[l];
+      std::vector<double> h = Norm(x, lw.input_norm);
+      std::vector<double> q = Linear(lw.q_proj, h, lw.q_bias);
+      std::vector<double> k = Linear(lw.k_proj, h, lw.k_bias);
+      std::vector<double> v = Linear(lw.v_proj, h, lw.v_bias);
+      for (int64_t hd = 0; hd < nh; ++hd) {
+        if (c_.qk_norm) NormInPlace(&q[hd * D], D, lw.q_norm);
+        Rotate(&q[hd * D], pos);
+      }
+      for (int64_t hd = 0; hd < nkv; ++hd) {
+        if (c_.qk_norm) NormInPlace(&k[hd * D], D, lw.k_norm);
+        Rotate(&k[hd * D], pos);
+      }
+      k_[l].insert(k_[l].end(), k.begin(), k.end());
+      v_[l].insert(v_[l].end(), v.begin(), v.end());
+      std::vector<double> attn(nh * D, 0.0);
+      for (int64_t hd = 0; hd < nh; ++hd) {
+        const int64_t g = hd / (nh / nkv);
+        std::vector<double> s(pos + 1);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= pos; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += q[hd * D + d] * k_[l][(j * nkv + g) * D + d];
+          s[j] = dot / std::sqrt(static_cast<double>(D));
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t j = 0; j <= pos; ++j) {
+          for (int64_t d = 0; d < D; ++d) {
+            attn[hd * D + d] += s[j] / sum * v_[l][(j * nkv + g) * D + d];
+          }
+        }
+      }
+      std::vector<double> o = Linear(lw.o_proj, attn, nullptr);
+      for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+      h = Norm(x, lw.post_attn_norm);
+      std::vector<double> gate = Linear(lw.gate_proj, h, nullptr);
+      std::vector<double> up = Linear(lw.up_proj, h, nullptr);
+      for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
+      std::vector<double> down = Linear(lw.down_proj, gate, nullptr);
+      for (int64_t i = 0; i < H; ++i) x[i] += down[i];
+    }
+    return Linear(w.lm_head, Norm(x, w.final_norm), nullptr);
+  }
+
+ private:
+  std::vector<double> Linear(const kernels::WeightView& w, const std::vector<double>& x,
+                             const float* bias) const {
+    std::vector<double> y(w.rows);
+    for (int64_t n = 0; n < w.rows; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < w.cols; ++k) acc += RefWeight(w, n * w.cols + k) * x[k];
+      y[n] = acc + (bias ? bias[n] : 0.0);
+    }
+    return y;
+  }
+  std::vector<double> Norm(std::vector<double> x, const kernels::WeightView& w) const {
+    NormInPlace(x.data(), static_cast<int64_t>(x.size()), w);
+    return x;
+  }
+  void NormInPlace(double* x, int64_t n, const kernels::WeightView& w) const {
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+    double inv = 1.0 / std::sqrt(ss / n + static_cast<double>(c_.rms_norm_eps));
+    for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * RefWeight(w, i);
+  }
+  void Rotate(double* x, int64_t pos) const {
+    const int64_t D = c_.head_dim, half = D / 2;
+    for (int64_t i = 0; i < half; ++i) {
+      double inv_freq = std::pow(c_.rope_theta, -2.0 * i / D);
+      double a = pos * inv_freq, cs = std::cos(a), sn = std::sin(a);
+      double x1 = x[i], x2 = x[i + half];
+      x[i] = x1 * cs - x2 * sn;
+      x[i + half] = x2 * cs + x1 * sn;
+    }
+  }
+
+  const Model& m_;
+  const ModelConfig& c_;
+  int64_t length_ = 0;
+  std::vector<std::vector<double>> k_, v_;
+};
+
+// ||a - b|| / ||b||.
+inline double RelativeL2(std::span<const float> a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+}  // namespace trace::engine::testing

@@ -1,0 +1,70 @@
+// Helpers shared by the kernel tests: seeded random data, weights in each dtype, and
+// bitwise comparison that names the first differing element.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace trace::kernels::testing {
+
+inline std::vector<float> RandomVector(std::mt19937_64& rng, int64_t n, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A weight matrix stored in `dtype`, plus its exact f32 values.
+struct TestWeights {
+  DType dtype;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;  // f32 of every stored element
+  WeightView view() const { return WeightView{bytes.data(), dtype, rows, cols}; }
+};
+
+inline TestWeights RandomWeights(std::mt19937_64& rng, DType dtype, int64_t rows, int64_t cols,
+                                 float scale = 0.1f) {
+  TestWeights w{dtype, rows, cols, {}, {}};
+  const std::vector<float> raw = RandomVector(rng, rows * cols, scale);
+  w.bytes.resize(static_cast<size_t>(rows * cols) * DTypeSize(dtype));
+  w.values.resize(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (dtype == DType::kF32) {
+      std::memcpy(w.bytes.data() + 4 * i, &raw[i], 4);
+      w.values[i] = raw[i];
+    } else {
+      const uint16_t h = dtype == DType::kBF16 ? F32ToBf16RoundNearestEven(raw[i])
+                                               : F32ToF16RoundNearestEven(raw[i]);
+      std::memcpy(w.bytes.data() + 2 * i, &h, 2);
+      w.values[i] = dtype == DType::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
+    }
+  }
+  return w;
+}
+
+inline uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// Empty when equal, else "element i: a (bits) vs b (bits)".
+inline std::string FirstBitDifference(const float* a, const float* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (Bits(a[i]) != Bits(b[i])) {
+      return "element " + std::to_string(i) + ": " + std::to_string(a[i]) + " vs " +
+             std::to_string(b[i]);
+    }
+  }
+  return "";
+}
+
+}  // namespace trace::kernels::testing

@@ -1,0 +1,431 @@
+// End-to-end tests of replay and diff: runs recorded through the store's writer API with
+// LlmCall events produced by the real engine and sampler, replayed by the library and by the
+// `trace` binary.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <set>
+
+#include "replayer/diff.h"
+#include "replayer/replayer.h"
+#include "replayer/report.h"
+#include "tests/replayer/replay_test_util.h"
+
+namespace trace::replayer {
+namespace {
+
+using testing::AgentInputs;
+using testing::AgentRun;
+using testing::TempDir;
+
+// The layer whose weight the "changed model" edits, and the edit.
+constexpr int kChangedLayer = 1;
+const char* kChangedTensor = "model.layers.1.mlp.down_proj.weight";
+
+class ReplayTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    model_dir_ = dir_->file("model");
+    changed_dir_ = dir_->file("model-changed");
+    ASSERT_TRUE(engine::InitModel("tiny", 11, model_dir_).ok());
+    Status st = testing::CopyModelWithChangedWeight(model_dir_, changed_dir_, kChangedTensor,
+                                                    /*index=*/5, /*delta=*/40.0f);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    auto tok = engine::Tokenizer::Load(model_dir_ + "/tokenizer.json");
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    tokenizer_ = tok->release();
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    delete dir_;
+  }
+
+  static std::unique_ptr<engine::Engine> MakeEngine(const std::string& dir) {
+    auto model = engine::Model::Load(dir, /*hash_weights=*/true);
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    engine::EngineOptions options;
+    options.threads = 2;
+    auto engine = engine::Engine::Create(*model, options);
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    return std::move(*engine);
+  }
+
+  std::unique_ptr<store::Store> OpenStore(const std::string& name = "traces.db") {
+    auto store = store::Store::Open(dir_->file(name));
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return std::move(*store);
+  }
+
+  AgentRun Record(const std::string& model_dir, const AgentInputs& in) {
+    auto engine = MakeEngine(model_dir);
+    auto run = testing::RunScriptedAgent(*engine, *tokenizer_, in);
+    EXPECT_TRUE(run.ok()) << run.status().ToString();
+    return std::move(*run);
+  }
+
+  // Runs the trace binary; returns the exit status, stdout in *out, stderr in *err.
+  static int RunTrace(const std::string& args, std::string* out, std::string* err) {
+    std::string err_file = dir_->file("stderr.txt");
+    std::string cmd = std::string(TRACE_BINARY_DIR) + "/bin/trace " + args + " 2>" + err_file;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (pipe == nullptr) return -1;
+    out->clear();
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
+    int status = pclose(pipe);
+    *err = testing::ReadAll(err_file);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  static TempDir* dir_;
+  static std::string model_dir_;
+  static std::string changed_dir_;
+  static engine::Tokenizer* tokenizer_;
+};
+
+TempDir* ReplayTest::dir_ = nullptr;
+std::string ReplayTest::model_dir_;
+std::string ReplayTest::changed_dir_;
+engine::Tokenizer* ReplayTest::tokenizer_ = nullptr;
+
+TEST_F(ReplayTest, RecordedRunReplaysBitwise) {
+  auto store = OpenStore();
+  AgentRun run = Record(model_dir_, AgentInputs{});
+  auto id = testing::WriteRun(*store, run);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+
+  auto report = ReplayRun(*store, *id, ReplayOptions{});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->level, Level::kBitwise) << RenderReplayText(*report);
+  EXPECT_EQ(report->run_status, "complete");
+  EXPECT_FALSE(report->model_override);
+  ASSERT_EQ(report->calls.size(), 2u);
+  int64_t recorded_tokens = 0;
+  for (const auto& e : run.events) {
+    if (e.has_llm_call()) recorded_tokens += e.llm_call().token_ids_size();
+  }
+  EXPECT_EQ(report->tokens_verified, recorded_tokens);
+  for (const auto& c : report->calls) {
+    EXPECT_EQ(c.level, Level::kBitwise);
+    EXPECT_EQ(c.digests_differ, 0);
+    EXPECT_FALSE(c.divergence.has_value());
+  }
+  EXPECT_TRUE(report->fingerprint_differences.empty())
+      << report->fingerprint_differences[0].field;
+
+  // The same through the CLI: exit 0, JSON says bitwise.
+  std::string out, err;
+  int rc = RunTrace("--store " + dir_->file("traces.db") + " replay " + *id + " --json", &out,
+                    &err);
+  EXPECT_EQ(rc, 0) << err << out;
+  auto json = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << out;
+  EXPECT_EQ(json["level"], "bitwise");
+  EXPECT_EQ(json["calls"].size(), 2u);
+
+  // Only call 2, alongside three random companion sequences: still bitwise (canonical).
+  ReplayOptions batched;
+  batched.batch = 4;
+  batched.calls = {2};
+  auto batched_report = ReplayRun(*store, *id, batched);
+  ASSERT_TRUE(batched_report.ok()) << batched_report.status().ToString();
+  ASSERT_EQ(batched_report->calls.size(), 1u);
+  EXPECT_EQ(batched_report->calls[0].call, 2);
+  EXPECT_EQ(batched_report->level, Level::kBitwise);
+}
+
+// Where does generation with the changed model first differ from the recording? Computed
+// independently: generate each recorded call's prompt afresh with the changed model.
+struct Place {
+  int call = 0;
+  int step = -1;
+};
+Place FirstDifference(engine::Engine& changed, const AgentRun& run) {
+  int number = 0;
+  for (const auto& e : run.events) {
+    if (!e.has_llm_call()) continue;
+    ++number;
+    const auto& rec = e.llm_call();
+    engine::SamplingParams params;
+    params.temperature = rec.params().temperature();
+    params.top_p = rec.params().top_p();
+    params.top_k = rec.params().top_k();
+    params.max_tokens = rec.params().max_tokens();
+    std::vector<int32_t> prompt(rec.prompt_token_ids().begin(), rec.prompt_token_ids().end());
+    auto fresh = testing::GenerateCall(changed, prompt, params, rec.seed_used(), false);
+    EXPECT_TRUE(fresh.ok());
+    int n = std::min(fresh->token_ids_size(), rec.token_ids_size());
+    for (int i = 0; i < n; ++i) {
+      if (fresh->token_ids(i) != rec.token_ids(i)) return {number, i};
+    }
+  }
+  return {};
+}
+
+TEST_F(ReplayTest, ChangedWeightDivergesWhereGenerationDiffersAndNamesTheLayer) {
+  auto store = OpenStore();
+  AgentInputs in;
+  in.layer_digests = true;
+  in.max_tokens = 24;
+  AgentRun run = Record(model_dir_, in);
+  auto id = testing::WriteRun(*store, run);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+
+  auto changed = MakeEngine(changed_dir_);
+  Place expected = FirstDifference(*changed, run);
+  ASSERT_GT(expected.call, 0) << "the weight edit changed no sampled token; pick a larger one";
+
+  ReplayOptions options;
+  options.model_dir = changed_dir_;
+  auto report = ReplayRun(*store, *id, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->model_override);
+  ASSERT_FALSE(report->model_differences.empty());
+  EXPECT_NE(report->model_differences[0].field.find("model.safetensors"), std::string::npos);
+  EXPECT_EQ(report->level, Level::kDiverged);
+  const Divergence* d = report->first_divergence();
+  ASSERT_NE(d, nullptr) << RenderReplayText(*report);
+  EXPECT_EQ(d->call, expected.call);
+  EXPECT_EQ(d->step, expected.step);
+  EXPECT_NE(d->recorded_token, d->replayed_token);
+  EXPECT_TRUE(d->layer_digests_recorded);
+  EXPECT_EQ(d->first_differing_layer, kChangedLayer) << RenderReplayText(*report);
+  EXPECT_EQ(d->replayed_top.size(), 5u);
+  EXPECT_EQ(d->replayed_top[0].logit, d->replayed_logit);
+  EXPECT_FALSE(d->replay_continuation.empty());
+  EXPECT_EQ(d->replay_continuation[0], d->replayed_token);
+  EXPECT_EQ(d->text_before.empty(), d->step == 0);
+
+  // The text report names the place; the CLI exits 1 (diverged) and writes an HTML page.
+  std::string text = RenderReplayText(*report);
+  EXPECT_NE(text.find("first divergence: call " + std::to_string(expected.call)),
+            std::string::npos)
+      << text;
+  std::string out, err;
+  std::string html = dir_->file("replay.html");
+  int rc = RunTrace("--store " + dir_->file("traces.db") + " replay " + *id + " --model " +
+                        changed_dir_ + " --html " + html,
+                    &out, &err);
+  EXPECT_EQ(rc, 1) << err << out;
+  EXPECT_NE(out.find("layer " + std::to_string(kChangedLayer)), std::string::npos) << out;
+  std::string page = testing::ReadAll(html);
+  EXPECT_NE(page.find("id=\"divergence\""), std::string::npos);
+  EXPECT_EQ(page.find("http://"), std::string::npos);  // self-contained
+  EXPECT_EQ(page.find("https://"), std::string::npos);
+  if (std::filesystem::exists("/usr/bin/chromium")) {
+    std::string profile = dir_->file("chromium-profile");
+    std::string dom_file = dir_->file("dom.html");
+    std::string cmd =
+        "timeout 60 /usr/bin/chromium --headless --no-sandbox --disable-gpu --no-first-run "
+        "--disable-background-networking --disable-component-update --disable-sync "
+        "--user-data-dir=" +
+        profile + " --dump-dom file://" + html + " >" + dom_file + " 2>/dev/null";
+    int status = std::system(cmd.c_str());
+    ASSERT_EQ(WEXITSTATUS(status), 0) << cmd;
+    std::string dom = testing::ReadAll(dom_file);
+    EXPECT_NE(dom.find("id=\"divergence\""), std::string::npos) << dom.substr(0, 500);
+    EXPECT_NE(dom.find("data-level=\"diverged\""), std::string::npos);
+  } else {
+    GTEST_LOG_(INFO) << "no /usr/bin/chromium: HTML render check skipped";
+  }
+
+  // Without --model, a run that names the changed folder but hashes of the original is an
+  // error naming the differing file.
+  AgentRun mislabelled = run;
+  mislabelled.header.mutable_model()->set_model_dir(changed_dir_);
+  auto bad_id = testing::WriteRun(*store, mislabelled);
+  ASSERT_TRUE(bad_id.ok());
+  auto refused = ReplayRun(*store, *bad_id, ReplayOptions{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("model.safetensors"), std::string::npos)
+      << refused.status().message();
+  rc = RunTrace("--store " + dir_->file("traces.db") + " replay " + *bad_id, &out, &err);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(err.find("model.safetensors"), std::string::npos) << err;
+}
+
+TEST_F(ReplayTest, IncompleteRunReplaysWhatExistsAndSaysSo) {
+  auto store = OpenStore();
+  AgentRun run = Record(model_dir_, AgentInputs{});
+  // Cut off after the first model call, without a RunEnd: what a killed recorder leaves.
+  AgentRun cut = run;
+  cut.events.resize(4);
+  ASSERT_TRUE(cut.events.back().has_llm_call());
+  auto id = testing::WriteRun(*store, cut, /*end=*/false);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  auto report = ReplayRun(*store, *id, ReplayOptions{});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->run_status, "incomplete");
+  EXPECT_EQ(report->calls.size(), 1u);
+  EXPECT_EQ(report->level, Level::kBitwise);
+  EXPECT_NE(RenderReplayText(*report).find("incomplete"), std::string::npos);
+}
+
+TEST_F(ReplayTest, UnknownAmbiguousAndMissingRunsAreClearErrors) {
+  auto store = OpenStore("errors.db");
+  AgentRun run = Record(model_dir_, AgentInputs{});
+  auto a = testing::WriteRun(*store, run);
+  auto b = testing::WriteRun(*store, run);
+  ASSERT_TRUE(a.ok() && b.ok());
+
+  auto unknown = ReplayRun(*store, "7ZZZZZZZZZZZZZZZZZZZZZZZZZ", ReplayOptions{});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("7ZZZZZZZZZZZZZZZZZZZZZZZZZ"), std::string::npos);
+
+  // Two runs made a moment apart share their leading (timestamp) characters.
+  std::string prefix = a->substr(0, 4);
+  ASSERT_EQ(b->substr(0, 4), prefix);
+  auto ambiguous = ReplayRun(*store, prefix, ReplayOptions{});
+  ASSERT_FALSE(ambiguous.ok());
+  EXPECT_EQ(ambiguous.status().code(), StatusCode::kInvalidArgument);
+  auto ambiguous_diff = DiffRuns(*store, prefix, *a, DiffOptions{});
+  EXPECT_FALSE(ambiguous_diff.ok());
+
+  auto empty = OpenStore("empty.db");
+  auto missing = ReplayRun(*empty, *a, ReplayOptions{});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(*a), std::string::npos);
+
+  // The CLI: exit 2 and one line naming the id.
+  std::string out, err;
+  int rc = RunTrace("--store " + dir_->file("empty.db") + " replay " + *a, &out, &err);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(err.find(*a), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  rc = RunTrace("--store " + dir_->file("errors.db") + " diff " + prefix + " " + *a, &out, &err);
+  EXPECT_EQ(rc, 2) << out;
+  rc = RunTrace("--store " + dir_->file("errors.db") + " replay " + *a + " --calls 9", &out,
+                &err);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(err.find("call 9"), std::string::npos) << err;
+}
+
+// ---- run diff: pairs differing in exactly one source --------------------------------
+
+struct DiffCase {
+  const char* name;
+  Source source;
+  const char* first_kind;  // the kind of the first differing event
+  void (*vary)(AgentInputs*);
+  bool changed_model;
+};
+
+class DiffTest : public ReplayTest, public ::testing::WithParamInterface<DiffCase> {};
+
+TEST_P(DiffTest, PairDiffersInExactlyThatSource) {
+  const DiffCase& c = GetParam();
+  AgentInputs base;
+  AgentInputs varied;
+  if (c.vary) c.vary(&varied);
+  AgentRun a = Record(model_dir_, base);
+  AgentRun b = Record(c.changed_model ? changed_dir_ : model_dir_, varied);
+  auto store = OpenStore("diff.db");
+  auto id_a = testing::WriteRun(*store, a);
+  auto id_b = testing::WriteRun(*store, b);
+  ASSERT_TRUE(id_a.ok() && id_b.ok());
+
+  DiffOptions options;
+  options.call = 1;
+  auto diff = DiffRuns(*store, *id_a, *id_b, options);
+  ASSERT_TRUE(diff.ok()) << diff.status().ToString();
+  std::string text = RenderDiffText(*diff);
+  std::set<Source> changed;
+  for (const auto& v : diff->sources) {
+    if (v.changed) changed.insert(v.source);
+  }
+  EXPECT_EQ(changed, std::set<Source>{c.source}) << text;
+  ASSERT_TRUE(diff->first_difference.has_value()) << text;
+  EXPECT_EQ(diff->first_difference->kind, c.first_kind) << text;
+  // The expected first differing event, found by comparing the streams directly.
+  uint64_t expected_seq = 0;
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    const auto& x = a.events[i];
+    const auto& y = b.events[i];
+    std::string sx, sy;
+    proto::Event cx = x, cy = y;
+    if (cx.has_llm_call()) {
+      cx.mutable_llm_call()->clear_rendered_prompt();
+      cy.mutable_llm_call()->clear_rendered_prompt();
+      cx.mutable_llm_call()->clear_logprobs();
+      cy.mutable_llm_call()->clear_logprobs();
+    }
+    cx.SerializeToString(&sx);
+    cy.SerializeToString(&sy);
+    if (sx != sy) {
+      expected_seq = i + 1;  // the writer numbers events 1, 2, 3, ... in append order
+      break;
+    }
+  }
+  EXPECT_EQ(diff->first_difference->seq_a, expected_seq) << text;
+  EXPECT_FALSE(diff->identical());
+  EXPECT_EQ(diff->side_by_side_call, 1);
+  EXPECT_FALSE(diff->side_by_side.empty());
+  auto json = DiffJson(*diff);
+  EXPECT_EQ(json["changed"], nlohmann::json::array({SourceName(c.source)}));
+  EXPECT_EQ(json["unchanged"].size(), 7u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sources, DiffTest,
+    ::testing::Values(
+        DiffCase{"tool_result", Source::kTools, "tool_result",
+                 [](AgentInputs* in) { in->tool_result = "{\"balance\": -5}"; }, false},
+        DiffCase{"context_chunk", Source::kContext, "context_chunk",
+                 [](AgentInputs* in) { in->chunk = "Invoices are deleted after a year."; },
+                 false},
+        DiffCase{"template_var", Source::kPrompt, "template_var",
+                 [](AgentInputs* in) { in->user_name = "Grace"; }, false},
+        DiffCase{"clock_read", Source::kTime, "clock_read",
+                 [](AgentInputs* in) { in->clock_text = "2026-11-30T23:59:59Z"; }, false},
+        DiffCase{"seed", Source::kSampling, "llm_call", [](AgentInputs* in) { in->seed = 8; },
+                 false},
+        DiffCase{"temperature", Source::kSampling, "llm_call",
+                 [](AgentInputs* in) { in->temperature = 0.3f; }, false},
+        DiffCase{"model", Source::kModel, "llm_call", nullptr, true}),
+    [](const ::testing::TestParamInfo<DiffCase>& info) { return info.param.name; });
+
+TEST_F(ReplayTest, IdenticalRunsDiffToNothingAndCliExitsZero) {
+  AgentRun a = Record(model_dir_, AgentInputs{});
+  AgentRun b = Record(model_dir_, AgentInputs{});
+  auto store = OpenStore("same.db");
+  auto id_a = testing::WriteRun(*store, a);
+  auto id_b = testing::WriteRun(*store, b);
+  ASSERT_TRUE(id_a.ok() && id_b.ok());
+  auto diff = DiffRuns(*store, *id_a, *id_b, DiffOptions{});
+  ASSERT_TRUE(diff.ok());
+  EXPECT_TRUE(diff->identical()) << RenderDiffText(*diff);
+  std::string out, err;
+  EXPECT_EQ(RunTrace("--store " + dir_->file("same.db") + " diff " + *id_a + " " + *id_b, &out,
+                     &err),
+            0)
+      << err << out;
+  EXPECT_EQ(RunTrace("--store " + dir_->file("same.db") + " diff " + *id_a + " " + *id_b +
+                         " --call 3",
+                     &out, &err),
+            2);
+}
+
+TEST(LineDiffTest, ShowsChangedLinesWithContext) {
+  std::string d = LineDiff("a\nb\nc\nd\n", "a\nb\nX\nd\n");
+  EXPECT_EQ(d, "  b\n- c\n+ X\n  d\n");
+  EXPECT_EQ(LineDiff("same\n", "same\n"), "  same\n");
+}
+
+TEST(CallListTest, ParsesListsAndRangesAndRejectsJunk) {
+  auto calls = ParseCallList("3,1,5-7,3");
+  ASSERT_TRUE(calls.ok());
+  EXPECT_EQ(*calls, (std::vector<int>{1, 3, 5, 6, 7}));
+  EXPECT_FALSE(ParseCallList("0").ok());
+  EXPECT_FALSE(ParseCallList("2-1").ok());
+  EXPECT_FALSE(ParseCallList("x").ok());
+  EXPECT_FALSE(ParseCallList(",").ok());
+}
+
+}  // namespace
+}  // namespace trace::replayer

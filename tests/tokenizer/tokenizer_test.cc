@@ -1,0 +1,283 @@
+// Unit tests of engine/tokenizer: Qwen3's real tokenizer.json, a hand-made Llama-3-style
+// one, UTF-8 handling, the streaming decoder, thread safety and bad input.
+#include "engine/tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/tokenizer/corpus.h"
+#include "tests/tokenizer/test_util.h"
+
+namespace trace::engine {
+namespace {
+
+using testing::ByteLevel;
+using testing::MakeLlama3StyleTokenizerJson;
+using testing::Qwen3Dir;
+using testing::TempDir;
+using testing::WriteFile;
+
+const Tokenizer& Qwen3() {
+  static const Tokenizer* tokenizer = [] {
+    auto loaded = Tokenizer::Load(Qwen3Dir() + "/tokenizer.json");
+    if (!loaded.ok()) {
+      ADD_FAILURE() << loaded.status().ToString();
+      std::abort();
+    }
+    return std::move(loaded).value().release();
+  }();
+  return *tokenizer;
+}
+
+std::unique_ptr<Tokenizer> Llama3Style(bool ignore_merges = true) {
+  auto loaded = Tokenizer::LoadFromString(MakeLlama3StyleTokenizerJson(ignore_merges), "llama3-style");
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  return std::move(loaded).value();
+}
+
+int32_t Id(const Tokenizer& t, const std::string& text) {
+  auto id = t.TokenId(text);
+  EXPECT_TRUE(id.has_value()) << text;
+  return id.value_or(-1);
+}
+
+TEST(Qwen3Tokenizer, LoadsVocabularyAndSpecialTokens) {
+  const Tokenizer& t = Qwen3();
+  EXPECT_EQ(t.vocab_size(), 151669);
+  EXPECT_EQ(t.TokenId("<|im_end|>"), 151645);
+  EXPECT_EQ(t.TokenId("<|im_start|>"), 151644);
+  EXPECT_TRUE(t.IsSpecial(151645));
+  EXPECT_TRUE(t.IsAdded(151667));    // <think> is added but not special
+  EXPECT_FALSE(t.IsSpecial(151667));
+  EXPECT_FALSE(t.IsSpecial(279));
+  EXPECT_EQ(t.eos_token_id(), 151645);  // from tokenizer_config.json
+  EXPECT_FALSE(t.bos_token_id().has_value());
+  EXPECT_EQ(t.TokenText(279), "Ġthe");
+  EXPECT_EQ(t.TokenBytes(279), " the");
+  EXPECT_EQ(t.TokenBytes(151645), "<|im_end|>");
+  EXPECT_EQ(t.TokenBytes(-1), "");
+  EXPECT_EQ(t.TokenBytes(t.vocab_size()), "");
+}
+
+TEST(Qwen3Tokenizer, MatchesReferenceIds) {
+  // Ids produced by @lenml/tokenizers for the same string.
+  const std::vector<int32_t> expected = {9707, 1879, 11, 432, 594, 220, 17,
+                                         15,   17,   19, 0,   220, 151644, 872};
+  EXPECT_EQ(Qwen3().Encode("Hello world, it's 2024! <|im_start|>user"), expected);
+  EXPECT_TRUE(Qwen3().Encode("").empty());
+}
+
+TEST(Qwen3Tokenizer, RoundTripsAndNormalizes) {
+  const Tokenizer& t = Qwen3();
+  for (const std::string s : {"Hello, world!", "  spaces\t\ttabs\n\nnewlines  ", "한국어 中文 日本語",
+                              "👨‍👩‍👧‍👦 🏳️‍🌈", "<|im_start|>system\nx<|im_end|>", "1234567890"}) {
+    EXPECT_EQ(t.Decode(t.Encode(s)), s);
+  }
+  // NFC: decomposed and precomposed forms give the same ids.
+  EXPECT_EQ(t.Encode("caf\x65\xCC\x81"), t.Encode("caf\xC3\xA9"));
+  EXPECT_EQ(t.Decode(t.Encode("e\xCC\x81")), "\xC3\xA9");
+  // Invalid UTF-8 becomes U+FFFD per maximal subpart before encoding.
+  EXPECT_EQ(t.Encode("a\xFF" "b"), t.Encode("a\xEF\xBF\xBD" "b"));
+  EXPECT_EQ(t.Decode(t.Encode("\xE2\x82" "x\xC0\x80")), "\xEF\xBF\xBDx\xEF\xBF\xBD\xEF\xBF\xBD");
+  // skip_special drops special tokens only.
+  const auto ids = t.Encode("<|im_start|>hi<think>");
+  EXPECT_EQ(t.Decode(ids, /*skip_special=*/true), "hi<think>");
+}
+
+TEST(Utf8, SanitizeFollowsWhatwgMaximalSubparts) {
+  EXPECT_EQ(SanitizeUtf8("abc"), "abc");
+  EXPECT_EQ(SanitizeUtf8("\xF0\x9F\x98"), "\xEF\xBF\xBD");            // one truncated sequence
+  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(SanitizeUtf8("\xC3\x28"), "\xEF\xBF\xBD(");
+  EXPECT_EQ(SanitizeUtf8("\xE1\x80\xC3\xA9"), "\xEF\xBF\xBD\xC3\xA9");
+  EXPECT_EQ(NormalizeNfc("A\xCC\x8A"), "\xC3\x85");
+  EXPECT_EQ(NormalizeNfc("\xE2\x84\xAB"), "\xC3\x85");  // U+212B ANGSTROM SIGN -> U+00C5
+}
+
+TEST(IncrementalDecoder, EmitsOnlyCompleteCharactersAndMatchesDecode) {
+  const Tokenizer& t = Qwen3();
+  const auto corpus = testing::GenerateCorpus(7, 300);
+  for (const std::string& s : corpus) {
+    const auto ids = t.Encode(s);
+    IncrementalDecoder dec(t);
+    std::string streamed;
+    for (int32_t id : ids) {
+      const std::string piece = dec.Push(id);
+      EXPECT_EQ(SanitizeUtf8(piece), piece);
+      streamed += piece;
+    }
+    streamed += dec.Flush();
+    EXPECT_EQ(streamed, t.Decode(ids)) << testing::HexEncode(s);
+  }
+  // A rare 4-byte character (U+2A6A5, CJK Extension B) is split over byte tokens; it
+  // comes out whole, once.
+  const std::string rare = "\xF0\xAA\x9A\xA5";
+  const auto ids = t.Encode(rare);
+  ASSERT_GT(ids.size(), 1u);
+  IncrementalDecoder dec(t);
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string piece = dec.Push(ids[i]);
+    if (i + 1 < ids.size()) {
+      EXPECT_EQ(piece, "") << "partial character emitted at token " << i;
+    }
+    out += piece;
+  }
+  EXPECT_EQ(out, rare);
+  EXPECT_EQ(dec.Flush(), "");
+  // A stream that ends mid-character flushes U+FFFD.
+  IncrementalDecoder cut(t);
+  EXPECT_EQ(cut.Push(ids.front()), "");
+  EXPECT_EQ(cut.Flush(), "\xEF\xBF\xBD");
+}
+
+TEST(Qwen3Tokenizer, ConcurrentEncodeIsDeterministic) {
+  const Tokenizer& t = Qwen3();
+  const auto corpus = testing::GenerateCorpus(11, 400);
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& s : corpus) expected.push_back(t.Encode(s));
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (size_t i = 0; i < corpus.size(); ++i) {
+        const size_t j = (i * 7 + static_cast<size_t>(k) * 13) % corpus.size();
+        if (t.Encode(corpus[j]) != expected[j]) ++mismatches[k];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int m : mismatches) EXPECT_EQ(m, 0);
+}
+
+TEST(Llama3StyleTokenizer, IgnoreMergesAndPairMerges) {
+  auto with = Llama3Style(true);
+  auto without = Llama3Style(false);
+  // " hello" is in the vocabulary but no merge chain reaches it.
+  EXPECT_EQ(with->Encode(" hello"), std::vector<int32_t>{Id(*with, ByteLevel(" hello"))});
+  // Without ignore_merges: "ll" (an earlier merge) before "he", leftmost lowest rank wins.
+  EXPECT_EQ(without->Encode(" hello"),
+            (std::vector<int32_t>{Id(*without, ByteLevel(" ")), Id(*without, "he"),
+                                  Id(*without, "ll"), Id(*without, "o")}));
+  // A merge chain: " the" -> one token either way.
+  EXPECT_EQ(without->Encode(" the"), std::vector<int32_t>{Id(*without, ByteLevel(" the"))});
+  // \p{N}{1,3}: digits in groups of three.
+  EXPECT_EQ(with->Encode("12345"),
+            (std::vector<int32_t>{Id(*with, "123"), Id(*with, "4"), Id(*with, "5")}));
+  // Case-insensitive contraction group.
+  EXPECT_EQ(with->Encode("IT'S"),
+            (std::vector<int32_t>{Id(*with, "I"), Id(*with, "T"), Id(*with, "'"), Id(*with, "S")}));
+  EXPECT_EQ(with->Encode("it's").back(), Id(*with, "'s"));
+}
+
+TEST(Llama3StyleTokenizer, AddedTokensStripAndSplit) {
+  auto t = Llama3Style();
+  const int32_t bot = Id(*t, "<|begin_of_text|>");
+  const int32_t tag = Id(*t, "<tag>");
+  EXPECT_TRUE(t->IsSpecial(bot));
+  EXPECT_FALSE(t->IsSpecial(tag));
+  EXPECT_EQ(t->Encode("<|begin_of_text|>hi"), (std::vector<int32_t>{bot, Id(*t, "h"), Id(*t, "i")}));
+  // <tag> has lstrip and rstrip: the spaces around it go.
+  EXPECT_EQ(t->Encode("a  <tag>  b"), (std::vector<int32_t>{Id(*t, "a"), tag, Id(*t, "b")}));
+  EXPECT_EQ(t->Decode(t->Encode("x<|eot_id|>y"), /*skip_special=*/true), "xy");
+
+  // split_special_tokens from tokenizer_config.json: special tokens become plain text.
+  const std::string dir = TempDir();
+  WriteFile(dir + "/tokenizer.json", MakeLlama3StyleTokenizerJson());
+  WriteFile(dir + "/tokenizer_config.json",
+            R"({"split_special_tokens": true, "bos_token": "<|begin_of_text|>",
+                "eos_token": {"content": "<|eot_id|>", "__type": "AddedToken"}})");
+  auto split = Tokenizer::Load(dir + "/tokenizer.json");
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  EXPECT_EQ((*split)->bos_token_id(), bot);
+  EXPECT_EQ((*split)->eos_token_id(), Id(*t, "<|eot_id|>"));
+  const auto ids = (*split)->Encode("<|eot_id|>");
+  EXPECT_GT(ids.size(), 1u);
+  for (int32_t id : ids) EXPECT_FALSE((*split)->IsSpecial(id));
+  EXPECT_EQ((*split)->Decode(ids), "<|eot_id|>");
+  EXPECT_EQ((*split)->Encode("<tag>"), std::vector<int32_t>{tag});  // non-special still matched
+}
+
+// ---- bad input: one line naming the file and the field ----
+
+std::string LoadError(const std::string& json_text, const std::string& name = "bad.json") {
+  auto r = Tokenizer::LoadFromString(json_text, name);
+  EXPECT_FALSE(r.ok());
+  if (r.ok()) return "";
+  const std::string msg = r.status().ToString();
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_NE(msg.find(name), std::string::npos) << msg;
+  return msg;
+}
+
+TEST(TokenizerLoad, RejectsOtherModelTypes) {
+  auto root = nlohmann::json::parse(MakeLlama3StyleTokenizerJson());
+  root["model"]["type"] = "WordPiece";
+  EXPECT_NE(LoadError(root.dump()).find("model.type \"WordPiece\""), std::string::npos);
+  root["model"]["type"] = "Unigram";
+  EXPECT_NE(LoadError(root.dump()).find("Unigram"), std::string::npos);
+  root["model"].erase("type");
+  EXPECT_NE(LoadError(root.dump()).find("model.type"), std::string::npos);
+}
+
+TEST(TokenizerLoad, RejectsMissingAndUnsupportedFields) {
+  auto base = nlohmann::json::parse(MakeLlama3StyleTokenizerJson());
+  {
+    auto root = base;
+    root["model"].erase("merges");
+    EXPECT_NE(LoadError(root.dump()).find("model.merges"), std::string::npos);
+  }
+  {
+    auto root = base;
+    root["model"].erase("vocab");
+    EXPECT_NE(LoadError(root.dump()).find("model.vocab"), std::string::npos);
+  }
+  {
+    auto root = base;
+    root["model"]["merges"][3] = nlohmann::json::array({"zzz", "qqq"});
+    EXPECT_NE(LoadError(root.dump()).find("model.merges[3]"), std::string::npos);
+  }
+  {
+    auto root = base;
+    root["normalizer"] = {{"type", "NFKC"}};
+    EXPECT_NE(LoadError(root.dump()).find("normalizer.type"), std::string::npos);
+  }
+  {
+    auto root = base;
+    root["decoder"] = {{"type", "WordPiece"}};
+    EXPECT_NE(LoadError(root.dump()).find("decoder.type"), std::string::npos);
+  }
+  {
+    auto root = base;
+    root["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
+    EXPECT_NE(LoadError(root.dump()).find("pre_tokenizer.pretokenizers[0].behavior"),
+              std::string::npos);
+  }
+  {
+    auto root = base;
+    root["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
+    EXPECT_NE(LoadError(root.dump()).find("pattern"), std::string::npos);
+  }
+}
+
+TEST(TokenizerLoad, RejectsBrokenFiles) {
+  const std::string full = MakeLlama3StyleTokenizerJson();
+  EXPECT_NE(LoadError(full.substr(0, full.size() / 2)).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(LoadError("").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(LoadError("[1,2]").find("not a JSON object"), std::string::npos);
+
+  const std::string dir = TempDir();
+  WriteFile(dir + "/tokenizer.json", full.substr(0, 1000));
+  auto truncated = Tokenizer::Load(dir + "/tokenizer.json");
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().ToString().find(dir + "/tokenizer.json"), std::string::npos);
+
+  auto missing = Tokenizer::Load(dir + "/nope.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().ToString().find("nope.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trace::engine
