@@ -4,6 +4,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "cli/command.h"
 #include "store/export.h"
 #include "store/store.h"
@@ -22,6 +24,8 @@ int Run(const Options& options) {
     return ReportError(InvalidArgument("export format '" + options.format +
                                        "' is not supported here (supported: json)"));
   }
+  // A damaged row is reported once, by us; not also by protobuf's logger.
+  google::protobuf::SetLogHandler(nullptr);
   store::StoreOptions open;
   open.create_if_missing = false;
   auto st = store::Store::Open(ResolveStorePath(), open);

@@ -5,6 +5,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "cli/command.h"
 #include "store/store.h"
 
@@ -58,6 +60,8 @@ struct Options {
 };
 
 int Run(const Options& options) {
+  // A damaged row is reported once, by us; not also by protobuf's logger.
+  google::protobuf::SetLogHandler(nullptr);
   store::StoreOptions open;
   open.create_if_missing = false;
   auto st = store::Store::Open(ResolveStorePath(), open);

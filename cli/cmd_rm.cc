@@ -1,6 +1,8 @@
 // `trace rm RUN...`: delete runs (and the stored blobs no other run uses).
 #include <iostream>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "cli/command.h"
 #include "store/store.h"
 
@@ -8,6 +10,8 @@ namespace trace::cli {
 namespace {
 
 int Run(const std::vector<std::string>& ids) {
+  // A damaged row is reported once, by us; not also by protobuf's logger.
+  google::protobuf::SetLogHandler(nullptr);
   store::StoreOptions open;
   open.create_if_missing = false;
   auto st = store::Store::Open(ResolveStorePath(), open);

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/hash.h"
+#include <google/protobuf/stubs/logging.h>
+
 #include "cli/command.h"
 #include "store/export.h"
 #include "store/store.h"
@@ -208,6 +210,8 @@ nlohmann::json EventSummaryJson(const proto::Event& e, int64_t start_ns) {
 }
 
 int Run(const Options& options) {
+  // A damaged row is reported once, by us; not also by protobuf's logger.
+  google::protobuf::SetLogHandler(nullptr);
   store::StoreOptions open;
   open.create_if_missing = false;
   auto st = store::Store::Open(ResolveStorePath(), open);

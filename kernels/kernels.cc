@@ -101,33 +101,33 @@ uint16_t F32ToF16RoundNearestEven(float v) {
 }
 
 size_t InterleavedWeightsBytes(const WeightView& w) {
-  return static_cast<size_t>((w.rows + 7) / 8 * 8 * w.cols) * DTypeSize(w.dtype);
+  return static_cast<size_t>((w.rows + 31) / 32 * 32 * w.cols) * DTypeSize(w.dtype);
 }
 
 WeightView InterleaveWeights(const WeightView& w, void* dst) {
   const size_t elem = DTypeSize(w.dtype);
-  const int64_t groups = (w.rows + 7) / 8;
+  const int64_t groups = (w.rows + 31) / 32;
   const auto* src = static_cast<const uint8_t*>(w.data);
   auto* out = static_cast<uint8_t*>(dst);
   std::memset(out, 0, InterleavedWeightsBytes(w));
   for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t c = 0; c < 8 && g * 8 + c < w.rows; ++c) {
-      const uint8_t* row = src + static_cast<size_t>((g * 8 + c) * w.cols) * elem;
+    for (int64_t c = 0; c < 32 && g * 32 + c < w.rows; ++c) {
+      const uint8_t* row = src + static_cast<size_t>((g * 32 + c) * w.cols) * elem;
       for (int64_t k = 0; k < w.cols; ++k) {
-        std::memcpy(out + static_cast<size_t>((g * w.cols + k) * 8 + c) * elem,
+        std::memcpy(out + static_cast<size_t>((g * w.cols + k) * 32 + c) * elem,
                     row + static_cast<size_t>(k) * elem, elem);
       }
     }
   }
   WeightView view = w;
   view.data = dst;
-  view.layout = WeightLayout::kInterleaved8;
+  view.layout = WeightLayout::kInterleaved32;
   return view;
 }
 
 float WeightAt(const WeightView& w, int64_t row, int64_t col) {
   const int64_t i = w.layout == WeightLayout::kRowMajor ? row * w.cols + col
-                                                        : ((row / 8) * w.cols + col) * 8 + row % 8;
+                                                        : ((row / 32) * w.cols + col) * 32 + row % 32;
   switch (w.dtype) {
     case DType::kF32:
       return static_cast<const float*>(w.data)[i];
@@ -177,9 +177,11 @@ bool UseAvx2(const KernelContext& ctx) {
   return ctx.impl == Impl::kAuto && HaveAvx2();
 }
 
-// Column ranges handed to threads are multiples of 8 so the SIMD path sees whole groups
-// of 8 columns; the split does not change any output bit.
-constexpr int64_t kColumnGroup = 8;
+// Column ranges handed to threads are multiples of 8 (row-major) or 32 (interleaved) so
+// the SIMD path sees whole groups; the split does not change any output bit.
+int64_t ColumnGroup(const WeightView& w) {
+  return w.layout == WeightLayout::kInterleaved32 ? 32 : 8;
+}
 
 }  // namespace
 
@@ -189,10 +191,11 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
   const bool avx2 = UseAvx2(ctx);
   const bool canonical = ctx.numerics == Numerics::kCanonical;
   const int64_t N = w.rows;
-  const int64_t groups = (N + kColumnGroup - 1) / kColumnGroup;
+  const int64_t group = ColumnGroup(w);
+  const int64_t groups = (N + group - 1) / group;
   ParallelFor(ctx.pool, groups, [&](int64_t g_begin, int64_t g_end) {
-    const int64_t n_begin = g_begin * kColumnGroup;
-    const int64_t n_end = std::min(N, g_end * kColumnGroup);
+    const int64_t n_begin = g_begin * group;
+    const int64_t n_end = std::min(N, g_end * group);
     if (avx2) {
       canonical ? avx2::MatMulCanonical(x, M, w, bias, y, n_begin, n_end)
                 : avx2::MatMulFast(x, M, w, bias, y, n_begin, n_end);

@@ -38,13 +38,14 @@ inline constexpr const char* kNumericsVersion = "canonical-v1";
 
 // How a weight matrix is laid out in memory.
 //   kRowMajor:     element (n, k) at n * cols + k (the safetensors layout).
-//   kInterleaved8: rows in groups of 8, element (n, k) at ((n / 8) * cols + k) * 8 + n % 8,
-//                  the last group padded with zero rows. Made by InterleaveWeights; lets the
-//                  canonical MatMul read 8 output columns with one load instead of a
-//                  transpose (decode then streams at memory bandwidth). Accepted by MatMul
-//                  and Embedding (so a tied embedding needs one copy); results are bitwise
-//                  the same as with kRowMajor. Other ops take row-major weights.
-enum class WeightLayout : uint8_t { kRowMajor = 0, kInterleaved8 = 1 };
+//   kInterleaved32: rows in groups of 32, element (n, k) at
+//                  ((n / 32) * cols + k) * 32 + n % 32, the last group padded with zero
+//                  rows. Made by InterleaveWeights; lets the canonical MatMul read 8 output
+//                  columns with one load instead of a transpose, in one sequential stream
+//                  (decode then runs at memory bandwidth). Accepted by MatMul and Embedding
+//                  (so a tied embedding needs one copy); results are bitwise the same as
+//                  with kRowMajor. Other ops take row-major weights.
+enum class WeightLayout : uint8_t { kRowMajor = 0, kInterleaved32 = 1 };
 
 // A weight matrix [rows, cols] in its stored dtype (memory-mapped or repacked).
 struct WeightView {
@@ -55,10 +56,10 @@ struct WeightView {
   WeightLayout layout = WeightLayout::kRowMajor;
 };
 
-// Bytes that InterleaveWeights writes for `w`: ceil(rows / 8) * 8 * cols * DTypeSize.
+// Bytes that InterleaveWeights writes for `w`: ceil(rows / 32) * 32 * cols * DTypeSize.
 size_t InterleavedWeightsBytes(const WeightView& w);
 // Copies row-major `w` into `dst` (InterleavedWeightsBytes(w) bytes, caller-owned) in the
-// kInterleaved8 layout and returns the view of it (same dtype, rows and cols).
+// kInterleaved32 layout and returns the view of it (same dtype, rows and cols).
 WeightView InterleaveWeights(const WeightView& w, void* dst);
 
 // Exact conversions (bf16 and f16 are subsets of f32).
@@ -129,7 +130,8 @@ float Exp(float x);
 // Canonical: s_j = CanonicalDot(q, k_j) * scale for j = 0..pos, scale = 1/sqrtf(head_dim);
 // mx = max_j s_j; p_j = Exp(s_j - mx); sum = CanonicalSum(p); out[d] = CanonicalDot over
 // j of (p_j, v_j[d]) / sum. Two passes, no online rescaling, so prefill == decode.
-// Fast: online softmax, any order. `scratch` holds at least (pos + 1) * 2 floats.
+// Fast: online softmax, any order. `scratch` holds at least (pos + 1) * 2 floats; when
+// ctx.pool splits the heads over threads, each thread uses its own buffer instead.
 void Attention(const KernelContext& ctx, const float* q, const float* k_cache,
                const float* v_cache, int64_t pos, int64_t n_heads, int64_t n_kv_heads,
                int64_t head_dim, float* scratch, float* out);

@@ -22,12 +22,14 @@ struct TrieNode {
 struct Segment {
   enum Kind { kTrie, kString, kInteger } kind = kTrie;
   int32_t trie_root = 0;  // kTrie: index into nodes_
+  int32_t max_len = 0;    // kString: bytes; kInteger: digits
 };
 
 // One piece of a grammar under construction: literal text, a choice, or a value.
 struct Piece {
   Segment::Kind kind;
   std::vector<std::string> choices;  // kTrie: the candidate texts (one for a literal)
+  int32_t max_len = 0;               // kString / kInteger
 };
 
 class ConstraintImpl : public Constraint {
@@ -56,6 +58,7 @@ class ConstraintImpl : public Constraint {
       for (size_t i = 1; i < pieces.size(); ++i) {
         Segment s;
         s.kind = pieces[i].kind;
+        s.max_len = pieces[i].max_len;
         if (s.kind == Segment::kTrie) {
           s.trie_root = NewNode();
           for (size_t c = 0; c < pieces[i].choices.size(); ++c) {
@@ -91,10 +94,10 @@ class ConstraintImpl : public Constraint {
         if (nodes_[node_].terminal >= 0) AddStart(alt_, seg_ + 1, mask);
         break;
       case Segment::kString:
-        AddString(len_, mask);
+        AddString(len_, s.max_len, mask);
         break;
       case Segment::kInteger:
-        AddInteger(len_, mask);
+        AddInteger(len_, s.max_len, mask);
         if (len_ > 0) AddStart(alt_, seg_ + 1, mask);
         break;
     }
@@ -133,18 +136,18 @@ class ConstraintImpl : public Constraint {
         return Reject(token);
       case Segment::kString:
         if (classes_.IsStringContent(token) &&
-            len_ + classes_.ByteLength(token) <= kMaxStringBytes) {
+            len_ + classes_.ByteLength(token) <= s.max_len) {
           len_ += classes_.ByteLength(token);
           return Status::Ok();
         }
         if (classes_.IsStringClose(token) &&
-            len_ + classes_.ByteLength(token) - 1 <= kMaxStringBytes) {
+            len_ + classes_.ByteLength(token) - 1 <= s.max_len) {
           EnterSegment(alt_, seg_ + 1);
           return Status::Ok();
         }
         return Reject(token);
       case Segment::kInteger:
-        if (IntegerAllows(len_, token)) {
+        if (IntegerAllows(len_, s.max_len, token)) {
           len_ += classes_.ByteLength(token);
           if (classes_.StartsWithZero(token) && len_ == 1) zero_ = true;
           return Status::Ok();
@@ -210,34 +213,34 @@ class ConstraintImpl : public Constraint {
     if (s.kind == Segment::kTrie) {
       AddTrie(s.trie_root, mask);
     } else if (s.kind == Segment::kString) {
-      AddString(0, mask);
+      AddString(0, s.max_len, mask);
     } else {
-      AddInteger(0, mask);
+      AddInteger(0, s.max_len, mask);
     }
   }
 
-  void AddString(int32_t len, std::vector<uint8_t>* mask) const {
+  void AddString(int32_t len, int32_t max_len, std::vector<uint8_t>* mask) const {
     for (int32_t id = 0; id < classes_.vocab_size(); ++id) {
       int32_t n = classes_.ByteLength(id);
-      if ((classes_.IsStringContent(id) && len + n <= kMaxStringBytes) ||
-          (classes_.IsStringClose(id) && len + n - 1 <= kMaxStringBytes)) {
+      if ((classes_.IsStringContent(id) && len + n <= max_len) ||
+          (classes_.IsStringClose(id) && len + n - 1 <= max_len)) {
         (*mask)[id] = 1;
       }
     }
   }
 
-  bool IntegerAllows(int32_t len, int32_t id) const {
+  bool IntegerAllows(int32_t len, int32_t max_digits, int32_t id) const {
     if (!classes_.IsDigits(id) || zero_) return false;
     int32_t n = classes_.ByteLength(id);
-    if (len + n > kMaxIntegerDigits) return false;
+    if (len + n > max_digits) return false;
     // JSON: no leading zeros ("0" alone is fine).
     if (len == 0 && classes_.StartsWithZero(id) && n > 1) return false;
     return true;
   }
 
-  void AddInteger(int32_t len, std::vector<uint8_t>* mask) const {
+  void AddInteger(int32_t len, int32_t max_digits, std::vector<uint8_t>* mask) const {
     for (int32_t id = 0; id < classes_.vocab_size(); ++id) {
-      if (IntegerAllows(len, id)) (*mask)[id] = 1;
+      if (IntegerAllows(len, max_digits, id)) (*mask)[id] = 1;
     }
   }
 
@@ -282,8 +285,15 @@ void AppendValue(const json& schema, std::string* pending, std::vector<Piece>* p
     flush();
     pieces->push_back({Segment::kTrie, choices});
   } else if (type == "integer" || type == "number") {
+    // As many digits as "maximum" has (a small range makes the model pick real ids).
+    int32_t digits = kMaxIntegerDigits;
+    if (schema.contains("maximum") && schema["maximum"].is_number() &&
+        schema["maximum"].get<double>() >= 0 && schema["maximum"].get<double>() < 1e9) {
+      digits = static_cast<int32_t>(
+          std::to_string(static_cast<int64_t>(schema["maximum"].get<double>())).size());
+    }
     flush();
-    pieces->push_back({Segment::kInteger, {}});
+    pieces->push_back({Segment::kInteger, {}, digits});
   } else if (type == "boolean") {
     flush();
     pieces->push_back({Segment::kTrie, {"true", "false"}});
@@ -294,9 +304,15 @@ void AppendValue(const json& schema, std::string* pending, std::vector<Piece>* p
   } else if (type == "null") {
     *pending += "null";
   } else {
+    int32_t max_bytes = kMaxStringBytes;
+    if (schema.is_object() && schema.contains("maxLength") &&
+        schema["maxLength"].is_number_integer() && schema["maxLength"].get<int64_t>() > 0) {
+      max_bytes = static_cast<int32_t>(std::min<int64_t>(schema["maxLength"].get<int64_t>(),
+                                                         kMaxStringBytes));
+    }
     *pending += "\"";
     flush();
-    pieces->push_back({Segment::kString, {}});
+    pieces->push_back({Segment::kString, {}, max_bytes});
   }
 }
 

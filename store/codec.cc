@@ -150,24 +150,41 @@ Result<std::string> Decompress(std::string_view data, int encoding, std::string_
   if (size > kMaxDecodedBytes) {
     return Corruption("zstd frame claims " + std::to_string(size) + " bytes");
   }
-  std::string out(size, '\0');
-  size_t n;
-  if (encoding == kEncodingZstd) {
-    n = ZSTD_decompress(out.data(), out.size(), data.data(), data.size());
-  } else {
+  // Stream into a buffer that grows with the real output, so a damaged frame that claims
+  // a huge size cannot make us allocate it up front.
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, 27);
+  if (encoding == kEncodingZstdPrefix) {
     std::string_view prefix = PrefixTail(dict);
-    ZSTD_DCtx* dctx = ZSTD_createDCtx();
-    ZSTD_DCtx_setParameter(dctx, ZSTD_d_windowLogMax, 27);
     ZSTD_DCtx_refPrefix(dctx, prefix.data(), prefix.size());
-    n = ZSTD_decompressDCtx(dctx, out.data(), out.size(), data.data(), data.size());
-    ZSTD_freeDCtx(dctx);
   }
-  if (ZSTD_isError(n)) return Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
-  if (n != size) return Corruption("zstd frame is shorter than its content size");
+  std::string out(std::min<unsigned long long>(size, 4 * data.size() + 4096), '\0');
+  ZSTD_inBuffer in{data.data(), data.size(), 0};
+  size_t produced = 0;
+  size_t rc = 1;
+  while (true) {
+    if (produced == out.size() && out.size() < size) {
+      out.resize(std::min<unsigned long long>(size, out.size() * 2 + 1));
+    }
+    ZSTD_outBuffer ob{out.data(), out.size(), produced};
+    const size_t in_before = in.pos;
+    rc = ZSTD_decompressStream(dctx, &ob, &in);
+    const bool progress = in.pos != in_before || ob.pos != produced;
+    produced = ob.pos;
+    if (ZSTD_isError(rc) || rc == 0) break;
+    if (!progress) break;  // input ran out mid-frame, or output would exceed the claim
+  }
+  ZSTD_freeDCtx(dctx);
+  if (ZSTD_isError(rc)) return Corruption(std::string("zstd: ") + ZSTD_getErrorName(rc));
+  if (rc != 0 || produced != size) {
+    return Corruption("zstd frame is truncated or longer than its content size");
+  }
+  if (in.pos != in.size) return Corruption("trailing bytes after the zstd frame");
+  out.resize(produced);
   return out;
 }
 
-Status PackTokenColumns(const proto::LlmCall& call, proto::TokenColumns* out) {
+Status CheckTokenArrays(const proto::LlmCall& call) {
   const size_t n = call.token_ids_size();
   auto check = [&](size_t size, const char* name) -> Status {
     if (size == n) return Status::Ok();
@@ -186,6 +203,13 @@ Status PackTokenColumns(const proto::LlmCall& call, proto::TokenColumns* out) {
                            " entries, expected num_layers * token_ids = " +
                            std::to_string(layer_count));
   }
+  return Status::Ok();
+}
+
+Status PackTokenColumns(const proto::LlmCall& call, proto::TokenColumns* out) {
+  TRACE_RETURN_IF_ERROR(CheckTokenArrays(call));
+  const size_t n = call.token_ids_size();
+  const size_t layer_count = static_cast<size_t>(call.num_layers()) * n;
   out->Clear();
   out->set_count(static_cast<uint32_t>(n));
   std::string* cols = out->mutable_columns();
@@ -296,6 +320,77 @@ Status SetFieldAtPath(proto::Event* event, const proto::BlobRef& ref, std::strin
   }
   return Corruption("blob reference has an empty path");
 }
+
+namespace {
+
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+Status CheckUtf8Message(const Message& msg) {
+  const Reflection* refl = msg.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  refl->ListFields(msg, &fields);
+  for (const FieldDescriptor* f : fields) {
+    if (f->type() == FieldDescriptor::TYPE_STRING) {
+      std::string scratch;
+      const int count = f->is_repeated() ? refl->FieldSize(msg, f) : 1;
+      for (int i = 0; i < count; ++i) {
+        const std::string& v = f->is_repeated()
+                                   ? refl->GetRepeatedStringReference(msg, f, i, &scratch)
+                                   : refl->GetStringReference(msg, f, &scratch);
+        if (!IsUtf8(v)) return InvalidArgument(f->full_name() + " is not valid UTF-8");
+      }
+    } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(msg, f); ++i) {
+          TRACE_RETURN_IF_ERROR(CheckUtf8Message(refl->GetRepeatedMessage(msg, f, i)));
+        }
+      } else {
+        TRACE_RETURN_IF_ERROR(CheckUtf8Message(refl->GetMessage(msg, f)));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckUtf8(const proto::Event& event) { return CheckUtf8Message(event); }
 
 size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   const size_t n = std::min(a.size(), b.size());

@@ -46,6 +46,9 @@ std::string CompressWithPrefix(std::string_view data, std::string_view dict, int
 Result<std::string> Decompress(std::string_view data, int encoding,
                                std::string_view dict = {});
 
+// Fails when the per-sampled-token arrays of `call` have different lengths, or
+// layer_digests is not num_layers * token_ids long (naming the field).
+Status CheckTokenArrays(const proto::LlmCall& call);
 // The per-sampled-token arrays of `call` as byte-shuffled columns (TokenColumns).
 // Fails when the arrays have different lengths (naming the field).
 Status PackTokenColumns(const proto::LlmCall& call, proto::TokenColumns* out);
@@ -60,6 +63,11 @@ using LargeFieldVisitor =
 Status ForEachLargeField(proto::Event* event, size_t min_bytes, const LargeFieldVisitor& visit);
 // Sets the string/bytes field at `path` in `event` (which must exist for repeated fields).
 Status SetFieldAtPath(proto::Event* event, const proto::BlobRef& ref, std::string value);
+
+// Fails (InvalidArgument naming the field) when a `string` field of `event` is not valid
+// UTF-8: protobuf would refuse to parse such a record back. Use `bytes` fields for raw
+// data (Output.data).
+Status CheckUtf8(const proto::Event& event);
 
 // Length of the longest common prefix.
 size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b);

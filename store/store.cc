@@ -432,20 +432,18 @@ class RunWriterImpl final : public RunWriter {
   const std::string& run_id() const override { return run_id_; }
 
   Result<uint64_t> Append(proto::Event event) override {
+    if (event.kind_case() == proto::Event::KIND_NOT_SET) {
+      return InvalidArgument("run " + run_id_ + ": event has no kind");
+    }
+    Status valid = CheckUtf8(event);
+    if (valid.ok() && event.has_llm_call()) valid = CheckTokenArrays(event.llm_call());
+    if (!valid.ok()) return Status(valid.code(), "run " + run_id_ + ": " + valid.message());
     std::unique_lock<std::mutex> lock(mu_);
     space_.wait(lock, [&] {
       return queue_.size() < options_.max_queued_events || !error_.ok() || ended_;
     });
     if (!error_.ok()) return error_;
     if (ended_) return FailedPrecondition("run " + run_id_ + " has ended; cannot append");
-    if (event.kind_case() == proto::Event::KIND_NOT_SET) {
-      return InvalidArgument("run " + run_id_ + ": event has no kind");
-    }
-    if (event.has_llm_call()) {
-      proto::TokenColumns check;
-      Status st = PackTokenColumns(event.llm_call(), &check);
-      if (!st.ok()) return Status(st.code(), "run " + run_id_ + ": " + st.message());
-    }
     uint64_t seq = ++appended_seq_;
     event.set_seq(seq);
     if (event.wall_time_ns() == 0) event.set_wall_time_ns(NowNs());

@@ -10,9 +10,9 @@
 // better of its process-CPU-time and wall-time speed.
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -102,13 +102,14 @@ int main(int argc, char** argv) {
     } else if (a == "--no-js") {
       js = false;
     } else {
-      std::cerr << "usage: tokenizer_bench [--mb N] [--tokenizer PATH] [--only english|mixed] [--no-js]\n";
+      std::cerr << "usage: tokenizer_bench [--mb N] [--tokenizer PATH] [--only english|mixed] "
+                   "[--no-js]\n";
       return 2;
     }
   }
   const std::string config = path.substr(0, path.find_last_of('/') + 1) + "tokenizer_config.json";
-  std::printf("%-8s %10s %12s %12s %10s %9s\n", "text", "MB", "ours cold", "ours warm",
-              "js", "ours/js");
+  std::printf("%-8s %10s %12s %12s %10s %9s\n", "text", "MB", "ours cold", "ours warm", "js",
+              "ours/js");
   for (const std::string kind : {"english", "mixed"}) {
     if (!only.empty() && kind != only) continue;
     const std::string text = trace::engine::testing::GenerateBenchText(kind, mb << 20, 42);
@@ -117,7 +118,10 @@ int main(int argc, char** argv) {
     {
       // The reference gets exactly the same chunks, NUL-separated (the text has no NUL).
       std::ofstream out(file, std::ios::binary);
-      for (size_t i = 0; i < chunks.size(); ++i) out << (i ? "\0" : "") << chunks[i];
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        if (i > 0) out.put('\0');
+        out << chunks[i];
+      }
     }
 
     auto loaded = Tokenizer::Load(path);
@@ -129,8 +133,8 @@ int main(int argc, char** argv) {
     const Measure warm = EncodeAll(**loaded, chunks, text.size());
     const Measure ref = js ? RunJs(path, config, file) : Measure{};
     std::printf("%-8s %10.1f %9.2f MB/s %7.2f MB/s %7.2f MB/s %8.1fx\n", kind.c_str(),
-                static_cast<double>(text.size()) / 1e6, cold.mb_per_s, warm.mb_per_s,
-                ref.mb_per_s, ref.mb_per_s > 0 ? cold.mb_per_s / ref.mb_per_s : 0.0);
+                static_cast<double>(text.size()) / 1e6, cold.mb_per_s, warm.mb_per_s, ref.mb_per_s,
+                ref.mb_per_s > 0 ? cold.mb_per_s / ref.mb_per_s : 0.0);
     if (js && ref.tokens != cold.tokens) {
       std::printf("  token counts differ: ours %zu, js %zu\n", cold.tokens, ref.tokens);
     }

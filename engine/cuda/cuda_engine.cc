@@ -513,12 +513,12 @@ bool HaveCudaBackend() { return true; }
 
 Result<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
                                                  const EngineOptions& options) {
-  if (model == nullptr) return InvalidArgument("engine: no model");
   TRACE_ASSIGN_OR_RETURN(int ordinal, ParseCudaDevice(options.device));
   if (kc::CudaDeviceCount() == 0) {
     return Unavailable("CUDA was asked for (--device " + options.device +
                        ") but no CUDA device is present");
   }
+  if (model == nullptr) return InvalidArgument("engine: no model");
   auto engine = std::make_unique<CudaEngine>(std::move(model), options, ordinal);
   TRACE_RETURN_IF_ERROR(engine->Init().WithContext("CUDA engine on " + options.device));
   return std::unique_ptr<Engine>(std::move(engine));

@@ -329,8 +329,8 @@ class RegexStage {
     TRACE_ASSIGN_OR_RETURN(std::string pattern, TranslateRegex(js_pattern, where));
     int error = 0;
     PCRE2_SIZE offset = 0;
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()),
-                                     pattern.size(), PCRE2_UTF, &error, &offset, nullptr);
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                     PCRE2_UTF, &error, &offset, nullptr);
     if (code == nullptr) {
       PCRE2_UCHAR buf[256];
       pcre2_get_error_message(error, buf, sizeof(buf));
@@ -575,9 +575,11 @@ std::string Field(const std::string& name, const std::string& field, const std::
 }
 
 Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
-  if (!model.is_object()) return InvalidArgument(Field(name, "model", "is missing or not an object"));
+  if (!model.is_object())
+    return InvalidArgument(Field(name, "model", "is missing or not an object"));
   if (!model.contains("type")) return InvalidArgument(Field(name, "model.type", "is missing"));
-  if (!model["type"].is_string()) return InvalidArgument(Field(name, "model.type", "is not a string"));
+  if (!model["type"].is_string())
+    return InvalidArgument(Field(name, "model.type", "is not a string"));
   const std::string type = model["type"].get<std::string>();
   if (type != "BPE") {
     return Unsupported(Field(name, "model.type", "\"" + type + "\" is not supported (only BPE)"));
@@ -593,7 +595,8 @@ Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
   }
   if (model.contains("byte_fallback") && model["byte_fallback"].is_boolean() &&
       model["byte_fallback"].get<bool>()) {
-    return Unsupported(Field(name, "model.byte_fallback", "true is not supported (byte-level BPE only)"));
+    return Unsupported(
+        Field(name, "model.byte_fallback", "true is not supported (byte-level BPE only)"));
   }
   if (model.contains("dropout") && model["dropout"].is_number() &&
       model["dropout"].get<double>() > 0) {
@@ -651,8 +654,8 @@ Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
       if (space == std::string::npos) return InvalidArgument(Field(name, where, "has no space"));
       const size_t second = s.find(' ', space + 1);
       left = s.substr(0, space);
-      right = s.substr(space + 1, second == std::string::npos ? std::string::npos
-                                                               : second - space - 1);
+      right =
+          s.substr(space + 1, second == std::string::npos ? std::string::npos : second - space - 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
       left = m[0].get<std::string>();
       right = m[1].get<std::string>();
@@ -706,7 +709,8 @@ Status BpeTokenizer::BuildPreTokenizer(const json& pre, const std::string& name,
     } else {
       return InvalidArgument(Field(name, where + ".pattern", "has neither Regex nor String"));
     }
-    TRACE_ASSIGN_OR_RETURN(auto stage, RegexStage::Compile(regex, name + ": " + where + ".pattern"));
+    TRACE_ASSIGN_OR_RETURN(auto stage,
+                           RegexStage::Compile(regex, name + ": " + where + ".pattern"));
     stages_.push_back(std::move(stage));
     return Status::Ok();
   }
@@ -758,14 +762,16 @@ Status BpeTokenizer::Build(const json& root, const std::string& name) {
     for (const json* p : parts) {
       const std::string t = p->is_object() ? p->value("type", std::string()) : std::string();
       if (t != "NFC") {
-        return Unsupported(Field(name, "normalizer.type", "\"" + t + "\" is not supported (only NFC)"));
+        return Unsupported(
+            Field(name, "normalizer.type", "\"" + t + "\" is not supported (only NFC)"));
       }
       nfc_ = true;
     }
   }
 
   if (!root.contains("pre_tokenizer") || root["pre_tokenizer"].is_null()) {
-    return Unsupported(Field(name, "pre_tokenizer", "is missing (a ByteLevel pre-tokenizer is required)"));
+    return Unsupported(
+        Field(name, "pre_tokenizer", "is missing (a ByteLevel pre-tokenizer is required)"));
   }
   TRACE_RETURN_IF_ERROR(BuildPreTokenizer(root["pre_tokenizer"], name, "pre_tokenizer"));
   if (!byte_level_) {
@@ -777,7 +783,8 @@ Status BpeTokenizer::Build(const json& root, const std::string& name) {
   }
   const std::string decoder = root["decoder"].value("type", std::string());
   if (decoder != "ByteLevel") {
-    return Unsupported(Field(name, "decoder.type", "\"" + decoder + "\" is not supported (only ByteLevel)"));
+    return Unsupported(
+        Field(name, "decoder.type", "\"" + decoder + "\" is not supported (only ByteLevel)"));
   }
 
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
@@ -1092,20 +1099,29 @@ Result<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::string OneLine(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
 Result<json> ParseJson(std::string_view text, const std::string& name) {
-  json root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    // Parse again with exceptions only to get the position for the message.
-    try {
-      json again = json::parse(text.begin(), text.end());
-    } catch (const json::parse_error& e) {
-      std::string what = e.what();
-      std::replace(what.begin(), what.end(), '\n', ' ');
-      return Corruption(name + ": not valid JSON (" + what + ")");
-    }
-    return Corruption(name + ": not valid JSON");
+  // nlohmann reports errors by exception; they are caught here and never leave the module.
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    return Corruption(name + ": not valid JSON (" + OneLine(e.what()) + ")");
   }
-  return root;
+}
+
+// Runs a build step, turning a stray nlohmann type error (a field of an unexpected JSON
+// type that no explicit check caught) into a one-line error naming the file.
+template <typename Fn>
+Status Guarded(const std::string& name, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const json::exception& e) {
+    return InvalidArgument(name + ": a field has an unexpected type (" + OneLine(e.what()) + ")");
+  }
 }
 
 }  // namespace
@@ -1115,7 +1131,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromString(std::string_view to
   const std::string n(name);
   TRACE_ASSIGN_OR_RETURN(json root, ParseJson(tokenizer_json, n));
   auto tokenizer = std::make_unique<BpeTokenizer>();
-  TRACE_RETURN_IF_ERROR(tokenizer->Build(root, n));
+  TRACE_RETURN_IF_ERROR(Guarded(n, [&] { return tokenizer->Build(root, n); }));
   return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }
 
@@ -1125,7 +1141,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& tokenizer_
   text.clear();
   text.shrink_to_fit();
   auto tokenizer = std::make_unique<BpeTokenizer>();
-  TRACE_RETURN_IF_ERROR(tokenizer->Build(root, tokenizer_json_path));
+  TRACE_RETURN_IF_ERROR(
+      Guarded(tokenizer_json_path, [&] { return tokenizer->Build(root, tokenizer_json_path); }));
   root = json();
 
   // tokenizer_config.json next to it: extra added tokens, bos/eos, split_special_tokens.
@@ -1138,7 +1155,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& tokenizer_
     probe.close();
     TRACE_ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path));
     TRACE_ASSIGN_OR_RETURN(json config, ParseJson(config_text, config_path));
-    TRACE_RETURN_IF_ERROR(tokenizer->ApplyConfig(config, config_path));
+    TRACE_RETURN_IF_ERROR(
+        Guarded(config_path, [&] { return tokenizer->ApplyConfig(config, config_path); }));
   }
   return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }

@@ -21,6 +21,13 @@ constexpr int kRowsPerMicroTile = 6;
 template <DType D>
 using WeightT = std::conditional_t<D == DType::kF32, float, uint16_t>;
 
+// Columns n0 .. n0 + 7 (n0 % 8 == 0) of kInterleaved32 weights: element (k, c) at
+// result[k * 32 + c].
+template <DType D>
+const void* InterleavedPanel(const WeightView& w, int64_t n0) {
+  return static_cast<const WeightT<D>*>(w.data) + (n0 / 32) * w.cols * 32 + n0 % 32;
+}
+
 // Rows of x per tile: sized so a tile of x stays in L2 while the weights stream.
 int64_t RowsPerTile(int64_t K) {
   const int64_t rows = (192 * 1024) / std::max<int64_t>(1, K * 4);
@@ -49,8 +56,8 @@ void PackPanel(const WeightView& w, int64_t n0, int64_t ncols, float* panel) {
 // belong to Q distinct lanes): Q * R independent fma chains hide the fma latency, while
 // each chain still visits its block's k in increasing order.
 template <DType PD, int R, int Q>
-void RunBlockGroups(const float* x, int64_t K, const void* panel, __m256 (*lanes)[R], int64_t& b,
-                    int64_t full_blocks) {
+void RunBlockGroups(const float* x, int64_t K, const void* panel, int64_t stride,
+                    __m256 (*lanes)[R], int64_t& b, int64_t full_blocks) {
   for (; b + Q <= full_blocks; b += Q) {
     __m256 acc[Q][R];
     for (int q = 0; q < Q; ++q) {
@@ -59,7 +66,7 @@ void RunBlockGroups(const float* x, int64_t K, const void* panel, __m256 (*lanes
     for (int64_t i = 0; i < 32; ++i) {
       for (int q = 0; q < Q; ++q) {
         const int64_t k = (b + q) * 32 + i;
-        const __m256 wv = LoadWeights8<PD>(panel, k * 8);
+        const __m256 wv = LoadWeights8<PD>(panel, k * stride);
         for (int r = 0; r < R; ++r) {
           acc[q][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * K + k), wv, acc[q][r]);
         }
@@ -72,11 +79,11 @@ void RunBlockGroups(const float* x, int64_t K, const void* panel, __m256 (*lanes
 }
 
 // y[r, n0 .. n0 + ncols) for R rows of x against one panel of 8 columns: element (k, c)
-// at panel[k * 8 + c] in dtype PD (an f32 panel packed from row-major weights, or a group
-// of kInterleaved8 weights read in place).
+// at panel[k * stride + c] in dtype PD (an f32 panel packed from row-major weights with
+// stride 8, or kInterleaved32 weights read in place with stride 32).
 template <DType PD, int R>
-void MicroTile(const float* x, int64_t K, const void* panel, const float* bias, int64_t ncols,
-               float* y, int64_t ldy) {
+void MicroTile(const float* x, int64_t K, const void* panel, int64_t stride, const float* bias,
+               int64_t ncols, float* y, int64_t ldy) {
   __m256 lanes[32][R];
   for (int l = 0; l < 32; ++l) {
     for (int r = 0; r < R; ++r) lanes[l][r] = _mm256_setzero_ps();
@@ -86,16 +93,16 @@ void MicroTile(const float* x, int64_t K, const void* panel, const float* bias, 
   // increasing order throughout, so every lane's chain keeps the contract's order.
   const int64_t full_blocks = K / 32;
   int64_t b = 0;
-  if constexpr (R == 1) RunBlockGroups<PD, R, 8>(x, K, panel, lanes, b, full_blocks);
-  if constexpr (R <= 2) RunBlockGroups<PD, R, 4>(x, K, panel, lanes, b, full_blocks);
-  RunBlockGroups<PD, R, 2>(x, K, panel, lanes, b, full_blocks);
+  if constexpr (R == 1) RunBlockGroups<PD, R, 8>(x, K, panel, stride, lanes, b, full_blocks);
+  if constexpr (R <= 2) RunBlockGroups<PD, R, 4>(x, K, panel, stride, lanes, b, full_blocks);
+  RunBlockGroups<PD, R, 2>(x, K, panel, stride, lanes, b, full_blocks);
   const int64_t n_blocks = (K + 31) / 32;
   for (; b < n_blocks; ++b) {
     __m256 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = lanes[b & 31][r];
     const int64_t k_end = std::min(K, b * 32 + 32);
     for (int64_t k = b * 32; k < k_end; ++k) {
-      const __m256 wv = LoadWeights8<PD>(panel, k * 8);
+      const __m256 wv = LoadWeights8<PD>(panel, k * stride);
       for (int r = 0; r < R; ++r) {
         acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * K + k), wv, acc[r]);
       }
@@ -117,21 +124,21 @@ void MicroTile(const float* x, int64_t K, const void* panel, const float* bias, 
 }
 
 template <DType PD>
-void RunRows(int rows, const float* x, int64_t K, const void* panel, const float* bias,
-             int64_t ncols, float* y, int64_t ldy) {
+void RunRows(int rows, const float* x, int64_t K, const void* panel, int64_t stride,
+             const float* bias, int64_t ncols, float* y, int64_t ldy) {
   switch (rows) {
     case 1:
-      return MicroTile<PD, 1>(x, K, panel, bias, ncols, y, ldy);
+      return MicroTile<PD, 1>(x, K, panel, stride, bias, ncols, y, ldy);
     case 2:
-      return MicroTile<PD, 2>(x, K, panel, bias, ncols, y, ldy);
+      return MicroTile<PD, 2>(x, K, panel, stride, bias, ncols, y, ldy);
     case 3:
-      return MicroTile<PD, 3>(x, K, panel, bias, ncols, y, ldy);
+      return MicroTile<PD, 3>(x, K, panel, stride, bias, ncols, y, ldy);
     case 4:
-      return MicroTile<PD, 4>(x, K, panel, bias, ncols, y, ldy);
+      return MicroTile<PD, 4>(x, K, panel, stride, bias, ncols, y, ldy);
     case 5:
-      return MicroTile<PD, 5>(x, K, panel, bias, ncols, y, ldy);
+      return MicroTile<PD, 5>(x, K, panel, stride, bias, ncols, y, ldy);
     default:
-      return MicroTile<PD, 6>(x, K, panel, bias, ncols, y, ldy);
+      return MicroTile<PD, 6>(x, K, panel, stride, bias, ncols, y, ldy);
   }
 }
 
@@ -195,9 +202,9 @@ void DecodeColumns8(const float* x, const WeightView& w, int64_t n0, const float
   _mm256_storeu_ps(y + n0, sum);
 }
 
-// Decode on kInterleaved8 weights: G = 4 groups of 8 columns side by side, one block at a
-// time, so the 4 fma chains read 4 sequential streams (interleaving blocks of one group
-// instead would hop between 8 lines per step and stall the prefetcher).
+// Decode on kInterleaved32 weights: one group of 32 columns, 4 registers of 8 columns side
+// by side, one block at a time: 4 independent fma chains reading one sequential stream
+// (one 64-byte line per k in bf16), which DRAM and the prefetcher serve best.
 template <DType D>
 void DecodeInterleaved4(const float* x, int64_t K, const void* panels, const float* bias,
                         float* y) {
@@ -213,9 +220,15 @@ void DecodeInterleaved4(const float* x, int64_t K, const void* panels, const flo
     for (int g = 0; g < G; ++g) acc[g] = lanes[b & 31][g];
     const int64_t k_end = std::min(K, b * 32 + 32);
     for (int64_t k = b * 32; k < k_end; ++k) {
+      // One 64-byte line per k (bf16): fetch 2 KiB ahead.
+      if (k % 2 == 0) {
+        for (int g = 0; g < G; g += 2) {
+          _mm_prefetch(reinterpret_cast<const char*>(base + k * 32 + g * 8) + 2048, _MM_HINT_T0);
+        }
+      }
       const __m256 xv = _mm256_broadcast_ss(x + k);
       for (int g = 0; g < G; ++g) {
-        acc[g] = _mm256_fmadd_ps(xv, LoadWeights8<D>(base, (g * K + k) * 8), acc[g]);
+        acc[g] = _mm256_fmadd_ps(xv, LoadWeights8<D>(base, k * 32 + g * 8), acc[g]);
       }
     }
     for (int g = 0; g < G; ++g) lanes[b & 31][g] = acc[g];
@@ -234,12 +247,12 @@ void CanonicalTyped(const float* x, int64_t M, const WeightView& w, const float*
   const int64_t K = w.cols;
   const int64_t N = w.rows;
   const int64_t tile = RowsPerTile(K);
-  if (w.layout == WeightLayout::kInterleaved8) {
-    // The weights are already panels (n_begin is a multiple of 8: the dispatch's split).
+  if (w.layout == WeightLayout::kInterleaved32) {
+    // The weights are already panels (n_begin is a multiple of 32: the dispatch's split).
     int64_t n_start = n_begin;
     if (M == 1) {
       for (; n_start + 32 <= n_end; n_start += 32) {
-        DecodeInterleaved4<D>(x, K, static_cast<const WeightT<D>*>(w.data) + (n_start / 8) * K * 8,
+        DecodeInterleaved4<D>(x, K, static_cast<const WeightT<D>*>(w.data) + n_start * K,
                               bias ? bias + n_start : nullptr, y + n_start);
       }
     }
@@ -247,11 +260,11 @@ void CanonicalTyped(const float* x, int64_t M, const WeightView& w, const float*
       const int64_t m_end = std::min(M, m0 + tile);
       for (int64_t n0 = n_start; n0 < n_end; n0 += 8) {
         const int64_t ncols = std::min<int64_t>(8, n_end - n0);
-        const void* panel = static_cast<const WeightT<D>*>(w.data) + (n0 / 8) * K * 8;
+        const void* panel = InterleavedPanel<D>(w, n0);
         const float* bias_n = bias ? bias + n0 : nullptr;
         for (int64_t m = m0; m < m_end; m += kRowsPerMicroTile) {
           const int rows = static_cast<int>(std::min<int64_t>(kRowsPerMicroTile, m_end - m));
-          RunRows<D>(rows, x + m * K, K, panel, bias_n, ncols, y + m * N + n0, N);
+          RunRows<D>(rows, x + m * K, K, panel, 32, bias_n, ncols, y + m * N + n0, N);
         }
       }
     }
@@ -276,16 +289,17 @@ void CanonicalTyped(const float* x, int64_t M, const WeightView& w, const float*
       const float* bias_n = bias ? bias + n0 : nullptr;
       for (int64_t m = m0; m < m_end; m += kRowsPerMicroTile) {
         const int rows = static_cast<int>(std::min<int64_t>(kRowsPerMicroTile, m_end - m));
-        RunRows<DType::kF32>(rows, x + m * K, K, panel, bias_n, ncols, y + m * N + n0, N);
+        RunRows<DType::kF32>(rows, x + m * K, K, panel, 8, bias_n, ncols, y + m * N + n0, N);
       }
     }
   }
 }
 
-// Fast on kInterleaved8 weights: 8 columns per register, 4 partial sums by k mod 4.
+// Fast on kInterleaved32 weights: 8 columns per register, 4 partial sums by k mod 4.
 template <DType D, int R>
 void FastInterleavedRows(const float* x, int64_t K, const void* panel, const float* bias,
                          int64_t ncols, float* y, int64_t ldy) {
+  constexpr int64_t stride = 32;
   __m256 acc[4][R];
   for (auto& a : acc) {
     for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
@@ -293,14 +307,14 @@ void FastInterleavedRows(const float* x, int64_t K, const void* panel, const flo
   int64_t k = 0;
   for (; k + 4 <= K; k += 4) {
     for (int j = 0; j < 4; ++j) {
-      const __m256 wv = LoadWeights8<D>(panel, (k + j) * 8);
+      const __m256 wv = LoadWeights8<D>(panel, (k + j) * stride);
       for (int r = 0; r < R; ++r) {
         acc[j][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * K + k + j), wv, acc[j][r]);
       }
     }
   }
   for (; k < K; ++k) {
-    const __m256 wv = LoadWeights8<D>(panel, k * 8);
+    const __m256 wv = LoadWeights8<D>(panel, k * stride);
     for (int r = 0; r < R; ++r) {
       acc[0][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * K + k), wv, acc[0][r]);
     }
@@ -324,7 +338,7 @@ void FastInterleaved(const float* x, int64_t M, const WeightView& w, const float
     const int64_t m_end = std::min(M, m0 + tile);
     for (int64_t n0 = n_begin; n0 < n_end; n0 += 8) {
       const int64_t ncols = std::min<int64_t>(8, n_end - n0);
-      const void* panel = static_cast<const WeightT<D>*>(w.data) + (n0 / 8) * K * 8;
+      const void* panel = InterleavedPanel<D>(w, n0);
       const float* bias_n = bias ? bias + n0 : nullptr;
       int64_t m = m0;
       for (; m + 3 <= m_end; m += 3) {
@@ -368,7 +382,7 @@ void FastColumn(const float* x, int64_t K, const WeightView& w, int64_t n, const
 template <DType D>
 void FastTyped(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
                int64_t n_begin, int64_t n_end) {
-  if (w.layout == WeightLayout::kInterleaved8) {
+  if (w.layout == WeightLayout::kInterleaved32) {
     return FastInterleaved<D>(x, M, w, bias, y, n_begin, n_end);
   }
   const int64_t K = w.cols;

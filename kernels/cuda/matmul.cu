@@ -271,14 +271,20 @@ void LaunchGemm(cudaStream_t stream, const float* x, int64_t M, const WeightView
                 const float* bias, float* y) {
   const int64_t N = w.rows;
   const int64_t K = w.cols;
-  // Tile size only changes which thread computes an element, never its order.
-  const int64_t big_tiles = static_cast<int64_t>(detail::CeilDiv(M, 128)) * detail::CeilDiv(N, 128);
-  if (big_tiles >= SmCount()) {
+  // The largest tile that still gives every SM a block (else the smallest). The tile only
+  // changes which thread computes an element, never the element's order.
+  auto tiles = [&](int64_t bm, int64_t bn) {
+    return static_cast<int64_t>(detail::CeilDiv(M, bm)) * detail::CeilDiv(N, bn);
+  };
+  if (tiles(128, 128) >= SmCount()) {
     const dim3 grid(detail::CeilDiv(N, 128), detail::CeilDiv(M, 128));
     GemmKernel<D, 128, 128, 8, 8><<<grid, 256, 0, stream>>>(x, M, w.data, N, K, bias, y);
-  } else {
+  } else if (tiles(64, 64) >= SmCount()) {
     const dim3 grid(detail::CeilDiv(N, 64), detail::CeilDiv(M, 64));
     GemmKernel<D, 64, 64, 4, 4><<<grid, 256, 0, stream>>>(x, M, w.data, N, K, bias, y);
+  } else {
+    const dim3 grid(detail::CeilDiv(N, 32), detail::CeilDiv(M, 64));
+    GemmKernel<D, 64, 32, 4, 4><<<grid, 128, 0, stream>>>(x, M, w.data, N, K, bias, y);
   }
 }
 

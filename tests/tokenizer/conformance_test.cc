@@ -21,7 +21,8 @@ struct Reference {
 
 // Runs the node reference over `corpus`; one entry per string.
 std::vector<Reference> RunReference(const std::string& tokenizer_json, const std::string& config,
-                                    const std::vector<std::string>& corpus, const std::string& dir) {
+                                    const std::vector<std::string>& corpus,
+                                    const std::string& dir) {
   std::string hex;
   for (const auto& s : corpus) hex += HexEncode(s) + "\n";
   WriteFile(dir + "/corpus.hex", hex);

@@ -47,27 +47,109 @@ void AppendCodepoint(std::string* s, uint32_t cp) {
   }
 }
 
-const std::string_view kWords[] = {
-    "the",      "of",        "and",     "to",        "in",       "is",        "that",
-    "for",      "it",        "as",      "was",       "with",     "be",        "by",
-    "on",       "not",       "he",      "this",      "are",      "or",        "his",
-    "from",     "at",        "which",   "but",       "have",     "an",        "had",
-    "they",     "you",       "were",    "their",     "one",      "all",       "we",
-    "can",      "her",       "has",     "there",     "been",     "if",        "more",
-    "when",     "will",      "would",   "who",       "so",       "no",        "record",
-    "replay",   "agent",     "model",   "token",     "deterministic",         "kernel",
-    "tokenizer", "Transformer", "language", "inference", "batch",  "sampler",   "logits",
-    "Hello",    "World",     "OpenAI",  "Qwen",      "Llama",    "GPU",       "CPU",
-    "internationalization",  "antidisestablishmentarianism",      "naïve",     "café",
-    "résumé",   "coöperate", "Zürich",  "São",       "Paulo",    "façade",    "über",
-    "JSON",     "HTTP",      "API",     "UTF-8",     "e-mail",   "state-of-the-art",
-    "co-op",    "well-known", "x86_64", "README",    "TODO",     "FIXME",     "iPhone",
-    "McDonald", "O'Neil",    "rock'n'roll",          "quickly",  "brown"};
+const std::string_view kWords[] = {"the",
+                                   "of",
+                                   "and",
+                                   "to",
+                                   "in",
+                                   "is",
+                                   "that",
+                                   "for",
+                                   "it",
+                                   "as",
+                                   "was",
+                                   "with",
+                                   "be",
+                                   "by",
+                                   "on",
+                                   "not",
+                                   "he",
+                                   "this",
+                                   "are",
+                                   "or",
+                                   "his",
+                                   "from",
+                                   "at",
+                                   "which",
+                                   "but",
+                                   "have",
+                                   "an",
+                                   "had",
+                                   "they",
+                                   "you",
+                                   "were",
+                                   "their",
+                                   "one",
+                                   "all",
+                                   "we",
+                                   "can",
+                                   "her",
+                                   "has",
+                                   "there",
+                                   "been",
+                                   "if",
+                                   "more",
+                                   "when",
+                                   "will",
+                                   "would",
+                                   "who",
+                                   "so",
+                                   "no",
+                                   "record",
+                                   "replay",
+                                   "agent",
+                                   "model",
+                                   "token",
+                                   "deterministic",
+                                   "kernel",
+                                   "tokenizer",
+                                   "Transformer",
+                                   "language",
+                                   "inference",
+                                   "batch",
+                                   "sampler",
+                                   "logits",
+                                   "Hello",
+                                   "World",
+                                   "OpenAI",
+                                   "Qwen",
+                                   "Llama",
+                                   "GPU",
+                                   "CPU",
+                                   "internationalization",
+                                   "antidisestablishmentarianism",
+                                   "naïve",
+                                   "café",
+                                   "résumé",
+                                   "coöperate",
+                                   "Zürich",
+                                   "São",
+                                   "Paulo",
+                                   "façade",
+                                   "über",
+                                   "JSON",
+                                   "HTTP",
+                                   "API",
+                                   "UTF-8",
+                                   "e-mail",
+                                   "state-of-the-art",
+                                   "co-op",
+                                   "well-known",
+                                   "x86_64",
+                                   "README",
+                                   "TODO",
+                                   "FIXME",
+                                   "iPhone",
+                                   "McDonald",
+                                   "O'Neil",
+                                   "rock'n'roll",
+                                   "quickly",
+                                   "brown"};
 
 const std::string_view kContractions[] = {
-    "don't", "I'm",   "we'll",  "they've", "she'd", "it's",  "IT'S",  "You'RE",
-    "can't", "won't", "I'D",    "We'Ve",   "he'LL", "'s",    "'t",    "'re",
-    "''",    "'",     "y'all",  "ma'am",   "'m'",   "'ll'd", "o'clock", "rock 'n' roll"};
+    "don't", "I'm",   "we'll", "they've", "she'd", "it's",  "IT'S",    "You'RE",
+    "can't", "won't", "I'D",   "We'Ve",   "he'LL", "'s",    "'t",      "'re",
+    "''",    "'",     "y'all", "ma'am",   "'m'",   "'ll'd", "o'clock", "rock 'n' roll"};
 
 const std::string_view kPunct[] = {".", ",", "!", "?", ";", ":", "...", " -", "—", "\""};
 
@@ -90,34 +172,67 @@ const std::string_view kCode[] = {
     "a<<=2; b>>=3; c||=d; e&&=f; g?\?=h; i**=j; k//=l; m->n; o::p"};
 
 const std::string_view kKoreanWords[] = {
-    "안녕하세요", "감사합니다", "한국어", "토큰화", "모델", "재현", "기록", "서울",
-    "프로그래밍", "인공지능", "데이터", "사람", "오늘", "날씨가", "좋네요", "했습니다"};
+    "안녕하세요", "감사합니다", "한국어", "토큰화", "모델", "재현",   "기록",   "서울",
+    "프로그래밍", "인공지능",   "데이터", "사람",   "오늘", "날씨가", "좋네요", "했습니다"};
 
 const std::string_view kChineseWords[] = {
-    "你好", "世界", "模型", "分词器", "记录", "回放", "确定性", "北京",
-    "人工智能", "数据", "我们", "今天", "天气", "很好", "中华人民共和国", "编程"};
+    "你好",     "世界", "模型", "分词器", "记录", "回放", "确定性",         "北京",
+    "人工智能", "数据", "我们", "今天",   "天气", "很好", "中华人民共和国", "编程"};
 
 const std::string_view kJapaneseWords[] = {
-    "こんにちは", "ありがとう", "日本語", "トークン", "東京", "カタカナ", "ひらがな", "漢字",
-    "記録", "再生", "モデル", "です", "ます", "コンピューター", "ラーメン", "ｶﾀｶﾅ"};
+    "こんにちは", "ありがとう", "日本語", "トークン", "東京", "カタカナ",       "ひらがな", "漢字",
+    "記録",       "再生",       "モデル", "です",     "ます", "コンピューター", "ラーメン", "ｶﾀｶﾅ"};
 
-const std::string_view kEmoji[] = {
-    "😀", "👍", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇯🇵", "🇺🇸", "1️⃣", "❤️", "🧑‍💻", "👩🏾‍🚀",
-    "🤷‍♂️", "🐱", "🎉", "✨", "🔥", "💯", "🙏🏻", "👁️‍🗨️", "🏴‍☠️", "☕", "©️", "™", "🥲"};
+const std::string_view kEmoji[] = {"😀",
+                                   "👍",
+                                   "👍🏽",
+                                   "👨‍👩‍👧‍👦",
+                                   "🏳️‍🌈",
+                                   "🇯🇵",
+                                   "🇺🇸",
+                                   "1️⃣",
+                                   "❤️",
+                                   "🧑‍💻",
+                                   "👩🏾‍🚀",
+                                   "🤷‍♂️",
+                                   "🐱",
+                                   "🎉",
+                                   "✨",
+                                   "🔥",
+                                   "💯",
+                                   "🙏🏻",
+                                   "👁️‍🗨️",
+                                   "🏴‍☠️",
+                                   "☕",
+                                   "©️",
+                                   "™",
+                                   "🥲"};
 
-const std::string_view kSpecial[] = {
-    "<|im_start|>", "<|im_end|>",  "<|endoftext|>", "<think>",     "</think>",   "<tool_call>",
-    "</tool_call>", "<|im_start|", "<|im_end",      "<|vision_pad|>", "<|fim_prefix|>",
-    "<tool_response>", "</tool_response>", "<|box_start|>", "<|", "|>"};
+const std::string_view kSpecial[] = {"<|im_start|>",
+                                     "<|im_end|>",
+                                     "<|endoftext|>",
+                                     "<think>",
+                                     "</think>",
+                                     "<tool_call>",
+                                     "</tool_call>",
+                                     "<|im_start|",
+                                     "<|im_end",
+                                     "<|vision_pad|>",
+                                     "<|fim_prefix|>",
+                                     "<tool_response>",
+                                     "</tool_response>",
+                                     "<|box_start|>",
+                                     "<|",
+                                     "|>"};
 
-const std::string_view kSpaces[] = {
-    " ", "  ", "\t", "\n", "\r\n", "\n\n", " \n", "\t\t", "   \n\t ", "\r", "\u00A0", "\u3000",
-    "\u2028", "\u2003"};
+const std::string_view kSpaces[] = {" ",      "  ",     "\t",     "\n",       "\r\n",
+                                    "\n\n",   " \n",    "\t\t",   "   \n\t ", "\r",
+                                    "\u00A0", "\u3000", "\u2028", "\u2003"};
 
 // Base letters and combining marks, to produce decomposed text NFC will compose.
 const uint32_t kBases[] = {'a', 'e', 'i', 'o', 'u', 'A', 'E', 'O', 'n', 'c', 's', 'z'};
 const uint32_t kMarks[] = {0x0300, 0x0301, 0x0302, 0x0303, 0x0308,
-                                          0x0323, 0x0327, 0x030C, 0x0307, 0x031B};
+                           0x0323, 0x0327, 0x030C, 0x0307, 0x031B};
 
 std::string English(Rng& rng, size_t words) {
   std::string s;
@@ -136,7 +251,8 @@ std::string Numbers(Rng& rng) {
   std::string s;
   switch (rng.Below(6)) {
     case 0:
-      for (size_t i = 0, n = 1 + rng.Below(40); i < n; ++i) s += static_cast<char>('0' + rng.Below(10));
+      for (size_t i = 0, n = 1 + rng.Below(40); i < n; ++i)
+        s += static_cast<char>('0' + rng.Below(10));
       break;
     case 1:
       s = std::to_string(rng.Below(1000000)) + "," + std::to_string(100 + rng.Below(900)) + "." +
@@ -168,8 +284,8 @@ std::string Numbers(Rng& rng) {
   return s;
 }
 
-std::string Script(Rng& rng, const std::string_view (&words)[16], uint32_t lo,
-                   uint32_t hi, std::string_view sep) {
+std::string Script(Rng& rng, const std::string_view (&words)[16], uint32_t lo, uint32_t hi,
+                   std::string_view sep) {
   std::string s;
   for (size_t i = 0, n = 1 + rng.Below(8); i < n; ++i) {
     if (rng.Chance(70)) {
@@ -212,10 +328,22 @@ std::string Whitespace(Rng& rng) {
 }
 
 std::string Invalid(Rng& rng) {
-  static const std::string_view kBad[] = {
-      "\xFF",         "\xC3",         "\xE2\x82",     "\xF0\x9F\x98", "\xC0\x80", "\xED\xA0\x80",
-      "\xF5\x80\x80\x80", "\x80\x80", "\xE0\x80\xAF", "\xF4\x90\x80\x80", "\xC3\x28", "\xFE\xFF",
-      "\xEF\xBB\xBF", "\xF0\x80",     "\xE1\x80\xC3\xA9", "\xF8\x88\x80\x80\x80"};
+  static const std::string_view kBad[] = {"\xFF",
+                                          "\xC3",
+                                          "\xE2\x82",
+                                          "\xF0\x9F\x98",
+                                          "\xC0\x80",
+                                          "\xED\xA0\x80",
+                                          "\xF5\x80\x80\x80",
+                                          "\x80\x80",
+                                          "\xE0\x80\xAF",
+                                          "\xF4\x90\x80\x80",
+                                          "\xC3\x28",
+                                          "\xFE\xFF",
+                                          "\xEF\xBB\xBF",
+                                          "\xF0\x80",
+                                          "\xE1\x80\xC3\xA9",
+                                          "\xF8\x88\x80\x80\x80"};
   std::string s;
   for (size_t i = 0, n = 1 + rng.Below(5); i < n; ++i) {
     if (rng.Chance(50)) s += rng.Pick(kWords);
@@ -232,8 +360,7 @@ std::string Invalid(Rng& rng) {
 }
 
 std::string Runs(Rng& rng) {
-  static const std::string_view kUnits[] = {"a", " ", "=", "-", "\n", "ab", "😀",
-                                                          "\t", "0", "한"};
+  static const std::string_view kUnits[] = {"a", " ", "=", "-", "\n", "ab", "😀", "\t", "0", "한"};
   std::string s;
   std::string_view unit = rng.Pick(kUnits);
   for (size_t i = 0, n = 20 + rng.Below(300); i < n; ++i) s += unit;
@@ -253,9 +380,9 @@ std::string Specials(Rng& rng) {
 
 std::string Other(Rng& rng) {
   // Other long-established scripts: Greek, Cyrillic, Hebrew, Arabic, Devanagari, Thai.
-  static const std::pair<uint32_t, uint32_t> kRanges[] = {
-      {0x03B1, 0x03C9}, {0x0430, 0x044F}, {0x05D0, 0x05EA}, {0x0627, 0x064A}, {0x0915, 0x0939},
-      {0x0E01, 0x0E2E}};
+  static const std::pair<uint32_t, uint32_t> kRanges[] = {{0x03B1, 0x03C9}, {0x0430, 0x044F},
+                                                          {0x05D0, 0x05EA}, {0x0627, 0x064A},
+                                                          {0x0915, 0x0939}, {0x0E01, 0x0E2E}};
   std::string s;
   for (size_t i = 0, n = 1 + rng.Below(5); i < n; ++i) {
     const auto& r = rng.Pick(kRanges);
@@ -269,11 +396,16 @@ std::string Other(Rng& rng) {
 
 std::string Category(Rng& rng, size_t category, bool allow_invalid) {
   switch (category) {
-    case 0: return English(rng, 1 + rng.Below(30));
-    case 1: return std::string(rng.Pick(kCode));
-    case 2: return Script(rng, kKoreanWords, 0xAC00, 0xD7A3, " ");
-    case 3: return Script(rng, kChineseWords, 0x4E00, 0x9FA5, "，");
-    case 4: return Script(rng, kJapaneseWords, 0x3041, 0x3096, "。");
+    case 0:
+      return English(rng, 1 + rng.Below(30));
+    case 1:
+      return std::string(rng.Pick(kCode));
+    case 2:
+      return Script(rng, kKoreanWords, 0xAC00, 0xD7A3, " ");
+    case 3:
+      return Script(rng, kChineseWords, 0x4E00, 0x9FA5, "，");
+    case 4:
+      return Script(rng, kJapaneseWords, 0x3041, 0x3096, "。");
     case 5: {
       std::string s;
       for (size_t i = 0, n = 1 + rng.Below(6); i < n; ++i) {
@@ -282,13 +414,20 @@ std::string Category(Rng& rng, size_t category, bool allow_invalid) {
       }
       return s;
     }
-    case 6: return Combining(rng);
-    case 7: return Whitespace(rng);
-    case 8: return Numbers(rng);
-    case 9: return Specials(rng);
-    case 10: return allow_invalid ? Invalid(rng) : English(rng, 5);
-    case 11: return Runs(rng);
-    case 12: return Other(rng);
+    case 6:
+      return Combining(rng);
+    case 7:
+      return Whitespace(rng);
+    case 8:
+      return Numbers(rng);
+    case 9:
+      return Specials(rng);
+    case 10:
+      return allow_invalid ? Invalid(rng) : English(rng, 5);
+    case 11:
+      return Runs(rng);
+    case 12:
+      return Other(rng);
     default: {  // a mix of several categories
       std::string s;
       for (size_t i = 0, n = 2 + rng.Below(4); i < n; ++i) {

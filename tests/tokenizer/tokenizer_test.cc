@@ -31,7 +31,8 @@ const Tokenizer& Qwen3() {
 }
 
 std::unique_ptr<Tokenizer> Llama3Style(bool ignore_merges = true) {
-  auto loaded = Tokenizer::LoadFromString(MakeLlama3StyleTokenizerJson(ignore_merges), "llama3-style");
+  auto loaded =
+      Tokenizer::LoadFromString(MakeLlama3StyleTokenizerJson(ignore_merges), "llama3-style");
   EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
   return std::move(loaded).value();
 }
@@ -48,7 +49,7 @@ TEST(Qwen3Tokenizer, LoadsVocabularyAndSpecialTokens) {
   EXPECT_EQ(t.TokenId("<|im_end|>"), 151645);
   EXPECT_EQ(t.TokenId("<|im_start|>"), 151644);
   EXPECT_TRUE(t.IsSpecial(151645));
-  EXPECT_TRUE(t.IsAdded(151667));    // <think> is added but not special
+  EXPECT_TRUE(t.IsAdded(151667));  // <think> is added but not special
   EXPECT_FALSE(t.IsSpecial(151667));
   EXPECT_FALSE(t.IsSpecial(279));
   EXPECT_EQ(t.eos_token_id(), 151645);  // from tokenizer_config.json
@@ -62,7 +63,7 @@ TEST(Qwen3Tokenizer, LoadsVocabularyAndSpecialTokens) {
 
 TEST(Qwen3Tokenizer, MatchesReferenceIds) {
   // Ids produced by @lenml/tokenizers for the same string.
-  const std::vector<int32_t> expected = {9707, 1879, 11, 432, 594, 220, 17,
+  const std::vector<int32_t> expected = {9707, 1879, 11, 432, 594, 220,    17,
                                          15,   17,   19, 0,   220, 151644, 872};
   EXPECT_EQ(Qwen3().Encode("Hello world, it's 2024! <|im_start|>user"), expected);
   EXPECT_TRUE(Qwen3().Encode("").empty());
@@ -70,16 +71,22 @@ TEST(Qwen3Tokenizer, MatchesReferenceIds) {
 
 TEST(Qwen3Tokenizer, RoundTripsAndNormalizes) {
   const Tokenizer& t = Qwen3();
-  for (const std::string s : {"Hello, world!", "  spaces\t\ttabs\n\nnewlines  ", "한국어 中文 日本語",
-                              "👨‍👩‍👧‍👦 🏳️‍🌈", "<|im_start|>system\nx<|im_end|>", "1234567890"}) {
+  for (const std::string s : {"Hello, world!", "  spaces\t\ttabs\n\nnewlines  ",
+                              "한국어 中文 日本語", "👨‍👩‍👧‍👦 🏳️‍🌈",
+                              "<|im_start|>system\nx<|im_end|>", "1234567890"}) {
     EXPECT_EQ(t.Decode(t.Encode(s)), s);
   }
   // NFC: decomposed and precomposed forms give the same ids.
   EXPECT_EQ(t.Encode("caf\x65\xCC\x81"), t.Encode("caf\xC3\xA9"));
   EXPECT_EQ(t.Decode(t.Encode("e\xCC\x81")), "\xC3\xA9");
   // Invalid UTF-8 becomes U+FFFD per maximal subpart before encoding.
-  EXPECT_EQ(t.Encode("a\xFF" "b"), t.Encode("a\xEF\xBF\xBD" "b"));
-  EXPECT_EQ(t.Decode(t.Encode("\xE2\x82" "x\xC0\x80")), "\xEF\xBF\xBDx\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(t.Encode("a\xFF"
+                     "b"),
+            t.Encode("a\xEF\xBF\xBD"
+                     "b"));
+  EXPECT_EQ(t.Decode(t.Encode("\xE2\x82"
+                              "x\xC0\x80")),
+            "\xEF\xBF\xBDx\xEF\xBF\xBD\xEF\xBF\xBD");
   // skip_special drops special tokens only.
   const auto ids = t.Encode("<|im_start|>hi<think>");
   EXPECT_EQ(t.Decode(ids, /*skip_special=*/true), "hi<think>");
@@ -87,7 +94,7 @@ TEST(Qwen3Tokenizer, RoundTripsAndNormalizes) {
 
 TEST(Utf8, SanitizeFollowsWhatwgMaximalSubparts) {
   EXPECT_EQ(SanitizeUtf8("abc"), "abc");
-  EXPECT_EQ(SanitizeUtf8("\xF0\x9F\x98"), "\xEF\xBF\xBD");            // one truncated sequence
+  EXPECT_EQ(SanitizeUtf8("\xF0\x9F\x98"), "\xEF\xBF\xBD");  // one truncated sequence
   EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
   EXPECT_EQ(SanitizeUtf8("\xC3\x28"), "\xEF\xBF\xBD(");
   EXPECT_EQ(SanitizeUtf8("\xE1\x80\xC3\xA9"), "\xEF\xBF\xBD\xC3\xA9");
@@ -177,7 +184,8 @@ TEST(Llama3StyleTokenizer, AddedTokensStripAndSplit) {
   const int32_t tag = Id(*t, "<tag>");
   EXPECT_TRUE(t->IsSpecial(bot));
   EXPECT_FALSE(t->IsSpecial(tag));
-  EXPECT_EQ(t->Encode("<|begin_of_text|>hi"), (std::vector<int32_t>{bot, Id(*t, "h"), Id(*t, "i")}));
+  EXPECT_EQ(t->Encode("<|begin_of_text|>hi"),
+            (std::vector<int32_t>{bot, Id(*t, "h"), Id(*t, "i")}));
   // <tag> has lstrip and rstrip: the spaces around it go.
   EXPECT_EQ(t->Encode("a  <tag>  b"), (std::vector<int32_t>{Id(*t, "a"), tag, Id(*t, "b")}));
   EXPECT_EQ(t->Decode(t->Encode("x<|eot_id|>y"), /*skip_special=*/true), "xy");

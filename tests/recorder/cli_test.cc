@@ -1,0 +1,253 @@
+// End-to-end tests of `trace record` as a process: the example agent recorded with event
+// counts matching what it printed; a failing agent's status; a child killed by a signal;
+// SIGTERM forwarded; the recorder itself SIGKILLed leaves an incomplete but readable run.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model_init.h"
+#include "store/store.h"
+
+extern char** environ;
+
+namespace trace {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kTrace = std::string(TRACE_BINARY_DIR) + "/bin/trace";
+const std::string kAgent = std::string(TRACE_SOURCE_DIR) + "/examples/support_agent/agent.py";
+const std::string kClientDir = std::string(TRACE_SOURCE_DIR) + "/recorder/clients/python";
+
+// A running `trace` process whose stdout we read line by line.
+struct Proc {
+  pid_t pid = -1;
+  int out_fd = -1;
+  std::string buffered;
+
+  // Reads until a line starting with `prefix` (returned), EOF or the timeout.
+  std::string WaitLine(const std::string& prefix, int timeout_s = 120) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    for (;;) {
+      size_t nl;
+      while ((nl = buffered.find('\n')) != std::string::npos) {
+        std::string line = buffered.substr(0, nl);
+        buffered.erase(0, nl + 1);
+        if (line.rfind(prefix, 0) == 0) return line;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return "";
+      char buf[4096];
+      ssize_t n = read(out_fd, buf, sizeof buf);
+      if (n <= 0) return "";
+      buffered.append(buf, n);
+    }
+  }
+  int Wait() {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(out_fd);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+};
+
+Proc Spawn(const std::vector<std::string>& args) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  Proc p;
+  EXPECT_EQ(posix_spawn(&p.pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  p.out_fd = fds[0];
+  return p;
+}
+
+class RecordCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(
+        (fs::temp_directory_path() / ("trace_rec_cli_" + std::to_string(getpid()))).string());
+    fs::create_directories(*dir_);
+    Status st = engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed,
+                                  *dir_ + "/model");
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  std::string StorePath() { return *dir_ + "/" + ::testing::UnitTest::GetInstance()
+                                                       ->current_test_info()->name() + ".db"; }
+
+  std::vector<std::string> Record(const std::vector<std::string>& cmd) {
+    std::vector<std::string> args = {kTrace, "--store", StorePath(), "record",
+                                     "--model", *dir_ + "/model", "--seed", "7", "--"};
+    args.insert(args.end(), cmd.begin(), cmd.end());
+    return args;
+  }
+
+  std::string Script(const std::string& name, const std::string& body) {
+    std::string path = *dir_ + "/" + name;
+    std::ofstream(path) << "import sys, os, time, json, urllib.request\nsys.path.insert(0, " +
+                               json(kClientDir).dump() + ")\nimport trace_client as tc\n" + body;
+    return path;
+  }
+
+  // The only run in this test's store, with its events.
+  std::pair<store::RunSummary, std::vector<proto::Event>> OnlyRun() {
+    store::StoreOptions o;
+    o.create_if_missing = false;
+    auto s = store::Store::Open(StorePath(), o);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    if (!s.ok()) return {};
+    auto runs = (*s)->ListRuns();
+    EXPECT_TRUE(runs.ok() && runs->size() == 1u);
+    if (!runs.ok() || runs->size() != 1u) return {};
+    auto events = (*s)->LoadEvents(runs->front().run_id);
+    EXPECT_TRUE(events.ok()) << events.status().message();
+    return {runs->front(), events.ok() ? *events : std::vector<proto::Event>{}};
+  }
+
+  static std::string* dir_;
+};
+std::string* RecordCliTest::dir_ = nullptr;
+
+TEST_F(RecordCliTest, RecordsTheExampleAgentWithMatchingCounts) {
+  Proc p = Spawn(Record({"python3", kAgent, "--turns", "3"}));
+  std::string line = p.WaitLine("agent-counts ", 300);
+  ASSERT_FALSE(line.empty()) << "the agent printed no counts";
+  json printed = json::parse(line.substr(13));
+  EXPECT_EQ(p.Wait(), 0);
+  auto [summary, events] = OnlyRun();
+  EXPECT_EQ(summary.status, store::RunStatus::kComplete);
+  std::map<std::string, int> n;
+  std::string stdout_data;
+  for (const proto::Event& e : events) {
+    if (e.has_llm_call()) {
+      ++n["model_calls"];
+      EXPECT_EQ(e.llm_call().token_ids_size(), e.llm_call().logits_digests_size());
+      EXPECT_FALSE(e.llm_call().params().has_seed());  // derived from the run seed
+      EXPECT_NE(e.llm_call().seed_used(), 0u);
+    }
+    if (e.has_tool_call() && e.tool_call().source() == "model") ++n["tool_calls"];
+    if (e.has_tool_result()) ++n["tool_results"];
+    if (e.has_context_chunk()) ++n["context"];
+    if (e.has_template_var()) ++n["template_vars"];
+    if (e.has_clock_read()) ++n["clock_reads"];
+    if (e.has_output() && e.output().stream() == proto::Output::STDOUT) {
+      stdout_data += e.output().data();
+    }
+  }
+  for (const auto& [key, value] : printed.items()) {
+    EXPECT_EQ(n[key], value.get<int>()) << key;
+  }
+  EXPECT_EQ(n["model_calls"], 6);
+  EXPECT_NE(stdout_data.find(line), std::string::npos) << "stdout not recorded";
+  ASSERT_FALSE(events.empty());
+  ASSERT_TRUE(events.back().has_run_end());
+  EXPECT_EQ(events.back().run_end().how(), proto::RunEnd::EXITED);
+  EXPECT_EQ(events.back().run_end().exit_code(), 0);
+  store::StoreOptions o;
+  o.read_only = true;
+  auto s = store::Store::Open(StorePath(), o);
+  auto header = (*s)->LoadHeader(summary.run_id);
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->argv(1), kAgent);
+  EXPECT_EQ(header->run_seed(), 7u);
+  EXPECT_EQ(header->env().count("OPENAI_API_KEY"), 0u);  // keys are never recorded
+  EXPECT_FALSE(header->model().tokenizer_sha256().empty());
+  EXPECT_GT(header->agent_pid(), 0);
+}
+
+TEST_F(RecordCliTest, FailingAgentRecordsItsStatus) {
+  Proc p = Spawn(Record({"python3", kAgent, "--turns", "3", "--fail-at", "1"}));
+  EXPECT_EQ(p.Wait(), 3);
+  auto [summary, events] = OnlyRun();
+  EXPECT_EQ(summary.exit_code, 3);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_end().how(), proto::RunEnd::EXITED);
+  EXPECT_EQ(events.back().run_end().exit_code(), 3);
+}
+
+TEST_F(RecordCliTest, ChildKilledBySignalIsRecorded) {
+  std::string script = Script("die.py", "print('dying', flush=True)\n"
+                                        "os.kill(os.getpid(), 9)\n");
+  Proc p = Spawn(Record({"python3", script}));
+  EXPECT_EQ(p.Wait(), 128 + 9);
+  auto [summary, events] = OnlyRun();
+  EXPECT_EQ(summary.status, store::RunStatus::kCrashed);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_end().how(), proto::RunEnd::SIGNALLED);
+  EXPECT_EQ(events.back().run_end().signal(), 9);
+}
+
+TEST_F(RecordCliTest, SigtermIsForwardedToTheAgent) {
+  std::string script = Script("wait.py", "print('ready', flush=True)\ntime.sleep(120)\n");
+  Proc p = Spawn(Record({"python3", script}));
+  ASSERT_EQ(p.WaitLine("ready"), "ready");
+  kill(p.pid, SIGTERM);
+  EXPECT_EQ(p.Wait(), 128 + SIGTERM);
+  auto [summary, events] = OnlyRun();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_end().how(), proto::RunEnd::RECORDER_KILLED);
+  EXPECT_EQ(events.back().run_end().signal(), SIGTERM);
+}
+
+TEST_F(RecordCliTest, RecorderKilledLeavesAnIncompleteReadableRun) {
+  std::string script = Script("hang.py", R"(
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+    data=json.dumps({"model": os.environ["OPENAI_MODEL"], "max_tokens": 4,
+                     "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+             "Content-Type": "application/json"})
+urllib.request.urlopen(req).read()
+tc.note("before the kill")
+tc.flush()
+print("ready", os.getpid(), flush=True)
+time.sleep(120)
+)");
+  Proc p = Spawn(Record({"python3", script}));
+  std::string line = p.WaitLine("ready ");
+  ASSERT_FALSE(line.empty());
+  kill(p.pid, SIGKILL);
+  p.Wait();
+  kill(std::stoi(line.substr(6)), SIGKILL);  // the orphaned agent
+  auto [summary, events] = OnlyRun();
+  EXPECT_EQ(summary.status, store::RunStatus::kIncomplete);
+  int calls = 0, notes = 0;
+  for (const proto::Event& e : events) {
+    calls += e.has_llm_call();
+    notes += e.has_note() && e.note().text() == "before the kill";
+    EXPECT_FALSE(e.has_run_end());
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(notes, 1);
+}
+
+TEST_F(RecordCliTest, UnknownCommandIsAClearError) {
+  Proc p = Spawn(Record({"/nonexistent/agent"}));
+  EXPECT_EQ(p.Wait(), 2);
+}
+
+}  // namespace
+}  // namespace trace

@@ -1,0 +1,283 @@
+// Unit tests of the recorder's pieces that need no model: request parsing and errors,
+// tool-call extraction, constrained decoding over the real Qwen3 vocabulary, seeds, and
+// the RunLog's once-per-call_id recording through a real store.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "engine/model_init.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "recorder/constrained.h"
+#include "recorder/openai_api.h"
+#include "recorder/run_log.h"
+#include "store/store.h"
+
+namespace trace::recorder {
+namespace {
+
+using nlohmann::json;
+
+ApiError ParseError(const std::string& body, bool chat = true) {
+  auto r = ParseCompletionRequest(body, chat);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body;
+  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+}
+
+CompletionRequest ParseOk(const std::string& body, bool chat = true) {
+  auto r = ParseCompletionRequest(body, chat);
+  if (auto* e = std::get_if<ApiError>(&r)) {
+    ADD_FAILURE() << e->message;
+    return {};
+  }
+  return std::get<CompletionRequest>(r);
+}
+
+TEST(OpenAiApi, ParsesAFullChatRequest) {
+  CompletionRequest r = ParseOk(R"({"model": "m", "messages": [
+      {"role": "system", "content": "s"},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "42"}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+    "tool_choice": {"type": "function", "function": {"name": "f"}},
+    "temperature": 0.5, "top_p": 0.9, "top_k": 20, "seed": 7, "max_completion_tokens": 9,
+    "stop": ["END"], "logprobs": true, "top_logprobs": 3, "stream": true})");
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[1].content, "ab");
+  ASSERT_EQ(r.messages[2].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[2].tool_calls[0].arguments, "{\"x\": 1}");
+  EXPECT_EQ(r.messages[3].tool_call_id, "c1");
+  EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(r.tool_choice_name, "f");
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 20);
+  EXPECT_EQ(r.sampling.max_tokens, 9);
+  EXPECT_EQ(r.seed, std::optional<uint64_t>(7));
+  EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_TRUE(r.stream);
+}
+
+TEST(OpenAiApi, BadRequestsNameTheFieldAndStatus) {
+  struct Case {
+    const char* body;
+    int status;
+    const char* param;
+  } cases[] = {
+      {"{not json", 400, ""},
+      {"[1, 2]", 400, "body"},
+      {R"({"messages": [{"role": "user", "content": "x"}]})", 400, "model"},
+      {R"({"model": "m"})", 400, "messages"},
+      {R"({"model": "m", "messages": []})", 400, "messages"},
+      {R"({"model": "m", "messages": [{"role": "robot", "content": "x"}]})", 400,
+       "messages[0].role"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": 5}]})", 400,
+       "messages[0].content"},
+      {R"({"model": "m", "messages": [{"role": "tool", "content": "x"}]})", 400,
+       "messages[0].tool_call_id"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"})",
+       400, "temperature"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": -1})",
+       422, "temperature"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 0})", 422,
+       "top_p"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_k": -2})", 422,
+       "top_k"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 422,
+       "max_tokens"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"})", 400,
+       "stream"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2})", 422, "n"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+           "tool_choice": "required"})", 422, "tool_choice"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+           "tools": [{"type": "function", "function": {"name": "f"}}],
+           "tool_choice": {"type": "function", "function": {"name": "g"}}})", 422,
+       "tool_choice.function.name"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "guided_choice": []})",
+       400, "guided_choice"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = ParseError(c.body);
+    EXPECT_EQ(e.http_status, c.status) << c.body << " -> " << e.message;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_FALSE(e.message.empty());
+    json body = json::parse(e.Body());
+    EXPECT_EQ(body["error"]["message"], e.message);
+    EXPECT_TRUE(body["error"].contains("type"));
+  }
+  EXPECT_EQ(ParseError(R"({"model": "m", "prompt": 3})", false).param, "prompt");
+}
+
+TEST(OpenAiApi, ExtractsQwenToolCalls) {
+  ExtractedToolCalls ex = ExtractToolCalls(
+      "Let me check.\n<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"id\": 3}}\n"
+      "</tool_call>\n<tool_call>\n{\"name\": \"other\", \"arguments\": \"{}\"}\n</tool_call>",
+      "x");
+  ASSERT_EQ(ex.calls.size(), 2u);
+  EXPECT_EQ(ex.calls[0].name, "lookup");
+  EXPECT_EQ(json::parse(ex.calls[0].arguments), json({{"id", 3}}));
+  EXPECT_EQ(ex.calls[0].id, "call_x_0");
+  EXPECT_EQ(ex.calls[1].name, "other");
+  EXPECT_EQ(ex.content, "Let me check.");
+  // Malformed JSON stays content.
+  ExtractedToolCalls bad = ExtractToolCalls("<tool_call>{oops</tool_call>", "x");
+  EXPECT_TRUE(bad.calls.empty());
+  EXPECT_EQ(bad.content, "<tool_call>{oops</tool_call>");
+}
+
+TEST(RunSeeds, DerivedSeedsAreFixedAndDistinct) {
+  EXPECT_EQ(DeriveCallSeed(1, 0), DeriveCallSeed(1, 0));
+  EXPECT_NE(DeriveCallSeed(1, 0), DeriveCallSeed(1, 1));
+  EXPECT_NE(DeriveCallSeed(1, 0), DeriveCallSeed(2, 0));
+}
+
+class ConstraintTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto dir = engine::BundledTokenizerDir();
+    ASSERT_TRUE(dir.ok()) << dir.status().message();
+    auto tok = engine::Tokenizer::Load(*dir + "/tokenizer.json");
+    ASSERT_TRUE(tok.ok()) << tok.status().message();
+    tokenizer_ = std::move(tok).value().release();
+    classes_ = new TokenClasses(*tokenizer_);
+    end_ = *tokenizer_->TokenId("<|im_end|>");
+  }
+  // Samples uniformly among allowed tokens until done; returns the decoded text.
+  std::string Walk(Constraint& c, uint64_t seed, int limit = 400) {
+    std::mt19937_64 rng(seed);
+    std::vector<int32_t> ids;
+    std::vector<uint8_t> mask;
+    for (int step = 0; step < limit && !c.Done(); ++step) {
+      c.AllowedMask(&mask);
+      std::vector<int32_t> allowed;
+      for (size_t i = 0; i < mask.size(); ++i) {
+        if (mask[i]) allowed.push_back(static_cast<int32_t>(i));
+      }
+      EXPECT_FALSE(allowed.empty()) << "dead end at step " << step;
+      if (allowed.empty()) break;
+      int32_t t = allowed[rng() % allowed.size()];
+      EXPECT_TRUE(c.Advance(t).ok());
+      ids.push_back(t);
+    }
+    EXPECT_TRUE(c.Done());
+    EXPECT_EQ(ids.back(), end_);
+    ids.pop_back();
+    return tokenizer_->Decode(ids);
+  }
+  static engine::Tokenizer* tokenizer_;
+  static TokenClasses* classes_;
+  static int32_t end_;
+};
+engine::Tokenizer* ConstraintTest::tokenizer_ = nullptr;
+TokenClasses* ConstraintTest::classes_ = nullptr;
+int32_t ConstraintTest::end_ = 0;
+
+TEST_F(ConstraintTest, GuidedChoiceYieldsOneOfTheChoices) {
+  std::vector<std::string> choices = {"yes", "no", "not sure", "no way"};
+  std::set<std::string> seen;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    auto c = Constraint::Create(GuidedChoiceSpec(choices), *tokenizer_, *classes_, end_);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    std::string out = Walk(**c, seed);
+    EXPECT_NE(std::find(choices.begin(), choices.end(), out), choices.end()) << out;
+    seen.insert(out);
+  }
+  EXPECT_GE(seen.size(), 3u);  // the walk really chooses
+}
+
+TEST_F(ConstraintTest, ToolCallsAreValidJsonForTheSchema) {
+  json tools = json::array();
+  tools.push_back({{"type", "function"},
+                   {"function",
+                    {{"name", "update_email"},
+                     {"parameters",
+                      {{"type", "object"},
+                       {"properties",
+                        {{"customer_id", {{"type", "integer"}}},
+                         {"email", {{"type", "string"}}},
+                         {"notify", {{"type", "boolean"}}},
+                         {"level", {{"enum", {"low", "high"}}}}}}}}}}});
+  tools.push_back({{"type", "function"}, {"function", {{"name", "ping"}}}});
+  std::set<std::string> names;
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    auto c = Constraint::Create(ToolCallConstraintSpec(tools, ""), *tokenizer_, *classes_, end_);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    std::string out = Walk(**c, seed);
+    ExtractedToolCalls ex = ExtractToolCalls(out, "t");
+    ASSERT_EQ(ex.calls.size(), 1u) << out;
+    names.insert(ex.calls[0].name);
+    json args = json::parse(ex.calls[0].arguments);
+    if (ex.calls[0].name == "update_email") {
+      EXPECT_TRUE(args["customer_id"].is_number_integer()) << out;
+      EXPECT_TRUE(args["email"].is_string()) << out;
+      EXPECT_TRUE(args["notify"].is_boolean()) << out;
+      EXPECT_TRUE(args["level"] == "low" || args["level"] == "high") << out;
+    } else {
+      EXPECT_EQ(ex.calls[0].name, "ping");
+      EXPECT_EQ(args, json::object());
+    }
+  }
+  EXPECT_EQ(names.size(), 2u);
+  // Named: only that tool.
+  auto named =
+      Constraint::Create(ToolCallConstraintSpec(tools, "ping"), *tokenizer_, *classes_, end_);
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(ExtractToolCalls(Walk(**named, 1), "t").calls.at(0).name, "ping");
+}
+
+TEST_F(ConstraintTest, MasksAreDeterministicAndRejectOthers) {
+  auto a = Constraint::Create(GuidedChoiceSpec({"alpha", "beta"}), *tokenizer_, *classes_, end_);
+  auto b = Constraint::Create(GuidedChoiceSpec({"alpha", "beta"}), *tokenizer_, *classes_, end_);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<uint8_t> ma, mb;
+  (*a)->AllowedMask(&ma);
+  (*b)->AllowedMask(&mb);
+  EXPECT_EQ(ma, mb);
+  int32_t not_allowed = 0;
+  while (ma[not_allowed]) ++not_allowed;
+  EXPECT_FALSE((*a)->Advance(not_allowed).ok());
+  EXPECT_FALSE(Constraint::Create(json{{"kind", "regex"}}, *tokenizer_, *classes_, end_).ok());
+}
+
+TEST(RunLog, RecordsEachToolResultOnceAndCountsEvents) {
+  std::string dir = std::filesystem::temp_directory_path() /
+                    ("trace_runlog_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto store = store::Store::Open(dir + "/t.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  auto writer = (*store)->BeginRun(proto::RunHeader());
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  std::string run_id = (*writer)->run_id();
+  {
+    RunLog log(std::move(writer).value(), 5);
+    proto::ToolResult r;
+    r.set_call_id("c1");
+    r.set_content("x");
+    auto s1 = log.RecordToolResult(r);
+    auto s2 = log.RecordToolResult(r);
+    ASSERT_TRUE(s1.ok() && s2.ok());
+    EXPECT_GT(*s1, 0u);
+    EXPECT_EQ(*s2, 0u);
+    proto::Note n;
+    n.set_text("hello");
+    ASSERT_TRUE(log.RecordNote(n).ok());
+    EXPECT_EQ(log.counts().tool_results, 1);
+    EXPECT_EQ(log.counts().notes, 1);
+    ASSERT_TRUE(log.writer().End(proto::RunEnd()).ok());
+  }
+  auto events = (*store)->LoadEvents(run_id);
+  ASSERT_TRUE(events.ok()) << events.status().message();
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_TRUE((*events)[0].has_tool_result());
+  EXPECT_TRUE((*events)[1].has_note());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trace::recorder

@@ -1,0 +1,343 @@
+// End-to-end tests of the recorder's server with the tiny demo model, through HTTP:
+// streaming == non-streaming, 16 concurrent clients == each alone (bitwise), prefix
+// reuse == cold, tool_choice required / guided_choice, bad requests -> 4xx while the
+// server keeps serving and recording, and the trace event API landing in the store.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "engine/model_init.h"
+#include "recorder/server.h"
+#include "store/store.h"
+
+namespace trace::recorder {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kKey = "test-key";
+
+std::string TempDir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("trace_rec_" + name + "_" + std::to_string(getpid()));
+  fs::create_directories(p);
+  return p.string();
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_dir_ = new std::string(TempDir("model") + "/demo");
+    Status st = engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed, *model_dir_);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(fs::path(*model_dir_).parent_path());
+    delete model_dir_;
+  }
+
+  std::unique_ptr<Server> StartServer(SchedulerOptions so = {}, RunLog* log = nullptr) {
+    engine::EngineOptions eo;
+    eo.threads = 2;
+    auto backend = LoadLocalBackend(*model_dir_, eo, so, /*hash_weights=*/false);
+    EXPECT_TRUE(backend.ok()) << backend.status().message();
+    if (!backend.ok()) return nullptr;
+    ServerOptions opts;
+    opts.api_key = kKey;
+    opts.run_seed = 11;
+    auto server = Server::CreateLocal(std::move(backend).value(), opts);
+    server->SetRunLog(log);
+    Status st = server->Start();
+    EXPECT_TRUE(st.ok()) << st.message();
+    return server;
+  }
+
+  static httplib::Result Post(Server& s, const std::string& path, const json& body,
+                              const std::string& key = kKey) {
+    httplib::Client c("127.0.0.1", s.port());
+    c.set_read_timeout(600, 0);
+    httplib::Headers h;
+    if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
+    return c.Post(path.c_str(), h, body.is_string() ? body.get<std::string>() : body.dump(),
+                  "application/json");
+  }
+
+  // Non-streamed chat completion; fails the test unless HTTP 200.
+  static json Chat(Server& s, json body) {
+    body["model"] = s.model_name();
+    auto r = Post(s, "/v1/chat/completions", body);
+    EXPECT_TRUE(r) << "no response";
+    if (!r) return json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body);
+  }
+
+  // Streamed: the content deltas joined, tool_calls, finish_reason and the trace extension.
+  static json ChatStream(Server& s, json body) {
+    body["model"] = s.model_name();
+    body["stream"] = true;
+    auto r = Post(s, "/v1/chat/completions", body);
+    EXPECT_TRUE(r);
+    if (!r) return json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+    json out = {{"content", ""}, {"tool_calls", json::array()}};
+    bool done = false;
+    std::istringstream lines(r->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("data: ", 0) != 0) continue;
+      std::string data = line.substr(6);
+      if (data == "[DONE]") {
+        done = true;
+        continue;
+      }
+      json chunk = json::parse(data);
+      if (chunk.contains("trace")) out["trace"] = chunk["trace"];
+      for (const json& c : chunk["choices"]) {
+        const json& d = c["delta"];
+        if (d.contains("content") && d["content"].is_string()) {
+          out["content"] = out["content"].get<std::string>() + d["content"].get<std::string>();
+        }
+        if (d.contains("tool_calls")) {
+          for (json tc : d["tool_calls"]) {
+            tc.erase("index");
+            out["tool_calls"].push_back(tc);
+          }
+        }
+        if (!c["finish_reason"].is_null()) out["finish_reason"] = c["finish_reason"];
+      }
+    }
+    EXPECT_TRUE(done) << "stream without [DONE]";
+    return out;
+  }
+
+  static json Conversation(int k) {
+    return json::array({{{"role", "system"}, {"content", "You are terse."}},
+                        {{"role", "user"}, {"content", "Question number " + std::to_string(k) +
+                                                           ": what is " + std::to_string(k * 7) +
+                                                           " plus " + std::to_string(k) + "?"}}});
+  }
+
+  static json Tools() {
+    return json::parse(R"([
+      {"type": "function", "function": {"name": "lookup_customer",
+        "parameters": {"type": "object", "properties": {"customer_id": {"type": "integer"}}}}},
+      {"type": "function", "function": {"name": "delete_customer",
+        "parameters": {"type": "object", "properties": {"customer_id": {"type": "integer"}}}}}
+    ])");
+  }
+
+  static std::string* model_dir_;
+};
+std::string* ServerTest::model_dir_ = nullptr;
+
+TEST_F(ServerTest, StreamingEqualsNonStreaming) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  json req = {{"messages", Conversation(1)}, {"max_tokens", 12}, {"seed", 5},
+              {"temperature", 0.9}};
+  json plain = Chat(*server, req);
+  json streamed = ChatStream(*server, req);
+  const json& msg = plain["choices"][0]["message"];
+  EXPECT_EQ(streamed["content"], msg["content"]);
+  EXPECT_EQ(streamed["finish_reason"], plain["choices"][0]["finish_reason"]);
+  EXPECT_EQ(streamed["trace"]["token_ids"], plain["trace"]["token_ids"]);
+  EXPECT_EQ(streamed["trace"]["logits_digests"], plain["trace"]["logits_digests"]);
+  EXPECT_EQ(plain["trace"]["token_ids"].size(), plain["usage"]["completion_tokens"]);
+
+  // With tool_choice required the tool call is the same either way.
+  json treq = {{"messages", Conversation(2)}, {"tools", Tools()}, {"tool_choice", "required"},
+               {"max_tokens", 64}, {"seed", 9}};
+  json tplain = Chat(*server, treq);
+  json tstream = ChatStream(*server, treq);
+  EXPECT_EQ(tplain["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(tstream["finish_reason"], "tool_calls");
+  EXPECT_EQ(tstream["tool_calls"], tplain["choices"][0]["message"]["tool_calls"]);
+  EXPECT_EQ(tstream["trace"]["logits_digests"], tplain["trace"]["logits_digests"]);
+}
+
+TEST_F(ServerTest, ToolChoiceRequiredAndGuidedChoiceConstrainTheOutput) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  std::set<std::string> names;
+  for (int seed = 0; seed < 4; ++seed) {
+    json r = Chat(*server, {{"messages", Conversation(seed)}, {"tools", Tools()},
+                            {"tool_choice", "required"}, {"max_tokens", 64}, {"seed", seed},
+                            {"temperature", 1.0}});
+    const json& calls = r["choices"][0]["message"]["tool_calls"];
+    ASSERT_EQ(calls.size(), 1u) << r.dump();
+    std::string name = calls[0]["function"]["name"];
+    EXPECT_TRUE(name == "lookup_customer" || name == "delete_customer") << name;
+    json args = json::parse(calls[0]["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(args["customer_id"].is_number_integer()) << args.dump();
+    names.insert(name);
+  }
+  json named = Chat(*server, {{"messages", Conversation(1)}, {"tools", Tools()},
+                              {"tool_choice", {{"type", "function"},
+                                               {"function", {{"name", "delete_customer"}}}}},
+                              {"max_tokens", 64}});
+  EXPECT_EQ(named["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+            "delete_customer");
+  json guided = Chat(*server, {{"messages", Conversation(3)},
+                               {"guided_choice", {"approve", "deny", "escalate"}},
+                               {"max_tokens", 16}, {"seed", 3}});
+  std::string content = guided["choices"][0]["message"]["content"];
+  EXPECT_TRUE(content == "approve" || content == "deny" || content == "escalate") << content;
+}
+
+TEST_F(ServerTest, SixteenConcurrentClientsEqualEachAlone) {
+  SchedulerOptions one_at_a_time;
+  one_at_a_time.max_active_sequences = 1;
+  one_at_a_time.prefix_reuse = false;
+  auto alone = StartServer(one_at_a_time);
+  auto batched = StartServer();
+  ASSERT_TRUE(alone && batched);
+  constexpr int kClients = 16;
+  auto request = [](int k) {
+    json r = {{"messages", Conversation(k)}, {"max_tokens", 6 + k % 5}, {"seed", 100 + k},
+              {"temperature", k % 4 == 0 ? 0.0 : 0.8}};
+    if (k % 3 == 0) r["top_k"] = 40;
+    return r;
+  };
+  std::vector<json> expected(kClients), got(kClients);
+  for (int k = 0; k < kClients; ++k) expected[k] = Chat(*alone, request(k));
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kClients; ++k) {
+    threads.emplace_back([&, k] { got[k] = Chat(*batched, request(k)); });
+  }
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < kClients; ++k) {
+    EXPECT_EQ(got[k]["trace"]["token_ids"], expected[k]["trace"]["token_ids"]) << "client " << k;
+    EXPECT_EQ(got[k]["trace"]["logits_digests"], expected[k]["trace"]["logits_digests"])
+        << "client " << k;
+    EXPECT_EQ(got[k]["choices"][0]["message"]["content"],
+              expected[k]["choices"][0]["message"]["content"]);
+  }
+  // The batched server really shared forward passes.
+  SchedulerStats st = batched->scheduler()->stats();
+  EXPECT_LT(st.forward_calls, st.sampled_tokens) << "no batching happened";
+}
+
+TEST_F(ServerTest, PrefixReuseEqualsColdComputation) {
+  SchedulerOptions cold_options;
+  cold_options.prefix_reuse = false;
+  auto warm = StartServer();
+  auto cold = StartServer(cold_options);
+  ASSERT_TRUE(warm && cold);
+  json messages = Conversation(4);
+  for (int turn = 0; turn < 3; ++turn) {
+    json req = {{"messages", messages}, {"max_tokens", 8}, {"seed", 42 + turn},
+                {"temperature", 0.7}};
+    json w = Chat(*warm, req);
+    json c = Chat(*cold, req);
+    EXPECT_EQ(w["trace"]["token_ids"], c["trace"]["token_ids"]) << "turn " << turn;
+    EXPECT_EQ(w["trace"]["logits_digests"], c["trace"]["logits_digests"]) << "turn " << turn;
+    EXPECT_EQ(c["trace"]["cached_prompt_tokens"], 0);
+    if (turn > 0) {
+      EXPECT_GT(w["trace"]["cached_prompt_tokens"].get<int>(), 10) << "no prefix reuse";
+    }
+    messages.push_back({{"role", "assistant"},
+                        {"content", w["choices"][0]["message"]["content"]}});
+    messages.push_back({{"role", "user"}, {"content", "And then turn " + std::to_string(turn)}});
+  }
+}
+
+TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheRunKeepsRecording) {
+  std::string dir = TempDir("bad");
+  auto store = store::Store::Open(dir + "/t.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  auto writer = (*store)->BeginRun(proto::RunHeader());
+  ASSERT_TRUE(writer.ok());
+  std::string run_id = (*writer)->run_id();
+  RunLog log(std::move(writer).value(), 3);
+  auto server = StartServer({}, &log);
+  ASSERT_TRUE(server);
+  std::string model = server->model_name();
+  struct Case {
+    std::string body;
+    int status;
+    std::string key = kKey;
+  };
+  std::vector<Case> cases = {
+      {"{\"model\": ", 400},
+      {json{{"model", model}, {"messages", "hi"}}.dump(), 400},
+      {json{{"model", model}, {"messages", Conversation(1)}, {"temperature", -0.5}}.dump(), 422},
+      {json{{"model", model}, {"messages", Conversation(1)}, {"top_p", 1.5}}.dump(), 422},
+      {json{{"model", model}, {"messages", Conversation(1)}, {"max_tokens", "ten"}}.dump(), 400},
+      {json{{"model", "gpt-4o"}, {"messages", Conversation(1)}}.dump(), 404},
+      {json{{"model", model}, {"messages", Conversation(1)}}.dump(), 401, "wrong-key"},
+      {json{{"model", model}, {"messages", Conversation(1)}}.dump(), 401, ""},
+  };
+  for (const Case& c : cases) {
+    auto r = Post(*server, "/v1/chat/completions", json(c.body), c.key);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, c.status) << c.body << " -> " << r->body;
+    json err = json::parse(r->body, nullptr, false);
+    ASSERT_FALSE(err.is_discarded()) << r->body;
+    EXPECT_FALSE(err["error"]["message"].get<std::string>().empty());
+  }
+  auto unknown = Post(*server, "/v1/nothing", json::object());
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(Post(*server, "/trace/v1/events", json{{"type", "bogus"}})->status, 422);
+  EXPECT_EQ(Post(*server, "/trace/v1/events", json{{"type", "note"}, {"text", 5}})->status, 400);
+  // Still serving and recording.
+  json ok = Chat(*server, {{"messages", Conversation(1)}, {"max_tokens", 4}});
+  EXPECT_EQ(ok["choices"][0]["message"]["role"], "assistant");
+  // The event API, the clock and a tool result that also arrives as a role:tool message.
+  for (const json& e : {json{{"type", "tool_result"}, {"call_id", "c9"}, {"content", "42"}},
+                        json{{"type", "context"}, {"content", "policy"}, {"source", "p.md"}},
+                        json{{"type", "template_var"}, {"name", "user"}, {"value", "Ada"}},
+                        json{{"type", "tool_call"}, {"name", "f"}, {"arguments", {{"a", 1}}}},
+                        json{{"type", "note"}, {"text", "hello"}}}) {
+    auto r = Post(*server, "/trace/v1/events", e);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  httplib::Client c("127.0.0.1", server->port());
+  auto clock = c.Get("/trace/v1/clock", {{"Authorization", std::string("Bearer ") + kKey}});
+  ASSERT_TRUE(clock);
+  EXPECT_EQ(clock->status, 200);
+  json with_tool = Conversation(1);
+  with_tool.push_back({{"role", "assistant"}, {"content", ""},
+                       {"tool_calls", {{{"id", "c9"}, {"type", "function"},
+                                        {"function", {{"name", "f"}, {"arguments", "{}"}}}}}}});
+  with_tool.push_back({{"role", "tool"}, {"tool_call_id", "c9"}, {"content", "42"}});
+  Chat(*server, {{"messages", with_tool}, {"max_tokens", 2}});
+  server->Stop();
+  ASSERT_TRUE(log.writer().End(proto::RunEnd()).ok());
+
+  auto events = (*store)->LoadEvents(run_id);
+  ASSERT_TRUE(events.ok()) << events.status().message();
+  std::map<std::string, int> kinds;
+  for (const proto::Event& e : *events) {
+    if (e.has_llm_call()) {
+      ++kinds["llm_call"];
+      EXPECT_EQ(e.llm_call().http_status(), 200);
+      EXPECT_GT(e.llm_call().prompt_token_ids_size(), 0);
+      EXPECT_EQ(e.llm_call().token_ids_size(), e.llm_call().logits_digests_size());
+      EXPECT_FALSE(e.llm_call().rendered_prompt().empty());
+      EXPECT_EQ(e.llm_call().seed_used(), DeriveCallSeed(11, kinds["llm_call"] - 1));
+    }
+    if (e.has_note()) ++kinds[e.note().topic()];
+    if (e.has_tool_result()) ++kinds["tool_result"];
+    if (e.has_context_chunk()) ++kinds["context"];
+    if (e.has_template_var()) ++kinds["template_var"];
+    if (e.has_tool_call()) ++kinds["tool_call"];
+    if (e.has_clock_read()) ++kinds["clock"];
+  }
+  EXPECT_EQ(kinds["llm_call"], 2);
+  EXPECT_EQ(kinds["rejected_request"], static_cast<int>(cases.size()) + 3);
+  EXPECT_EQ(kinds["tool_result"], 1);  // once, though posted and sent as role:tool
+  EXPECT_EQ(kinds["context"], 1);
+  EXPECT_EQ(kinds["template_var"], 1);
+  EXPECT_EQ(kinds["tool_call"], 1);
+  EXPECT_EQ(kinds["clock"], 1);
+  EXPECT_EQ(kinds["agent"], 1);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trace::recorder
