@@ -11,6 +11,7 @@ namespace {
 
 struct EngineFlags {
   std::string model_dir;
+  std::string upstream;
   std::string device = "cpu";
   std::string numerics = "canonical";
   int threads = 0;
@@ -28,6 +29,7 @@ struct RecordArgs {
 Result<recorder::SessionOptions> SessionFrom(const EngineFlags& f) {
   recorder::SessionOptions o;
   o.model_dir = f.model_dir;
+  o.upstream = f.upstream;
   o.store_path = ResolveStorePath();
   o.engine.device = f.device;
   o.engine.threads = f.threads;
@@ -66,6 +68,10 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--model", args->engine.model_dir,
                   "Model folder (default: the built-in demo model)")
       ->type_name("DIR");
+  cmd->add_option("--upstream", args->engine.upstream,
+                  "Forward to this OpenAI-compatible base URL (http://host:port/v1) instead of\n"
+                  "the local engine; upstream key from $TRACE_UPSTREAM_API_KEY")
+      ->type_name("URL");
   cmd->add_option("--label", args->label, "A label stored with the run");
   cmd->add_option("--seed", args->seed, "Run seed for calls without a request seed");
   cmd->add_option("--device", args->engine.device, "cpu | cuda | cuda:N");

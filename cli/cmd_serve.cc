@@ -11,6 +11,7 @@ namespace {
 
 struct ServeArgs {
   std::string model_dir;
+  std::string upstream;
   std::string device = "cpu";
   std::string numerics = "canonical";
   int threads = 0;
@@ -25,6 +26,7 @@ struct ServeArgs {
 int Run(const ServeArgs& a) {
   recorder::SessionOptions o;
   o.model_dir = a.model_dir;
+  o.upstream = a.upstream;
   o.store_path = ResolveStorePath();
   o.engine.device = a.device;
   o.engine.threads = a.threads;
@@ -56,6 +58,10 @@ void Setup(CLI::App& app, int* exit_code) {
       "serve", "Serve the OpenAI-compatible API (and the trace event API) until Ctrl-C.");
   cmd->add_option("--model", args->model_dir, "Model folder (default: the built-in demo model)")
       ->type_name("DIR");
+  cmd->add_option("--upstream", args->upstream,
+                  "Forward to this OpenAI-compatible base URL (http://host:port/v1) instead of\n"
+                  "the local engine; upstream key from $TRACE_UPSTREAM_API_KEY")
+      ->type_name("URL");
   cmd->add_option("--host", args->host, "Address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", args->port, "Port (default 8000; 0: a free one)");
   cmd->add_option("--api-key", args->api_key,

@@ -3,6 +3,7 @@
 // reduction: every output element is computed whole by one thread.
 #include "kernels/kernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -126,8 +127,9 @@ WeightView InterleaveWeights(const WeightView& w, void* dst) {
 }
 
 float WeightAt(const WeightView& w, int64_t row, int64_t col) {
-  const int64_t i = w.layout == WeightLayout::kRowMajor ? row * w.cols + col
-                                                        : ((row / 32) * w.cols + col) * 32 + row % 32;
+  const int64_t i = w.layout == WeightLayout::kRowMajor
+                        ? row * w.cols + col
+                        : ((row / 32) * w.cols + col) * 32 + row % 32;
   switch (w.dtype) {
     case DType::kF32:
       return static_cast<const float*>(w.data)[i];

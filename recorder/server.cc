@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "base/build_info.h"
@@ -112,8 +113,13 @@ struct Call {
 
 class LocalServer : public Server {
  public:
-  LocalServer(LocalBackend backend, const ServerOptions& options)
-      : backend_(std::move(backend)), options_(options) {
+  LocalServer(LocalBackend backend, const ServerOptions& options, std::string upstream = "")
+      : backend_(std::move(backend)), options_(options), upstream_(std::move(upstream)) {
+    id_prefix_ = RandomHex(4);
+    if (!upstream_.empty()) {
+      Routes();
+      return;
+    }
     classes_ = std::make_unique<TokenClasses>(*backend_.tokenizer);
     const engine::Tokenizer& tok = *backend_.tokenizer;
     if (auto id = tok.TokenId("<|im_end|>")) end_tokens_.push_back(*id);
@@ -128,7 +134,6 @@ class LocalServer : public Server {
                                       : backend_.model->config().max_position_embeddings;
     numerics_ = eo.numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion
                                                               : "fast";
-    id_prefix_ = RandomHex(4);
     Routes();
   }
 
@@ -164,6 +169,16 @@ class LocalServer : public Server {
   const std::string& model_name() const override { return backend_.model_name; }
   const Scheduler* scheduler() const override { return backend_.scheduler.get(); }
 
+  // "http://host:port/v1" -> ("http://host:port", "/v1").
+  static std::pair<std::string, std::string> SplitUrl(const std::string& url) {
+    size_t scheme = url.find("://");
+    size_t path = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+    if (path == std::string::npos) return {url, ""};
+    std::string prefix = url.substr(path);
+    while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+    return {url.substr(0, path), prefix};
+  }
+
  private:
   void Routes() {
     http_.set_exception_handler([](const httplib::Request&, httplib::Response& res,
@@ -197,6 +212,7 @@ class LocalServer : public Server {
     });
     http_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
       if (!Authorized(req, res)) return;
+      if (!upstream_.empty()) return Proxy(req, res, "/models");
       json body = {{"object", "list"},
                    {"data", json::array({{{"id", backend_.model_name},
                                           {"object", "model"},
@@ -261,6 +277,7 @@ class LocalServer : public Server {
 
   void HandleCompletion(const httplib::Request& http_req, httplib::Response& res, bool chat) {
     if (!Authorized(http_req, res)) return;
+    if (!upstream_.empty()) return Proxy(http_req, res, chat ? "/chat/completions" : "/completions");
     auto call = std::make_shared<Call>();
     call->start = SteadyClock::now();
     call->start_ns = NowNs();
@@ -635,6 +652,186 @@ class LocalServer : public Server {
     return true;
   }
 
+
+  // Proxy mode: forward to the upstream as given, streaming included, and record the
+  // request and the response (or the reassembled stream) as an LlmCall.
+  void Proxy(const httplib::Request& req, httplib::Response& res, const std::string& path) {
+    auto [origin, prefix] = SplitUrl(upstream_);
+    auto start = SteadyClock::now();
+    int64_t start_ns = NowNs();
+    json body = json::parse(req.body, nullptr, false);
+    bool stream = body.is_object() && body.value("stream", false) == true;
+    httplib::Headers headers;
+    if (const char* key = getenv("TRACE_UPSTREAM_API_KEY"); key && *key) {
+      headers.emplace("Authorization", std::string("Bearer ") + key);
+    }
+    auto client = std::make_shared<httplib::Client>(origin);
+    client->set_read_timeout(600, 0);
+    client->set_connection_timeout(10, 0);
+    std::string endpoint = "/v1" + path;
+    if (req.method == "GET") {
+      auto r = client->Get((prefix + path).c_str(), headers);
+      if (!r) return SendUpstreamError(res, r.error());
+      res.status = r->status;
+      res.set_content(r->body, r->get_header_value("Content-Type").empty()
+                                   ? "application/json"
+                                   : r->get_header_value("Content-Type"));
+      return;
+    }
+    if (log_ && body.is_object()) {
+      auto parsed = ParseCompletionRequest(req.body, path == "/chat/completions");
+      if (auto* p = std::get_if<CompletionRequest>(&parsed)) RecordToolResultsFromMessages(*p);
+    }
+    if (!stream) {
+      auto r = client->Post((prefix + path).c_str(), headers, req.body, "application/json");
+      if (!r) return SendUpstreamError(res, r.error());
+      res.status = r->status;
+      res.set_content(r->body, "application/json");
+      RecordProxied(endpoint, req.body, r->status, r->body, "", false, start, start_ns);
+      return;
+    }
+    std::string full_path = prefix + path;
+    std::string request_body = req.body;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, client, full_path, request_body, headers, endpoint, start,
+                              start_ns](size_t, httplib::DataSink& sink) {
+          httplib::Request up;
+          up.method = "POST";
+          up.path = full_path;
+          up.headers = headers;
+          up.body = request_body;
+          up.set_header("Content-Type", "application/json");
+          int status = 0;
+          std::string raw;
+          up.response_handler = [&](const httplib::Response& r) {
+            status = r.status;
+            return true;
+          };
+          up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+            raw.append(data, n);
+            return sink.write(data, n);
+          };
+          auto r = client->send(up);
+          if (!r) {
+            ApiError e;
+            e.http_status = 502;
+            e.type = "server_error";
+            e.message = "upstream " + upstream_ + ": " + httplib::to_string(r.error());
+            std::string chunk = "data: " + e.Body() + "\n\n";
+            sink.write(chunk.data(), chunk.size());
+            status = 502;
+          }
+          sink.done();
+          RecordProxied(endpoint, request_body, status, "", raw, true, start, start_ns);
+          return true;
+        });
+  }
+
+  void SendUpstreamError(httplib::Response& res, httplib::Error error) {
+    ApiError e;
+    e.http_status = 502;
+    e.type = "server_error";
+    e.code = "upstream_unavailable";
+    e.message = "upstream " + upstream_ + " did not answer: " + httplib::to_string(error);
+    SendError(res, e);
+  }
+
+  // Records a proxied call: the response body, or for a stream the raw SSE text (kept as
+  // response_json) with the content and tool calls reassembled from its deltas.
+  void RecordProxied(const std::string& endpoint, const std::string& request_body, int status,
+                     const std::string& response_body, const std::string& sse, bool stream,
+                     SteadyClock::time_point start, int64_t start_ns) {
+    if (!log_) return;
+    proto::LlmCall c;
+    c.set_endpoint(endpoint);
+    c.set_request_json(request_body);
+    c.set_http_status(status);
+    c.set_stream(stream);
+    json req = json::parse(request_body, nullptr, false);
+    if (req.is_object()) {
+      c.set_model(req.value("model", ""));
+      proto::SamplingParams* p = c.mutable_params();
+      if (req.contains("temperature") && req["temperature"].is_number()) {
+        p->set_temperature(req["temperature"].get<float>());
+      }
+      if (req.contains("top_p") && req["top_p"].is_number()) p->set_top_p(req["top_p"].get<float>());
+      if (req.contains("seed") && req["seed"].is_number_integer()) {
+        p->set_seed(req["seed"].get<uint64_t>());
+        c.set_seed_used(req["seed"].get<uint64_t>());
+      }
+      if (req.contains("max_tokens") && req["max_tokens"].is_number_integer()) {
+        p->set_max_tokens(req["max_tokens"].get<int32_t>());
+      }
+    }
+    std::string text, finish, id;
+    std::vector<ToolCall> calls;
+    auto take_message = [&](const json& r) {
+      if (!r.is_object()) return;
+      id = r.value("id", id);
+      if (!r.contains("choices") || !r["choices"].is_array() || r["choices"].empty()) return;
+      const json& ch = r["choices"][0];
+      if (ch.contains("finish_reason") && ch["finish_reason"].is_string()) {
+        finish = ch["finish_reason"];
+      }
+      const json* m = ch.contains("message") ? &ch["message"]
+                      : ch.contains("delta") ? &ch["delta"] : nullptr;
+      if (ch.contains("text") && ch["text"].is_string()) text += ch["text"].get<std::string>();
+      if (!m || !m->is_object()) return;
+      if (m->contains("content") && (*m)["content"].is_string()) {
+        text += (*m)["content"].get<std::string>();
+      }
+      if (m->contains("tool_calls") && (*m)["tool_calls"].is_array()) {
+        for (const json& tc : (*m)["tool_calls"]) {
+          size_t index = tc.contains("index") && tc["index"].is_number_integer()
+                             ? tc["index"].get<size_t>()
+                             : calls.size();
+          if (index >= calls.size()) calls.resize(index + 1);
+          ToolCall& call = calls[index];
+          if (tc.contains("id") && tc["id"].is_string()) call.id = tc["id"];
+          if (tc.contains("function") && tc["function"].is_object()) {
+            const json& f = tc["function"];
+            if (f.contains("name") && f["name"].is_string()) call.name += f["name"].get<std::string>();
+            if (f.contains("arguments") && f["arguments"].is_string()) {
+              call.arguments += f["arguments"].get<std::string>();
+            }
+          }
+        }
+      }
+    };
+    if (!stream) {
+      take_message(json::parse(response_body, nullptr, false));
+      c.set_response_json(response_body);
+    } else {
+      std::istringstream lines(sse);
+      for (std::string line; std::getline(lines, line);) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
+        take_message(json::parse(line.substr(6), nullptr, false));
+      }
+      c.set_response_json(sse);
+    }
+    c.set_output_text(text);
+    c.set_finish_reason(status == 200 ? finish : "error");
+    c.set_request_id(id);
+    if (status != 200) c.set_error(response_body.empty() ? sse : response_body);
+    proto::Timings* t = c.mutable_timings();
+    t->set_total_ms(std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count());
+    t->set_start_ns(start_ns);
+    t->set_end_ns(NowNs());
+    Result<uint64_t> seq = log_->RecordLlmCall(std::move(c));
+    if (!seq.ok()) return;
+    for (const ToolCall& tc : calls) {
+      proto::ToolCall e;
+      e.set_call_id(tc.id);
+      e.set_name(tc.name);
+      e.set_arguments_json(tc.arguments);
+      e.set_source("model");
+      e.set_llm_call_seq(*seq);
+      (void)log_->RecordToolCall(std::move(e));
+    }
+  }
+
   void HandleClock(const httplib::Request& req, httplib::Response& res) {
     int64_t wall = NowNs();
     int64_t mono = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -830,6 +1027,7 @@ class LocalServer : public Server {
 
   LocalBackend backend_;
   ServerOptions options_;
+  std::string upstream_;  // proxy mode: the upstream base URL
   std::unique_ptr<TokenClasses> classes_;
   std::vector<int32_t> end_tokens_;
   int32_t turn_end_token_ = 0;
@@ -935,6 +1133,15 @@ void FillFingerprints(const LocalBackend& backend, proto::RunHeader* header) {
   if (uname(&u) == 0) {
     d->set_os(std::string(u.sysname) + " " + u.release + " " + u.machine);
   }
+}
+
+Result<std::unique_ptr<Server>> Server::CreateProxy(const std::string& upstream_base_url,
+                                                   const ServerOptions& options) {
+  if (upstream_base_url.rfind("http://", 0) != 0 && upstream_base_url.rfind("https://", 0) != 0) {
+    return InvalidArgument("--upstream must be an http:// or https:// URL, got '" +
+                           upstream_base_url + "'");
+  }
+  return std::unique_ptr<Server>(new LocalServer(LocalBackend{}, options, upstream_base_url));
 }
 
 std::unique_ptr<Server> Server::CreateLocal(LocalBackend backend, const ServerOptions& options) {

@@ -68,6 +68,19 @@ void FillHostFacts(const SessionOptions& o, proto::RunHeader* h) {
   h->set_label(o.label);
 }
 
+// The local engine's server (fingerprints into the header), or the upstream proxy.
+Result<std::unique_ptr<Server>> MakeServer(const SessionOptions& o, const ServerOptions& so,
+                                           proto::RunHeader* header) {
+  if (!o.upstream.empty()) {
+    (*header->mutable_attributes())["upstream"] = o.upstream;
+    return Server::CreateProxy(o.upstream, so);
+  }
+  TRACE_ASSIGN_OR_RETURN(std::string model_dir, ResolveModelDir(o));
+  TRACE_ASSIGN_OR_RETURN(LocalBackend backend, LoadLocalBackend(model_dir, o.engine, o.scheduler));
+  FillFingerprints(backend, header);
+  return Server::CreateLocal(std::move(backend), so);
+}
+
 }  // namespace
 
 std::vector<std::string> OwnCommandLine() {
@@ -82,10 +95,6 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   if (argv.empty()) return InvalidArgument("no command to record: trace record -- CMD ARGS...");
   auto started = std::chrono::steady_clock::now();
   TRACE_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store, store::Store::Open(o.store_path));
-  TRACE_ASSIGN_OR_RETURN(std::string model_dir, ResolveModelDir(o));
-  TRACE_ASSIGN_OR_RETURN(LocalBackend backend,
-                         LoadLocalBackend(model_dir, o.engine, o.scheduler));
-
   uint64_t run_seed = o.seed ? *o.seed : RandomU64();
   ServerOptions so;
   so.host = o.host;
@@ -93,12 +102,11 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   so.api_key = o.api_key.empty() ? RandomKey() : o.api_key;
   so.run_seed = run_seed;
   proto::RunHeader header;
-  FillFingerprints(backend, &header);
   FillHostFacts(o, &header);
   for (const std::string& a : argv) header.add_argv(a);
   header.set_run_seed(run_seed);
-  std::string model_name = backend.model_name;
-  std::unique_ptr<Server> server = Server::CreateLocal(std::move(backend), so);
+  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, MakeServer(o, so, &header));
+  std::string model_name = server->model_name();
   TRACE_RETURN_IF_ERROR(server->Start());
   header.set_endpoint(server->origin());
 
@@ -110,9 +118,9 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   co.argv = argv;
   co.extra_env = {{"OPENAI_BASE_URL", server->origin() + "/v1"},
                   {"OPENAI_API_KEY", so.api_key},
-                  {"OPENAI_MODEL", model_name},
                   {"TRACE_RUN_ID", log.run_id()},
                   {"TRACE_ENDPOINT", server->origin()}};
+  if (!model_name.empty()) co.extra_env["OPENAI_MODEL"] = model_name;
   if (!getenv("PYTHONUNBUFFERED")) co.extra_env["PYTHONUNBUFFERED"] = "1";
   co.on_output = [&log](int stream, std::string_view data) {
     (void)log.RecordOutput(stream, data);
@@ -193,9 +201,6 @@ Status Serve(const SessionOptions& o, bool record,
   if (record) {
     TRACE_ASSIGN_OR_RETURN(store, store::Store::Open(o.store_path));
   }
-  TRACE_ASSIGN_OR_RETURN(std::string model_dir, ResolveModelDir(o));
-  TRACE_ASSIGN_OR_RETURN(LocalBackend backend,
-                         LoadLocalBackend(model_dir, o.engine, o.scheduler));
   uint64_t run_seed = o.seed ? *o.seed : RandomU64();
   ServerOptions so;
   so.host = o.host;
@@ -203,10 +208,9 @@ Status Serve(const SessionOptions& o, bool record,
   so.api_key = o.api_key;
   so.run_seed = run_seed;
   proto::RunHeader header;
-  FillFingerprints(backend, &header);
   FillHostFacts(o, &header);
   header.set_run_seed(run_seed);
-  std::unique_ptr<Server> server = Server::CreateLocal(std::move(backend), so);
+  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, MakeServer(o, so, &header));
   TRACE_RETURN_IF_ERROR(server->Start());
   header.set_endpoint(server->origin());
   std::unique_ptr<RunLog> log;

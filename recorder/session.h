@@ -28,6 +28,9 @@ struct SessionOptions {
   std::optional<uint64_t> seed;  // run seed; random when absent
   engine::EngineOptions engine;
   SchedulerOptions scheduler;
+  // Forward to this OpenAI-compatible base URL ("http://host:port/v1") instead of the
+  // local engine; requests and responses are recorded as given.
+  std::string upstream;
   std::string host = "127.0.0.1";
   int port = 0;
   std::string api_key;  // record: random when empty; serve: no check when empty

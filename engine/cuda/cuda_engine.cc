@@ -413,7 +413,7 @@ Status CudaEngine::RunPass(int64_t row_begin, int64_t row_end,
   const ModelConfig& c = model_->config();
   const int64_t M = row_end - row_begin;
   const int64_t H = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
-  const int64_t QD = c.num_heads * D, KVD = KvWidth();
+  const int64_t KVD = KvWidth();
   const int64_t L = c.num_layers;
   cudaStream_t stream = stream_.get();
 

@@ -11,6 +11,7 @@
 #include <array>
 #include <climits>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -549,9 +550,13 @@ class BpeTokenizer final : public Tokenizer {
   bool ignore_merges_ = false;
   std::optional<int32_t> unk_;
   bool nfc_ = false;
-  bool add_prefix_space_ = false;
   bool byte_level_ = false;  // the pre-tokenizer has a ByteLevel step
-  std::vector<std::unique_ptr<RegexStage>> stages_;
+  // Pre-tokenizer steps in order; each applies to every piece the previous one produced.
+  struct PreStage {
+    std::unique_ptr<RegexStage> regex;  // null: no split
+    bool add_prefix_space = false;      // ByteLevel: prepend ' ' to pieces lacking one
+  };
+  std::vector<PreStage> stages_;
   std::vector<AddedToken> added_;
   bool split_special_tokens_ = false;
   // Index for added-token matching: candidates by first byte, longest first.
@@ -711,12 +716,13 @@ Status BpeTokenizer::BuildPreTokenizer(const json& pre, const std::string& name,
     }
     TRACE_ASSIGN_OR_RETURN(auto stage,
                            RegexStage::Compile(regex, name + ": " + where + ".pattern"));
-    stages_.push_back(std::move(stage));
+    stages_.push_back({std::move(stage), false});
     return Status::Ok();
   }
   if (type == "ByteLevel") {
     byte_level_ = true;
-    if (pre.value("add_prefix_space", false)) add_prefix_space_ = true;
+    PreStage step;
+    step.add_prefix_space = pre.value("add_prefix_space", false);
     if (pre.value("use_regex", true)) {
       // The GPT-2 pattern, as the reference writes it.
       TRACE_ASSIGN_OR_RETURN(
@@ -724,8 +730,9 @@ Status BpeTokenizer::BuildPreTokenizer(const json& pre, const std::string& name,
           RegexStage::Compile("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|"
                               "\\s+(?!\\S)|\\s+",
                               name + ": " + where));
-      stages_.push_back(std::move(stage));
+      step.regex = std::move(stage);
     }
+    if (step.regex != nullptr || step.add_prefix_space) stages_.push_back(std::move(step));
     return Status::Ok();
   }
   return Unsupported(Field(name, where + ".type", "\"" + type + "\" is not supported"));
@@ -940,20 +947,26 @@ void BpeTokenizer::EncodeSection(std::string_view section, std::vector<int32_t>*
   std::string normalized;
   std::string_view text = section;
   if (nfc_ && NfcSpans(section, &normalized)) text = normalized;
-  if (add_prefix_space_ && (text.empty() || text[0] != ' ')) {
-    std::string prefixed;
-    prefixed.reserve(text.size() + 1);
-    prefixed.push_back(' ');
-    prefixed.append(text);
-    normalized.swap(prefixed);
-    text = normalized;
-  }
   if (text.empty()) return;
   std::vector<std::string_view> pieces{text};
   std::vector<std::string_view> next;
-  for (const auto& stage : stages_) {
+  std::deque<std::string> prefixed;  // storage for pieces that got a leading space
+  for (const PreStage& stage : stages_) {
     next.clear();
-    for (std::string_view p : pieces) stage->Split(p, &next);
+    for (std::string_view p : pieces) {
+      if (stage.add_prefix_space && (p.empty() || p[0] != ' ')) {
+        std::string& with_space = prefixed.emplace_back();
+        with_space.reserve(p.size() + 1);
+        with_space.push_back(' ');
+        with_space.append(p);
+        p = with_space;
+      }
+      if (stage.regex != nullptr) {
+        stage.regex->Split(p, &next);
+      } else {
+        next.push_back(p);
+      }
+    }
     pieces.swap(next);
   }
   for (std::string_view p : pieces) EncodePiece(p, ids);

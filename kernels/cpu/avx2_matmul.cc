@@ -156,17 +156,6 @@ void DecodeColumns8(const float* x, const WeightView& w, int64_t n0, const float
   for (; b + Q <= full_blocks; b += Q) {
     __m256 acc[Q];
     for (int q = 0; q < Q; ++q) acc[q] = lanes[(b + q) & 31];
-    // Each row's block is one 64-byte line in bf16: prefetch the same blocks of the next
-    // group of 8 rows, so DRAM-resident weights arrive while this group computes.
-    for (int q = 0; q < Q && n0 + 16 <= w.rows; ++q) {
-      for (int c = 0; c < 8; ++c) {
-        const char* ahead =
-            static_cast<const char*>(w.data) +
-            ((n0 + 8 + c) * K + (b + q) * 32) * static_cast<int64_t>(sizeof(WeightT<D>));
-        _mm_prefetch(ahead, _MM_HINT_T0);
-        if constexpr (sizeof(WeightT<D>) == 4) _mm_prefetch(ahead + 64, _MM_HINT_T0);
-      }
-    }
     for (int64_t i = 0; i < 32; i += 8) {
       for (int q = 0; q < Q; ++q) {
         const int64_t k = (b + q) * 32 + i;
@@ -220,12 +209,6 @@ void DecodeInterleaved4(const float* x, int64_t K, const void* panels, const flo
     for (int g = 0; g < G; ++g) acc[g] = lanes[b & 31][g];
     const int64_t k_end = std::min(K, b * 32 + 32);
     for (int64_t k = b * 32; k < k_end; ++k) {
-      // One 64-byte line per k (bf16): fetch 2 KiB ahead.
-      if (k % 2 == 0) {
-        for (int g = 0; g < G; g += 2) {
-          _mm_prefetch(reinterpret_cast<const char*>(base + k * 32 + g * 8) + 2048, _MM_HINT_T0);
-        }
-      }
       const __m256 xv = _mm256_broadcast_ss(x + k);
       for (int g = 0; g < G; ++g) {
         acc[g] = _mm256_fmadd_ps(xv, LoadWeights8<D>(base, k * 32 + g * 8), acc[g]);

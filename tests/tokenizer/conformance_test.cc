@@ -81,18 +81,27 @@ TEST(TokenizerConformance, Qwen3MatchesReference) {
                         /*check_nfc_round_trip=*/true);
 }
 
-TEST(TokenizerConformance, Llama3StyleMatchesReference) {
+void CheckLlama3Style(bool add_prefix_space) {
   const std::string dir = TempDir();
   const std::string path = dir + "/tokenizer.json";
-  WriteFile(path, MakeLlama3StyleTokenizerJson());
+  WriteFile(path, MakeLlama3StyleTokenizerJson(/*ignore_merges=*/true, add_prefix_space));
   auto tokenizer = Tokenizer::Load(path);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   // Our Decode returns the exact bytes; transformers' optional clean-up of spaces before
   // punctuation (default on) is turned off on the reference side (docs/tokenizer.md).
   const std::string config = dir + "/reference_config.json";
   WriteFile(config, R"({"clean_up_tokenization_spaces": false})");
-  // lstrip/rstrip of <tag> removes text, so only ids and decode are compared.
+  // lstrip/rstrip of <tag> (and the prefix space) change the text, so only ids and decode
+  // are compared.
   CheckAgainstReference(**tokenizer, path, config, /*check_nfc_round_trip=*/false);
+}
+
+TEST(TokenizerConformance, Llama3StyleMatchesReference) {
+  CheckLlama3Style(false);
+}
+
+TEST(TokenizerConformance, ByteLevelPrefixSpaceMatchesReference) {
+  CheckLlama3Style(true);
 }
 
 }  // namespace

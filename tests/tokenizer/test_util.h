@@ -75,8 +75,10 @@ inline std::string ByteLevel(const std::string& bytes) {
 // A small Llama-3-style tokenizer.json: the Llama-3 Split regex (\p{N}{1,3}), ByteLevel
 // without regex, merges as [a, b] pairs building a few English words left to right,
 // ignore_merges with whole-word tokens that no merge chain reaches, and added tokens
-// (two special, one non-special with lstrip/rstrip).
-inline std::string MakeLlama3StyleTokenizerJson(bool ignore_merges = true) {
+// (two special, one non-special with lstrip/rstrip). add_prefix_space sets the ByteLevel
+// step's flag (a leading space for every split piece that lacks one).
+inline std::string MakeLlama3StyleTokenizerJson(bool ignore_merges = true,
+                                                bool add_prefix_space = false) {
   using nlohmann::json;
   json vocab = json::object();
   int next_id = 0;

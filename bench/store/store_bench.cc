@@ -1,0 +1,165 @@
+// Store benchmark (docs/trace-format.md, "Measured"):
+//  1. small events ingested per second into one run, batched by the writer (commit every
+//     100 ms) vs one transaction per event (Append + Flush), same event stream;
+//  2. stored bytes per sampled token for a realistic LlmCall stream: Zipf-distributed token
+//     ids, logits and runner-up gaps as a chat model produces them, random 64-bit digests.
+// Usage: store_bench [BATCHED_EVENTS] [SINGLE_EVENTS] [CALLS]
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "store/store.h"
+#include "tests/store/store_test_util.h"
+
+namespace {
+
+using namespace trace;
+using namespace trace::store;
+using Clock = std::chrono::steady_clock;
+
+proto::Event SmallEvent(int i) {
+  proto::Event e;
+  switch (i % 3) {
+    case 0:
+      e.mutable_clock_read()->set_clock("wall");
+      e.mutable_clock_read()->set_value_ns(1'700'000'000'000'000'000 + i);
+      break;
+    case 1:
+      e.mutable_output()->set_data("step " + std::to_string(i) + " ok\n");
+      break;
+    default:
+      e.mutable_template_var()->set_name("user_id");
+      e.mutable_template_var()->set_value(std::to_string(i * 7919));
+  }
+  return e;
+}
+
+double IngestRate(const std::string& path, int n, bool flush_each) {
+  auto store = Store::Open(path);
+  if (!store.ok()) {
+    std::fprintf(stderr, "%s\n", store.status().message().c_str());
+    std::exit(2);
+  }
+  auto w = (*store)->BeginRun({});
+  if (!w.ok()) std::exit(2);
+  auto start = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    if (!(*w)->Append(SmallEvent(i)).ok()) std::exit(2);
+    if (flush_each && !(*w)->Flush().ok()) std::exit(2);
+  }
+  if (!(*w)->Flush().ok()) std::exit(2);
+  double s = std::chrono::duration<double>(Clock::now() - start).count();
+  return n / s;
+}
+
+// Zipf(s=1.1) over a 151,936-token vocabulary by inverse CDF on a precomputed table.
+class Zipf {
+ public:
+  explicit Zipf(int n, double s = 1.1) : cdf_(n) {
+    double sum = 0;
+    for (int k = 0; k < n; ++k) cdf_[k] = (sum += 1.0 / std::pow(k + 1, s));
+    for (double& c : cdf_) c /= sum;
+  }
+  int32_t operator()(std::mt19937_64& rng) {
+    double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    return static_cast<int32_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+  }
+
+ private:
+  std::vector<double> cdf_;
+};
+
+// One realistic call's per-token records (nothing else set).
+proto::Event TokenRecords(std::mt19937_64& rng, Zipf& zipf, int tokens, float temperature) {
+  proto::Event e;
+  auto* c = e.mutable_llm_call();
+  std::normal_distribution<float> logit(22.0f, 4.0f);
+  std::exponential_distribution<float> gap(0.5f);
+  for (int i = 0; i < tokens; ++i) {
+    float l = logit(rng);
+    float g = gap(rng);
+    c->add_token_ids(zipf(rng));
+    c->add_logits_digests(rng());
+    c->add_logits(l);
+    // log-softmax of the chosen token against the runner-up and a tail of 40 others.
+    float tail = std::exp(-g / temperature) * (1.0f + 40.0f * std::exp(-3.0f / temperature));
+    c->add_logprobs(-std::log1p(tail));
+    c->add_runner_up_ids(zipf(rng));
+    c->add_runner_up_logits(l - g);
+  }
+  return e;
+}
+
+struct Bytes {
+  double per_token = 0;
+  int64_t tokens = 0;
+};
+
+Bytes BytesPerToken(const std::string& path, int calls, int tokens_per_call, bool layers) {
+  auto store = Store::Open(path);
+  if (!store.ok()) std::exit(2);
+  auto w = (*store)->BeginRun({});
+  std::mt19937_64 rng(1);
+  Zipf zipf(151936);
+  int64_t tokens = 0;
+  for (int k = 0; k < calls; ++k) {
+    proto::Event e = TokenRecords(rng, zipf, tokens_per_call, k % 2 ? 0.7f : 1.0f);
+    if (layers) {
+      e.mutable_llm_call()->set_num_layers(28);
+      for (int i = 0; i < tokens_per_call * 28; ++i) e.mutable_llm_call()->add_layer_digests(rng());
+    }
+    tokens += tokens_per_call;
+    if (!(*w)->Append(e).ok()) std::exit(2);
+  }
+  if (!(*w)->Flush().ok()) std::exit(2);
+  auto s = (*store)->Stats();
+  return {static_cast<double>(s->event_payload_bytes + s->blob_bytes) / tokens, tokens};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int batched = argc > 1 ? std::atoi(argv[1]) : 300000;
+  const int single = argc > 2 ? std::atoi(argv[2]) : 3000;
+  const int calls = argc > 3 ? std::atoi(argv[3]) : 300;
+  testing::TempDir dir;
+
+  double rate_batched = IngestRate(dir.file("batched.db"), batched, false);
+  double rate_single = IngestRate(dir.file("single.db"), single, true);
+  std::printf("ingest, small events, one run: batched %.0f events/s (%d events); one "
+              "transaction per event %.0f events/s (%d events); batched/single = %.1fx; "
+              "target >= 200000 batched: %s\n",
+              rate_batched, batched, rate_single, single, rate_batched / rate_single,
+              rate_batched >= 200000 ? "met" : "NOT met");
+
+  Bytes b = BytesPerToken(dir.file("tokens.db"), calls, 200, false);
+  std::printf("sampled-token records: %.2f stored bytes per token over %lld tokens (%d calls x "
+              "200; raw arrays: 28 B/token = 1.00x, stored = %.2fx of raw); target <= 24: %s\n",
+              b.per_token, static_cast<long long>(b.tokens), calls, b.per_token / 28.0,
+              b.per_token <= 24 ? "met" : "NOT met");
+  Bytes l = BytesPerToken(dir.file("layers.db"), calls / 4, 200, true);
+  std::printf("with --layer-digests (28 layers): %.2f stored bytes per token (28 x 8 = 224 B raw "
+              "digests, incompressible)\n",
+              l.per_token);
+
+  // Whole realistic calls (prompt, request, rendered prompt, output, response) for context.
+  auto store = Store::Open(dir.file("conv.db"));
+  auto w = (*store)->BeginRun({});
+  auto conv = testing::MakeConversation(50, 200);
+  int64_t tokens = 0;
+  for (const auto& e : conv.calls) {
+    tokens += e.llm_call().token_ids_size();
+    if (!(*w)->Append(e).ok()) return 2;
+  }
+  if (!(*w)->Flush().ok()) return 2;
+  auto s = (*store)->Stats();
+  std::printf("50-turn conversation (uniform token ids, 200 tokens/turn): %.2f stored bytes per "
+              "sampled token including all text, prompts and history\n",
+              static_cast<double>(s->event_payload_bytes + s->blob_bytes) / tokens);
+  return 0;
+}
