@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "kernels/kernels.h"
@@ -68,14 +69,52 @@ Distribution Softmax(std::span<const float> logits, const std::vector<int32_t>& 
   for (float v : d.z) {
     if (v > d.max_z) d.max_z = v;
   }
-  for (size_t i = 0; i < ids.size(); ++i) {
+  if (std::isinf(d.max_z)) {
     // z = +inf (an infinite logit, or a finite one over a tiny temperature) takes all the
     // mass, shared equally by every such token.
-    d.p[i] =
-        std::isinf(d.max_z) ? (d.z[i] == d.max_z ? 1.0f : 0.0f) : kernels::Exp(d.z[i] - d.max_z);
+    for (size_t i = 0; i < ids.size(); ++i) d.p[i] = d.z[i] == d.max_z ? 1.0f : 0.0f;
+  } else {
+    for (size_t i = 0; i < ids.size(); ++i) d.p[i] = d.z[i] - d.max_z;
+    kernels::ExpArray(kernels::KernelContext{}, d.p.data(), static_cast<int64_t>(d.p.size()),
+                      d.p.data());
   }
   d.sum = kernels::CanonicalSum(d.p.data(), static_cast<int64_t>(d.p.size()));
   return d;
+}
+
+// Sorts by (p desc, id asc): LSD radix sort of 64-bit keys (0x7fffffff - bits(p)) << 32 | id,
+// 8 bits per pass (256 buckets stay in L1), skipping passes whose digit is the same for
+// every key. p >= 0, so its
+// bits order like its values.
+void RadixSortCandidates(std::vector<Candidate>* candidates) {
+  const size_t n = candidates->size();
+  std::vector<uint64_t> keys(n), scratch(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &(*candidates)[i].p, 4);
+    keys[i] = (static_cast<uint64_t>(0x7fffffffu - bits) << 32) |
+              static_cast<uint32_t>((*candidates)[i].id);
+  }
+  std::vector<size_t> count(1u << 8);
+  for (int shift = 0; shift < 64; shift += 8) {
+    std::fill(count.begin(), count.end(), 0);
+    for (uint64_t key : keys) ++count[(key >> shift) & 0xff];
+    if (n == 0 || count[(keys[0] >> shift) & 0xff] == n) continue;  // one digit: no-op
+    size_t total = 0;
+    for (auto& c : count) {
+      const size_t here = c;
+      c = total;
+      total += here;
+    }
+    for (uint64_t key : keys) scratch[count[(key >> shift) & 0xff]++] = key;
+    keys.swap(scratch);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t bits = 0x7fffffffu - static_cast<uint32_t>(keys[i] >> 32);
+    float p;
+    std::memcpy(&p, &bits, 4);
+    (*candidates)[i] = {p, static_cast<int32_t>(static_cast<uint32_t>(keys[i]))};
+  }
 }
 
 // Sorted candidates after the top-k and top-p cuts, with their running cumulative sums.
@@ -93,11 +132,14 @@ Cut CutCandidates(const std::vector<int32_t>& ids, const Distribution& d,
     return a.p > b.p || (a.p == b.p && a.id < b.id);
   };
   const size_t k = params.top_k > 0 ? std::min<size_t>(params.top_k, ids.size()) : ids.size();
-  if (k < ids.size()) {
+  // The order is total (ids are distinct), so every sorting method gives the same sequence:
+  // a heap for a small top-k, a radix sort of the whole vocabulary otherwise.
+  if (k <= ids.size() / 16) {
     std::partial_sort(cut.kept.begin(), cut.kept.begin() + k, cut.kept.end(), order);
     cut.kept.resize(k);
   } else {
-    std::sort(cut.kept.begin(), cut.kept.end(), order);
+    RadixSortCandidates(&cut.kept);
+    cut.kept.resize(k);
   }
   cut.cumulative.resize(cut.kept.size());
   float running = 0.0f;

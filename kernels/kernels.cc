@@ -253,6 +253,14 @@ void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64
   });
 }
 
+void ExpArray(const KernelContext& ctx, const float* x, int64_t n, float* out) {
+  if (UseAvx2(ctx)) {
+    avx2::Exp8(x, n, out);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = Exp(x[i]);
+  }
+}
+
 void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, float* y) {
   if (UseAvx2(ctx)) {
     avx2::Add(a, b, n, y);

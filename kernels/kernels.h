@@ -122,6 +122,8 @@ void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, fl
 
 // The engine's own exp (range reduction + fixed polynomial), identical on every backend.
 float Exp(float x);
+// out[i] = Exp(x[i]) for i < n, vectorised where the CPU allows (same bits). out may alias x.
+void ExpArray(const KernelContext& ctx, const float* x, int64_t n, float* out);
 
 // Causal attention for one query row against one sequence's KV cache.
 //   q: [n_heads, head_dim] for the query at position `pos` (the row may see 0..pos).

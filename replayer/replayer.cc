@@ -305,7 +305,12 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
 
   VerifyOptions vopts;
   vopts.batch = report.batch;
+  // The recorder's end tokens: the model's eos ids, the tokenizer's eos and <|im_end|>.
   vopts.eos_token_ids = (*model)->config().eos_token_ids;
+  if (tokenizer) {
+    if (auto id = tokenizer->TokenId("<|im_end|>")) vopts.eos_token_ids.push_back(*id);
+    if (auto id = tokenizer->eos_token_id()) vopts.eos_token_ids.push_back(*id);
+  }
   vopts.constraints = options.constraints;
   ReplayProgress progress;
   progress.calls_total = static_cast<int>(calls.size());

@@ -665,7 +665,8 @@ class RunWriterImpl final : public RunWriter {
       recent_prompts_.emplace_back(event->seq(), std::move(prompt));
       if (recent_prompts_.size() > options_.history) recent_prompts_.pop_front();
     }
-    TRACE_RETURN_IF_ERROR(ForEachLargeField(
+    // No field can reach blob size in an event smaller than that (the common small event).
+    if (event->ByteSizeLong() >= options_.blob_min_bytes) TRACE_RETURN_IF_ERROR(ForEachLargeField(
         event, options_.blob_min_bytes,
         [&](const std::vector<proto::FieldPathStep>& path, std::string* value) -> Status {
           TRACE_ASSIGN_OR_RETURN(std::string sha, PutBlob(std::move(*value), blob_bytes));

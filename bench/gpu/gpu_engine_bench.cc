@@ -110,8 +110,8 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: no CUDA device is present\n");
     return 77;
   }
-  std::printf("%-14s %-16s %14s %14s %10s\n", "preset", "measure", "canonical tok/s",
-              "fast tok/s", "canon/fast");
+  std::printf("%-14s %-16s %14s %14s %10s\n", "preset", "measure", "canonical tok/s", "fast tok/s",
+              "canon/fast");
   for (const std::string& preset : Split(presets)) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "trace-bench-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) return 1;

@@ -22,14 +22,14 @@ namespace {
 namespace k = trace::kernels;
 namespace kc = trace::kernels::cuda;
 
-#define BENCH_CHECK(call)                                                              \
-  do {                                                                                 \
-    cudaError_t e = (call);                                                            \
-    if (e != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s failed at %s:%d: %s\n", #call, __FILE__, __LINE__,     \
-                   cudaGetErrorString(e));                                             \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+#define BENCH_CHECK(call)                                                         \
+  do {                                                                            \
+    cudaError_t e = (call);                                                       \
+    if (e != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "%s failed at %s:%d: %s\n", #call, __FILE__, __LINE__, \
+                   cudaGetErrorString(e));                                        \
+      std::exit(1);                                                               \
+    }                                                                             \
   } while (0)
 
 int g_reps = 20;
@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
   BENCH_CHECK(cudaMalloc(&src, copy_bytes));
   BENCH_CHECK(cudaMalloc(&dst, copy_bytes));
   BENCH_CHECK(cudaMemset(src, 1, copy_bytes));
-  const double copy_ms = TimeMs([&] { cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice); });
+  const double copy_ms =
+      TimeMs([&] { cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice); });
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
   cudaFree(src);
   cudaFree(dst);

@@ -143,8 +143,7 @@ class CudaEngine final : public Engine {
 Result<WeightView> CudaEngine::Upload(const WeightView& host, const std::string& what) {
   WeightView dev = host;
   if (host.data == nullptr) return dev;
-  const size_t bytes =
-      static_cast<size_t>(host.rows * host.cols) * kernels::DTypeSize(host.dtype);
+  const size_t bytes = static_cast<size_t>(host.rows * host.cols) * kernels::DTypeSize(host.dtype);
   TRACE_ASSIGN_OR_RETURN(kc::DeviceBuffer buffer, kc::DeviceBuffer::Allocate(bytes, what));
   TRACE_RETURN_IF_ERROR(kc::CopyToDevice(buffer.data(), host.data, bytes));
   dev.data = buffer.data();
@@ -198,11 +197,13 @@ Status CudaEngine::Init() {
     TRACE_ASSIGN_OR_RETURN(dl.o_proj, Upload(hl.o_proj, p + "o_proj"));
     TRACE_ASSIGN_OR_RETURN(dl.q_norm, Upload(hl.q_norm, p + "q_norm"));
     TRACE_ASSIGN_OR_RETURN(dl.k_norm, Upload(hl.k_norm, p + "k_norm"));
-    TRACE_ASSIGN_OR_RETURN(dl.post_attn_norm, Upload(hl.post_attn_norm, p + "post_attention_layernorm"));
+    TRACE_ASSIGN_OR_RETURN(dl.post_attn_norm,
+                           Upload(hl.post_attn_norm, p + "post_attention_layernorm"));
     TRACE_ASSIGN_OR_RETURN(dl.gate_proj, Upload(hl.gate_proj, p + "gate_proj"));
     TRACE_ASSIGN_OR_RETURN(dl.up_proj, Upload(hl.up_proj, p + "up_proj"));
     TRACE_ASSIGN_OR_RETURN(dl.down_proj, Upload(hl.down_proj, p + "down_proj"));
-    TRACE_ASSIGN_OR_RETURN(dl.q_bias, UploadBias(hl.q_bias, c.num_heads * c.head_dim, p + "q bias"));
+    TRACE_ASSIGN_OR_RETURN(dl.q_bias,
+                           UploadBias(hl.q_bias, c.num_heads * c.head_dim, p + "q bias"));
     TRACE_ASSIGN_OR_RETURN(dl.k_bias, UploadBias(hl.k_bias, KvWidth(), p + "k bias"));
     TRACE_ASSIGN_OR_RETURN(dl.v_bias, UploadBias(hl.v_bias, KvWidth(), p + "v bias"));
   }
@@ -281,12 +282,12 @@ Status CudaEngine::Fit(int64_t rows, int64_t max_pos) {
   TRACE_RETURN_IF_ERROR(
       cache_ptrs_.Reserve(2 * c.num_layers * rows * sizeof(float*), "cache pointers"));
   scratch_stride_ = max_pos + 1;
-  TRACE_RETURN_IF_ERROR(attn_scratch_.Reserve(rows * c.num_heads * scratch_stride_ * f,
-                                              "attention scratch"));
+  TRACE_RETURN_IF_ERROR(
+      attn_scratch_.Reserve(rows * c.num_heads * scratch_stride_ * f, "attention scratch"));
   if (options_.numerics == kernels::Numerics::kFast) {
     const int64_t widest = std::max({H, I, QD});
-    TRACE_RETURN_IF_ERROR(work_.Reserve(std::max(rows, kMaxLogitRowsPerPass) * widest * 2,
-                                        "fast matmul workspace"));
+    TRACE_RETURN_IF_ERROR(
+        work_.Reserve(std::max(rows, kMaxLogitRowsPerPass) * widest * 2, "fast matmul workspace"));
     ctx_.workspace = work_.as<void>();
     ctx_.workspace_bytes = work_.bytes();
   }
@@ -301,8 +302,8 @@ Status CudaEngine::Forward(std::span<const BatchItem> items, ForwardOutput* out,
   int64_t total_rows = 0, total_logits = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const BatchItem& item = items[i];
-    const std::string where = "forward item " + std::to_string(i) + " (sequence " +
-                              std::to_string(item.seq) + ")";
+    const std::string where =
+        "forward item " + std::to_string(i) + " (sequence " + std::to_string(item.seq) + ")";
     auto it = seqs_.find(item.seq);
     if (it == seqs_.end()) return NotFound(where + ": sequence does not exist");
     if (!seen.insert(item.seq).second) {
@@ -310,8 +311,7 @@ Status CudaEngine::Forward(std::span<const BatchItem> items, ForwardOutput* out,
     }
     if (it->second.length + static_cast<int64_t>(item.tokens.size()) > options_.max_context) {
       return InvalidArgument(where + ": " + std::to_string(it->second.length) + " + " +
-                             std::to_string(item.tokens.size()) +
-                             " tokens exceed the context of " +
+                             std::to_string(item.tokens.size()) + " tokens exceed the context of " +
                              std::to_string(options_.max_context));
     }
     for (size_t t = 0; t < item.tokens.size(); ++t) {
@@ -406,8 +406,7 @@ Status CudaEngine::Forward(std::span<const BatchItem> items, ForwardOutput* out,
 Status CudaEngine::RunPass(int64_t row_begin, int64_t row_end,
                            const std::vector<DeviceSequence*>& row_seq,
                            const std::vector<int32_t>& row_token,
-                           const std::vector<int32_t>& row_pos,
-                           const std::vector<int64_t>& row_out,
+                           const std::vector<int32_t>& row_pos, const std::vector<int64_t>& row_out,
                            const std::vector<size_t>& row_item,
                            const std::vector<int32_t>& row_index, const LayerProbe* probe) {
   const ModelConfig& c = model_->config();
@@ -494,7 +493,8 @@ Status CudaEngine::RunPass(int64_t row_begin, int64_t row_end,
   if (!gather_src.empty()) {
     // Output rows of one pass are consecutive (rows are in item order), so one gather
     // into hidden_out_ at the first destination does it.
-    TRACE_RETURN_IF_ERROR(gather_index_.Reserve(gather_src.size() * sizeof(int32_t), "gather index"));
+    TRACE_RETURN_IF_ERROR(
+        gather_index_.Reserve(gather_src.size() * sizeof(int32_t), "gather index"));
     TRACE_RETURN_IF_ERROR(kc::CopyToDeviceAsync(gather_index_.as<int32_t>(), gather_src.data(),
                                                 gather_src.size() * sizeof(int32_t), stream));
     cuda::GatherRows(stream, x, gather_index_.as<int32_t>(),
@@ -509,7 +509,9 @@ Status CudaEngine::RunPass(int64_t row_begin, int64_t row_end,
 
 }  // namespace
 
-bool HaveCudaBackend() { return true; }
+bool HaveCudaBackend() {
+  return true;
+}
 
 Result<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
                                                  const EngineOptions& options) {

@@ -3,7 +3,9 @@
 
 namespace trace::engine {
 
-bool HaveCudaBackend() { return false; }
+bool HaveCudaBackend() {
+  return false;
+}
 
 Result<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> model,
                                                  const EngineOptions& options) {

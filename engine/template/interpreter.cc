@@ -791,8 +791,11 @@ class Renderer {
         items.insert(items.end(), r.items().begin(), r.items().end());
         return Value::MakeList(std::move(items), l.is_tuple());
       }
-      return TypeError("can only concatenate " + std::string(KindName(l)) + " (not " +
-                       Quote(KindName(r)) + ") to " + KindName(l));
+      if (l.is_string() || l.is_list()) {
+        return TypeError("can only concatenate " + std::string(KindName(l)) + " (not \"" +
+                         KindName(r) + "\") to " + KindName(l));
+      }
+      return unsupported();
     }
     if (op == "*") {
       const Value* seq = l.is_integral() ? &r : &l;

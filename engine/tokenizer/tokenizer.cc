@@ -544,7 +544,7 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> token_text_;
   std::vector<uint8_t> flags_;
   std::unordered_map<std::string, int32_t> text_to_id_;   // tokenizer.json strings
-  std::unordered_map<std::string, int32_t> bytes_to_id_;  // model vocabulary, as bytes
+  std::unordered_map<std::string, int32_t> bytes_to_id_;  // vocabulary by bytes (ignore_merges)
   std::array<int32_t, 256> byte_id_{};                    // single-byte tokens (-1: none)
   MergeTable merges_;
   bool ignore_merges_ = false;
@@ -615,9 +615,10 @@ Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
   const json& vocab = model["vocab"];
   if (!vocab.is_object()) return InvalidArgument(Field(name, "model.vocab", "is not an object"));
   std::string bytes;
+  byte_id_.fill(-1);
   token_bytes_.reserve(vocab.size() + 1024);
   token_text_.reserve(vocab.size() + 1024);
-  bytes_to_id_.reserve(vocab.size());
+  if (ignore_merges_) bytes_to_id_.reserve(vocab.size());
   text_to_id_.reserve(vocab.size() + 1024);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
@@ -630,14 +631,10 @@ Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
       return Unsupported(Field(name, "model.vocab[\"" + it.key() + "\"]",
                                "is not in the byte-level alphabet (not a byte-level BPE)"));
     }
-    bytes_to_id_[bytes] = id;
+    if (bytes.size() == 1) byte_id_[static_cast<uint8_t>(bytes[0])] = id;
+    if (ignore_merges_) bytes_to_id_[bytes] = id;  // only ignore_merges looks words up
     text_to_id_[it.key()] = id;
     SetToken(id, it.key(), bytes);
-  }
-  byte_id_.fill(-1);
-  for (int b = 0; b < 256; ++b) {
-    auto it = bytes_to_id_.find(std::string(1, static_cast<char>(b)));
-    if (it != bytes_to_id_.end()) byte_id_[b] = it->second;
   }
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     auto it = text_to_id_.find(model["unk_token"].get<std::string>());

@@ -29,7 +29,7 @@ class Tokenizer {
 
   // Loads a tokenizer.json (model.type "BPE" with a ByteLevel decoder). When a
   // tokenizer_config.json sits next to it, its added_tokens_decoder entries are merged in
-  // and its bos_token / eos_token are read.
+  // and its bos_token / eos_token and split_special_tokens are read.
   static Result<std::unique_ptr<Tokenizer>> Load(const std::string& tokenizer_json_path);
   // Same, from the file contents; `name` is used in error messages in place of a path.
   static Result<std::unique_ptr<Tokenizer>> LoadFromString(std::string_view tokenizer_json,

@@ -15,7 +15,11 @@ float Exp(float x) {
   if (x > 0x1.62e42ep+6f) return INFINITY;  // exp(x) > FLT_MAX
   if (x < -0x1.ap+6f) return 0.0f;          // x < -104: exp(x) < 2^-150, rounds to +0
   // k = round-half-even(x * log2(e)); r = x - k*ln2 in two fma steps (Cody-Waite).
-  const float k = std::nearbyint(x * 0x1.715476p+0f);
+  // Adding and subtracting 1.5 * 2^23 rounds |t| < 2^22 to an integer, half to even, like
+  // nearbyint (only the sign of a zero k can differ, which changes no later bit) without
+  // a library call.
+  const float t = x * 0x1.715476p+0f;
+  const float k = (t + 0x1.8p+23f) - 0x1.8p+23f;
   float r = std::fma(k, -0x1.62e430p-1f, x);
   r = std::fma(k, 0x1.05c610p-29f, r);
   // Taylor polynomial of degree 7 for exp(r), Horner with fma.

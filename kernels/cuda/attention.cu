@@ -229,7 +229,7 @@ void Launch(const CudaContext& ctx, const float* q, int64_t rows, const RowSourc
   const dim3 grid(static_cast<unsigned int>(n_heads), static_cast<unsigned int>(rows));
   if (ctx.numerics == Numerics::kFast) {
     FastAttentionKernel<<<grid, kFastWarps * 32, 0, ctx.stream>>>(q, src, n_heads, n_kv_heads,
-                                                                   head_dim, Scale(head_dim), out);
+                                                                  head_dim, Scale(head_dim), out);
   } else {
     const size_t smem = sizeof(float) * kLanes * static_cast<size_t>(head_dim);
     CanonicalAttentionKernel<<<grid, kAttnThreads, smem, ctx.stream>>>(
@@ -239,9 +239,9 @@ void Launch(const CudaContext& ctx, const float* q, int64_t rows, const RowSourc
 
 }  // namespace
 
-void Attention(const CudaContext& ctx, const float* q, const float* k_cache,
-               const float* v_cache, int64_t pos, int64_t n_heads, int64_t n_kv_heads,
-               int64_t head_dim, float* scratch, float* out) {
+void Attention(const CudaContext& ctx, const float* q, const float* k_cache, const float* v_cache,
+               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
+               float* out) {
   RowSource src;
   src.k0 = k_cache;
   src.v0 = v_cache;
@@ -251,8 +251,8 @@ void Attention(const CudaContext& ctx, const float* q, const float* k_cache,
 
 void AttentionRows(const CudaContext& ctx, const float* q, int64_t rows,
                    const float* const* k_caches, const float* const* v_caches,
-                   const int32_t* positions, int64_t n_heads, int64_t n_kv_heads,
-                   int64_t head_dim, float* scratch, int64_t scratch_stride, float* out) {
+                   const int32_t* positions, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                   float* scratch, int64_t scratch_stride, float* out) {
   RowSource src;
   src.k_caches = k_caches;
   src.v_caches = v_caches;

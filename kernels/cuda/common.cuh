@@ -12,8 +12,8 @@
 
 namespace trace::kernels::cuda::detail {
 
-inline constexpr int kLanes = 32;      // canonical lanes
-inline constexpr int kBlockLen = 32;   // elements per canonical block
+inline constexpr int kLanes = 32;     // canonical lanes
+inline constexpr int kBlockLen = 32;  // elements per canonical block
 
 // Exact conversion of one stored weight element to f32 (bf16 and f16 are subsets of f32).
 template <DType D>
@@ -41,6 +41,8 @@ __device__ __forceinline__ float WarpLeftFold(float v) {
   return sum;
 }
 
-inline unsigned int CeilDiv(int64_t a, int64_t b) { return static_cast<unsigned int>((a + b - 1) / b); }
+inline unsigned int CeilDiv(int64_t a, int64_t b) {
+  return static_cast<unsigned int>((a + b - 1) / b);
+}
 
 }  // namespace trace::kernels::cuda::detail

@@ -18,28 +18,28 @@ namespace trace::kernels::cuda {
 inline Status CudaError(cudaError_t err, const char* call, const char* file, int line) {
   const bool absent = err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
                       err == cudaErrorInvalidDevice;
-  std::string msg = std::string(call) + " failed at " + file + ":" + std::to_string(line) +
-                    ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+  std::string msg = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                    cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
   return absent ? Unavailable(std::move(msg)) : Internal(std::move(msg));
 }
 
 inline Status CublasError(cublasStatus_t st, const char* call, const char* file, int line) {
-  return Internal(std::string(call) + " failed at " + file + ":" + std::to_string(line) +
-                  ": " + cublasGetStatusName(st) + " (" + cublasGetStatusString(st) + ")");
+  return Internal(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                  cublasGetStatusName(st) + " (" + cublasGetStatusString(st) + ")");
 }
 
 }  // namespace trace::kernels::cuda
 
-#define CUDA_CHECK(call)                                                            \
-  do {                                                                              \
-    cudaError_t _trace_cuda_err = (call);                                           \
-    if (_trace_cuda_err != cudaSuccess)                                             \
+#define CUDA_CHECK(call)                                                                    \
+  do {                                                                                      \
+    cudaError_t _trace_cuda_err = (call);                                                   \
+    if (_trace_cuda_err != cudaSuccess)                                                     \
       return ::trace::kernels::cuda::CudaError(_trace_cuda_err, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define CUBLAS_CHECK(call)                                                                \
-  do {                                                                                    \
-    cublasStatus_t _trace_cublas_st = (call);                                             \
-    if (_trace_cublas_st != CUBLAS_STATUS_SUCCESS)                                        \
+#define CUBLAS_CHECK(call)                                                                     \
+  do {                                                                                         \
+    cublasStatus_t _trace_cublas_st = (call);                                                  \
+    if (_trace_cublas_st != CUBLAS_STATUS_SUCCESS)                                             \
       return ::trace::kernels::cuda::CublasError(_trace_cublas_st, #call, __FILE__, __LINE__); \
   } while (0)

@@ -42,8 +42,8 @@ void CanonicalGemv(cudaStream_t stream, const float* x, int64_t M, const WeightV
 void CanonicalGemm(cudaStream_t stream, const float* x, int64_t M, const WeightView& w,
                    const float* bias, float* y);
 
-void RmsNorm(const CudaContext& ctx, const float* x, int64_t M, int64_t n,
-             const WeightView& weight, float eps, float* out);
+void RmsNorm(const CudaContext& ctx, const float* x, int64_t M, int64_t n, const WeightView& weight,
+             float eps, float* out);
 
 // ids: device int32 [M].
 void Embedding(const CudaContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
@@ -63,9 +63,9 @@ void ExpElementwise(cudaStream_t stream, const float* x, int64_t n, float* out);
 
 // One query row against one sequence's cache, as kernels::Attention. `scratch` (device)
 // holds at least n_heads * (pos + 1) floats.
-void Attention(const CudaContext& ctx, const float* q, const float* k_cache,
-               const float* v_cache, int64_t pos, int64_t n_heads, int64_t n_kv_heads,
-               int64_t head_dim, float* scratch, float* out);
+void Attention(const CudaContext& ctx, const float* q, const float* k_cache, const float* v_cache,
+               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
+               float* out);
 
 // Many query rows at once (a batched forward): row r reads q + r * n_heads * head_dim,
 // attends to k_caches[r] / v_caches[r] over positions 0..positions[r] and writes
@@ -73,7 +73,7 @@ void Attention(const CudaContext& ctx, const float* q, const float* k_cache,
 // scratch (device): rows * n_heads * scratch_stride floats, scratch_stride > max position.
 void AttentionRows(const CudaContext& ctx, const float* q, int64_t rows,
                    const float* const* k_caches, const float* const* v_caches,
-                   const int32_t* positions, int64_t n_heads, int64_t n_kv_heads,
-                   int64_t head_dim, float* scratch, int64_t scratch_stride, float* out);
+                   const int32_t* positions, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                   float* scratch, int64_t scratch_stride, float* out);
 
 }  // namespace trace::kernels::cuda

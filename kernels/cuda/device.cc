@@ -60,7 +60,8 @@ Result<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes, const std::string& wha
   cudaError_t err = cudaMalloc(&buffer.data_, bytes);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return CudaError(err, ("cudaMalloc(" + std::to_string(bytes) + " bytes for " + what + ")").c_str(),
+    return CudaError(err,
+                     ("cudaMalloc(" + std::to_string(bytes) + " bytes for " + what + ")").c_str(),
                      __FILE__, __LINE__);
   }
   buffer.bytes_ = bytes;

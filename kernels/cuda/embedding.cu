@@ -22,13 +22,16 @@ void Embedding(const CudaContext& ctx, const WeightView& table, const int32_t* i
   const dim3 grid(detail::CeilDiv(table.cols, 256), static_cast<unsigned int>(M));
   switch (table.dtype) {
     case DType::kF32:
-      EmbeddingKernel<DType::kF32><<<grid, 256, 0, ctx.stream>>>(table.data, table.cols, ids, M, out);
+      EmbeddingKernel<DType::kF32>
+          <<<grid, 256, 0, ctx.stream>>>(table.data, table.cols, ids, M, out);
       break;
     case DType::kBF16:
-      EmbeddingKernel<DType::kBF16><<<grid, 256, 0, ctx.stream>>>(table.data, table.cols, ids, M, out);
+      EmbeddingKernel<DType::kBF16>
+          <<<grid, 256, 0, ctx.stream>>>(table.data, table.cols, ids, M, out);
       break;
     case DType::kF16:
-      EmbeddingKernel<DType::kF16><<<grid, 256, 0, ctx.stream>>>(table.data, table.cols, ids, M, out);
+      EmbeddingKernel<DType::kF16>
+          <<<grid, 256, 0, ctx.stream>>>(table.data, table.cols, ids, M, out);
       break;
   }
 }

@@ -12,9 +12,9 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <type_traits>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -319,9 +319,8 @@ void FastMatMul(const CudaContext& ctx, const float* x, int64_t M, const WeightV
     // Row-major y[M,N] = x[M,K] W[N,K]^T is column-major y^T = W^T(op T) x^T.
     st = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
                       static_cast<int>(M), static_cast<int>(K), &alpha, w.data, CUDA_R_32F,
-                      static_cast<int>(K), x, CUDA_R_32F, static_cast<int>(K), &beta, y,
-                      CUDA_R_32F, static_cast<int>(N), CUBLAS_COMPUTE_32F_FAST_TF32,
-                      CUBLAS_GEMM_DEFAULT);
+                      static_cast<int>(K), x, CUDA_R_32F, static_cast<int>(K), &beta, y, CUDA_R_32F,
+                      static_cast<int>(N), CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
   } else {
     const bool bf16 = w.dtype == DType::kBF16;
     const int64_t count = M * K;
@@ -332,11 +331,11 @@ void FastMatMul(const CudaContext& ctx, const float* x, int64_t M, const WeightV
     }
     const unsigned int grid = detail::CeilDiv(count, 256);
     if (bf16) {
-      ConvertKernel<__nv_bfloat16><<<grid, 256, 0, ctx.stream>>>(
-          x, count, static_cast<__nv_bfloat16*>(ctx.workspace));
+      ConvertKernel<__nv_bfloat16>
+          <<<grid, 256, 0, ctx.stream>>>(x, count, static_cast<__nv_bfloat16*>(ctx.workspace));
     } else {
-      ConvertKernel<__half><<<grid, 256, 0, ctx.stream>>>(x, count,
-                                                          static_cast<__half*>(ctx.workspace));
+      ConvertKernel<__half>
+          <<<grid, 256, 0, ctx.stream>>>(x, count, static_cast<__half*>(ctx.workspace));
     }
     const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
     st = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
@@ -346,8 +345,8 @@ void FastMatMul(const CudaContext& ctx, const float* x, int64_t M, const WeightV
   }
   if (st != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "trace: cublasGemmEx(M=%lld, N=%lld, K=%lld) failed: %s\n",
-                 static_cast<long long>(M), static_cast<long long>(N),
-                 static_cast<long long>(K), cublasGetStatusString(st));
+                 static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
+                 cublasGetStatusString(st));
     std::abort();  // shapes were validated at load; a failure here is a bug in trace
   }
   if (bias != nullptr) {
@@ -361,9 +360,15 @@ void CanonicalGemv(cudaStream_t stream, const float* x, int64_t M, const WeightV
                    const float* bias, float* y) {
   if (M <= 0 || w.rows <= 0) return;
   switch (w.dtype) {
-    case DType::kF32: LaunchGemv<DType::kF32>(stream, x, M, w, bias, y); break;
-    case DType::kBF16: LaunchGemv<DType::kBF16>(stream, x, M, w, bias, y); break;
-    case DType::kF16: LaunchGemv<DType::kF16>(stream, x, M, w, bias, y); break;
+    case DType::kF32:
+      LaunchGemv<DType::kF32>(stream, x, M, w, bias, y);
+      break;
+    case DType::kBF16:
+      LaunchGemv<DType::kBF16>(stream, x, M, w, bias, y);
+      break;
+    case DType::kF16:
+      LaunchGemv<DType::kF16>(stream, x, M, w, bias, y);
+      break;
   }
 }
 
@@ -371,9 +376,15 @@ void CanonicalGemm(cudaStream_t stream, const float* x, int64_t M, const WeightV
                    const float* bias, float* y) {
   if (M <= 0 || w.rows <= 0) return;
   switch (w.dtype) {
-    case DType::kF32: LaunchGemm<DType::kF32>(stream, x, M, w, bias, y); break;
-    case DType::kBF16: LaunchGemm<DType::kBF16>(stream, x, M, w, bias, y); break;
-    case DType::kF16: LaunchGemm<DType::kF16>(stream, x, M, w, bias, y); break;
+    case DType::kF32:
+      LaunchGemm<DType::kF32>(stream, x, M, w, bias, y);
+      break;
+    case DType::kBF16:
+      LaunchGemm<DType::kBF16>(stream, x, M, w, bias, y);
+      break;
+    case DType::kF16:
+      LaunchGemm<DType::kF16>(stream, x, M, w, bias, y);
+      break;
   }
 }
 

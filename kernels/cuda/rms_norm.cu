@@ -10,8 +10,8 @@ namespace trace::kernels::cuda {
 namespace {
 
 template <DType D>
-__global__ void RmsNormKernel(const float* x, int64_t M, int64_t n, const void* weight,
-                              float eps, float* out) {
+__global__ void RmsNormKernel(const float* x, int64_t M, int64_t n, const void* weight, float eps,
+                              float* out) {
   const int64_t m = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / detail::kLanes;
   const int lane = threadIdx.x % detail::kLanes;
   if (m >= M) return;
@@ -33,20 +33,23 @@ __global__ void RmsNormKernel(const float* x, int64_t M, int64_t n, const void* 
 
 }  // namespace
 
-void RmsNorm(const CudaContext& ctx, const float* x, int64_t M, int64_t n,
-             const WeightView& weight, float eps, float* out) {
+void RmsNorm(const CudaContext& ctx, const float* x, int64_t M, int64_t n, const WeightView& weight,
+             float eps, float* out) {
   if (M <= 0 || n <= 0) return;
   constexpr int kWarps = 4;
   const unsigned int grid = detail::CeilDiv(M, kWarps);
   switch (weight.dtype) {
     case DType::kF32:
-      RmsNormKernel<DType::kF32><<<grid, kWarps * 32, 0, ctx.stream>>>(x, M, n, weight.data, eps, out);
+      RmsNormKernel<DType::kF32>
+          <<<grid, kWarps * 32, 0, ctx.stream>>>(x, M, n, weight.data, eps, out);
       break;
     case DType::kBF16:
-      RmsNormKernel<DType::kBF16><<<grid, kWarps * 32, 0, ctx.stream>>>(x, M, n, weight.data, eps, out);
+      RmsNormKernel<DType::kBF16>
+          <<<grid, kWarps * 32, 0, ctx.stream>>>(x, M, n, weight.data, eps, out);
       break;
     case DType::kF16:
-      RmsNormKernel<DType::kF16><<<grid, kWarps * 32, 0, ctx.stream>>>(x, M, n, weight.data, eps, out);
+      RmsNormKernel<DType::kF16>
+          <<<grid, kWarps * 32, 0, ctx.stream>>>(x, M, n, weight.data, eps, out);
       break;
   }
 }

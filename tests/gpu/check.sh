@@ -45,7 +45,7 @@ if [[ -n "$PREBUILT" ]]; then
   MODE="prebuilt ($PREBUILT)"
   [[ -d "$PREBUILT/lib" ]] && export LD_LIBRARY_PATH="$PREBUILT/lib:$LD_LIBRARY_PATH"
   [[ -d "$PREBUILT/tokenizer" ]] && export TRACE_TOKENIZER_DIR="$PREBUILT/tokenizer"
-  for b in gpu_kernels_test gpu_engine_test gpu_kernel_bench gpu_engine_bench; do
+  for b in gpu_device_errors_test gpu_kernels_test gpu_engine_test gpu_kernel_bench gpu_engine_bench; do
     [[ -x "$PREBUILT/bin/$b" ]] && BIN[$b]="$PREBUILT/bin/$b"
   done
 else
@@ -56,12 +56,13 @@ else
     MODE="full build ($BUILD)"
     echo "== build $(elapsed)s"
     # Targets one by one so a failure in one part does not hide the others.
-    for t in gpu_kernels_test gpu_kernel_bench gpu_engine_test gpu_engine_bench; do
+    for t in gpu_kernels_test gpu_kernel_bench gpu_device_errors_test gpu_engine_test gpu_engine_bench; do
       timeout 300 cmake --build "$BUILD" --target "$t" -j"$JOBS" >>"$LOG_DIR/build.log" 2>&1 \
         || echo "   build of $t failed (see $LOG_DIR/build.log)"
     done
     [[ -x "$BUILD/tests/gpu/gpu_kernels_test" ]] && BIN[gpu_kernels_test]="$BUILD/tests/gpu/gpu_kernels_test"
     [[ -x "$BUILD/tests/gpu/gpu_engine_test" ]] && BIN[gpu_engine_test]="$BUILD/tests/gpu/gpu_engine_test"
+    [[ -x "$BUILD/tests/gpu/gpu_device_errors_test" ]] && BIN[gpu_device_errors_test]="$BUILD/tests/gpu/gpu_device_errors_test"
     [[ -x "$BUILD/bin/gpu_kernel_bench" ]] && BIN[gpu_kernel_bench]="$BUILD/bin/gpu_kernel_bench"
     [[ -x "$BUILD/bin/gpu_engine_bench" ]] && BIN[gpu_engine_bench]="$BUILD/bin/gpu_engine_bench"
   else
@@ -82,9 +83,9 @@ fi
 echo "== mode: $MODE ($(elapsed)s)"
 
 # name | timeout | args
-declare -a ORDER=(gpu_kernels_test gpu_engine_test gpu_kernel_bench gpu_engine_bench)
-declare -A TIMEOUT=([gpu_kernels_test]=120 [gpu_engine_test]=240 [gpu_kernel_bench]=90 [gpu_engine_bench]=200)
-declare -A ARGS=([gpu_kernels_test]="" [gpu_engine_test]="" [gpu_kernel_bench]="" [gpu_engine_bench]="")
+declare -a ORDER=(gpu_device_errors_test gpu_kernels_test gpu_engine_test gpu_kernel_bench gpu_engine_bench)
+declare -A TIMEOUT=([gpu_device_errors_test]=30 [gpu_kernels_test]=120 [gpu_engine_test]=240 [gpu_kernel_bench]=90 [gpu_engine_bench]=200)
+declare -A ARGS=([gpu_device_errors_test]="" [gpu_kernels_test]="" [gpu_engine_test]="" [gpu_kernel_bench]="" [gpu_engine_bench]="")
 if [[ $QUICK == 1 ]]; then
   ARGS[gpu_kernel_bench]="--quick"
   ARGS[gpu_engine_bench]="--batches 1,8"
@@ -124,13 +125,13 @@ for name in "${ORDER[@]}"; do
   printf '%-18s %-14s %6s  %s\n' "$name" "${RESULT[$name]}" "${SECS[$name]}" "${NOTE[$name]}"
 done
 if [[ -f "$LOG_DIR/gpu_kernels_test.log" ]]; then
-  echo; echo "-- per-test results"; grep -E '^(PASS|FAIL) ' "$LOG_DIR/gpu_kernels_test.log" "$LOG_DIR/gpu_engine_test.log" 2>/dev/null | sed 's|.*/||'
+  echo; echo "-- per-test results"; grep -E '^(PASS|FAIL) ' "$LOG_DIR/gpu_kernels_test.log" "$LOG_DIR/gpu_engine_test.log" "$LOG_DIR/gpu_device_errors_test.log" 2>/dev/null | sed 's|^.*/\([a-z_]*\)\.log:|\1: |'
 fi
 for b in gpu_kernel_bench gpu_engine_bench; do
   if [[ -f "$LOG_DIR/$b.log" ]]; then echo; echo "-- $b"; cat "$LOG_DIR/$b.log"; fi
 done
 status=0
-for name in gpu_kernels_test gpu_engine_test; do
+for name in gpu_device_errors_test gpu_kernels_test gpu_engine_test; do
   [[ "${RESULT[$name]}" == PASS || "${RESULT[$name]}" == "NOT BUILT" ]] || status=1
 done
 exit $status

@@ -43,8 +43,9 @@ int main() {
            "allocation without a device names the buffer: '" + buffer.status().ToString() + "'");
   } else {
     auto st = trace::kernels::cuda::UseCudaDevice(devices + 5);
-    Expect(!st.ok() && st.message().find("cuda:" + std::to_string(devices + 5)) != std::string::npos,
-           "a missing ordinal is named: '" + st.ToString() + "'");
+    Expect(
+        !st.ok() && st.message().find("cuda:" + std::to_string(devices + 5)) != std::string::npos,
+        "a missing ordinal is named: '" + st.ToString() + "'");
   }
   EngineOptions options;
   options.device = "cuda";
@@ -55,8 +56,8 @@ int main() {
                    "CUDA was asked for (--device cuda) but no CUDA device is present",
            "CreateCudaEngine without a device: '" + engine.status().ToString() + "'");
   } else {
-    Expect(!engine.ok(), "CreateCudaEngine without a model fails: '" +
-                             engine.status().ToString() + "'");
+    Expect(!engine.ok(),
+           "CreateCudaEngine without a model fails: '" + engine.status().ToString() + "'");
   }
   options.device = "cuda:x";
   auto bad = CreateCudaEngine(nullptr, options);

@@ -91,8 +91,7 @@ std::vector<int32_t> RandomTokens(std::mt19937_64* rng, size_t n, int64_t vocab)
 // Forward call the sequence is batched with `companions` other sequences that get random
 // prefill chunks and decode steps. Returns the sequence's logits, [positions, vocab].
 std::vector<float> RunSequence(Engine* engine, const std::vector<int32_t>& prompt,
-                               const std::vector<int32_t>& forced, int companions,
-                               uint64_t seed) {
+                               const std::vector<int32_t>& forced, int companions, uint64_t seed) {
   const int64_t vocab = engine->model().config().vocab_size;
   std::mt19937_64 rng(seed);
   std::vector<SeqId> others;
@@ -109,7 +108,8 @@ std::vector<float> RunSequence(Engine* engine, const std::vector<int32_t>& promp
     std::vector<BatchItem> items;
     const size_t where = companions > 0 ? rng() % (companions + 1) : 0;
     for (int i = 0; i < companions; ++i) {
-      items.push_back({others[i], other_tokens[i], {static_cast<int32_t>(other_tokens[i].size() - 1)}});
+      items.push_back(
+          {others[i], other_tokens[i], {static_cast<int32_t>(other_tokens[i].size() - 1)}});
     }
     BatchItem item{seq, mine, {}};
     for (size_t t = 0; t < mine.size(); ++t) item.logits_at.push_back(static_cast<int32_t>(t));
@@ -153,7 +153,8 @@ void CheckPreset(const std::string& preset, int64_t layers, size_t prompt_len, s
   std::vector<int32_t> all = prompt;
   all.insert(all.end(), forced.begin(), forced.end());
   const std::vector<float> gpu_one_pass = RunSequence(gpu.get(), all, {}, 0, 1);
-  const std::string tag = preset + " (" + std::to_string(m->model->config().num_layers) + " layers)";
+  const std::string tag =
+      preset + " (" + std::to_string(m->model->config().num_layers) + " layers)";
   EXPECT_BITS_EQ((tag + " prefill of prompt+forced, gpu vs cpu prefill+decode").c_str(),
                  expected.data(), gpu_one_pass.data(), expected.size());
   for (int batch : batch_sizes) {
@@ -195,7 +196,8 @@ GPU_TEST(GoldenDigestsHoldOnGpu) {
   const std::string src = ss.str();
   std::map<std::string, std::string> golden;
   const std::regex entry("\\{\"(short|chat)\", \"([0-9a-fA-FxX]+)\"\\}");
-  for (auto it = std::sregex_iterator(src.begin(), src.end(), entry); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(src.begin(), src.end(), entry); it != std::sregex_iterator();
+       ++it) {
     golden[(*it)[1]] = (*it)[2];
   }
   const std::map<std::string, std::vector<int32_t>> prompts = {
@@ -257,7 +259,8 @@ GPU_TEST(FastModeIsCloseButNotRequiredBitwise) {
   for (int batch : {1, 7, 64}) {
     const auto got = RunSequence(fast.get(), prompt, {}, batch - 1, 200 + batch);
     if (got.size() != ref.size()) {
-      EXPECT_TRUE_MSG(false, "fast batch %d: %zu logits, expected %zu", batch, got.size(), ref.size());
+      EXPECT_TRUE_MSG(false, "fast batch %d: %zu logits, expected %zu", batch, got.size(),
+                      ref.size());
       return;
     }
     double err = 0, norm = 0;

@@ -56,40 +56,41 @@ inline bool BitsEqual(const char* what, const float* expected, const float* actu
     }
   }
   if (count == 0) return true;
-  std::printf("  %s:%d: %s: %zu of %zu values differ; first at index %zu: cpu %.9g (0x%08x) "
-              "gpu %.9g (0x%08x)\n",
-              file, line, what, count, n, first, expected[first], Bits(expected[first]),
-              actual[first], Bits(actual[first]));
+  std::printf(
+      "  %s:%d: %s: %zu of %zu values differ; first at index %zu: cpu %.9g (0x%08x) "
+      "gpu %.9g (0x%08x)\n",
+      file, line, what, count, n, first, expected[first], Bits(expected[first]), actual[first],
+      Bits(actual[first]));
   CurrentFailed() = true;
   return false;
 }
 
 }  // namespace trace::gputest
 
-#define GPU_TEST(name)                                                          \
-  static void name();                                                           \
-  static ::trace::gputest::Registrar name##_registrar(#name, &name);            \
+#define GPU_TEST(name)                                               \
+  static void name();                                                \
+  static ::trace::gputest::Registrar name##_registrar(#name, &name); \
   static void name()
 
 #define EXPECT_BITS_EQ(what, expected, actual, n) \
   ::trace::gputest::BitsEqual((what), (expected), (actual), (n), __FILE__, __LINE__)
 
-#define EXPECT_TRUE_MSG(cond, ...)                              \
-  do {                                                          \
-    if (!(cond)) {                                              \
+#define EXPECT_TRUE_MSG(cond, ...)                                           \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
       std::printf("  %s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      std::printf(__VA_ARGS__);                                 \
-      std::printf("\n");                                        \
-      ::trace::gputest::CurrentFailed() = true;                 \
-    }                                                           \
+      std::printf(__VA_ARGS__);                                              \
+      std::printf("\n");                                                     \
+      ::trace::gputest::CurrentFailed() = true;                              \
+    }                                                                        \
   } while (0)
 
-#define ASSERT_OK(expr)                                                                 \
-  do {                                                                                  \
-    ::trace::Status _st = (expr);                                                       \
-    if (!_st.ok()) {                                                                    \
+#define ASSERT_OK(expr)                                                                    \
+  do {                                                                                     \
+    ::trace::Status _st = (expr);                                                          \
+    if (!_st.ok()) {                                                                       \
       std::printf("  %s:%d: %s: %s\n", __FILE__, __LINE__, #expr, _st.ToString().c_str()); \
-      ::trace::gputest::CurrentFailed() = true;                                         \
-      return;                                                                           \
-    }                                                                                   \
+      ::trace::gputest::CurrentFailed() = true;                                            \
+      return;                                                                              \
+    }                                                                                      \
   } while (0)

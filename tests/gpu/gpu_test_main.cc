@@ -15,8 +15,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   auto description = trace::kernels::cuda::CudaDeviceDescription(0);
-  std::printf("device: %s\n", description.ok() ? description->c_str()
-                                                : description.status().ToString().c_str());
+  std::printf("device: %s\n",
+              description.ok() ? description->c_str() : description.status().ToString().c_str());
   const char* filter = argc > 1 ? argv[1] : nullptr;
   int failed = 0;
   int ran = 0;
@@ -25,12 +25,12 @@ int main(int argc, char** argv) {
     trace::gputest::CurrentFailed() = false;
     const auto start = std::chrono::steady_clock::now();
     test.fn();
-    const double ms = std::chrono::duration<double, std::milli>(
-                          std::chrono::steady_clock::now() - start).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     ++ran;
     if (trace::gputest::CurrentFailed()) ++failed;
-    std::printf("%s %s (%.0f ms)\n", trace::gputest::CurrentFailed() ? "FAIL" : "PASS",
-                test.name, ms);
+    std::printf("%s %s (%.0f ms)\n", trace::gputest::CurrentFailed() ? "FAIL" : "PASS", test.name,
+                ms);
     std::fflush(stdout);
   }
   std::printf("%d of %d tests passed\n", ran - failed, ran);

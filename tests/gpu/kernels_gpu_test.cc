@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device.h"
 #include "kernels/kernels.h"
 #include "tests/gpu/gpu_test.h"
@@ -112,15 +112,14 @@ struct MatMulShape {
 // M around the GEMV/GEMM switch (8), K not a multiple of 32 or 1024, N not a multiple of
 // the tile sizes; on a 132-SM H200 the last two shapes take the 64x64 and 128x128 GEMM
 // tiles, the other GEMM shapes the 64x32 ones.
-const MatMulShape kShapes[] = {{1, 37, 1},      {1, 64, 31},     {2, 33, 33},
-                               {3, 129, 1000},  {7, 100, 1024},  {8, 96, 1056},
-                               {9, 77, 1025},   {17, 300, 4097}, {33, 65, 896},
-                               {64, 256, 3072}, {130, 200, 2080}, {600, 1100, 77},
+const MatMulShape kShapes[] = {{1, 37, 1},       {1, 64, 31},     {2, 33, 33},      {3, 129, 1000},
+                               {7, 100, 1024},   {8, 96, 1056},   {9, 77, 1025},    {17, 300, 4097},
+                               {33, 65, 896},    {64, 256, 3072}, {130, 200, 2080}, {600, 1100, 77},
                                {1100, 2100, 100}};
 
 void CheckMatMul(k::DType dtype, const MatMulShape& s, bool with_bias, int64_t x_offset) {
-  const std::string what = std::string("MatMul ") + k::DTypeName(dtype) + " M=" +
-                           std::to_string(s.M) + " N=" + std::to_string(s.N) +
+  const std::string what = std::string("MatMul ") + k::DTypeName(dtype) +
+                           " M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) +
                            " K=" + std::to_string(s.K) + (with_bias ? " +bias" : "") +
                            (x_offset ? " misaligned-x" : "");
   const uint64_t seed = static_cast<uint64_t>(s.M * 1000003 + s.N * 101 + s.K);
@@ -169,8 +168,8 @@ GPU_TEST(MatMulCanonicalEqualsCpuReference) {
 }
 
 GPU_TEST(MatMulCanonicalWithBiasAndMisalignedActivations) {
-  for (const auto& shape : {MatMulShape{1, 130, 896}, MatMulShape{5, 64, 1024},
-                            MatMulShape{40, 90, 333}}) {
+  for (const auto& shape :
+       {MatMulShape{1, 130, 896}, MatMulShape{5, 64, 1024}, MatMulShape{40, 90, 333}}) {
     CheckMatMul(k::DType::kBF16, shape, /*with_bias=*/true, /*x_offset=*/0);
     CheckMatMul(k::DType::kBF16, shape, /*with_bias=*/true, /*x_offset=*/1);
   }
@@ -186,8 +185,8 @@ GPU_TEST(ExpEqualsCpuOverWideRange) {
     x.push_back(v);
     x.push_back(-v);
   }
-  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72283f, 88.7228394f, -103.97f,
-                  -104.0f, -104.1f, 1e-30f, -1e-30f}) {
+  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72283f, 88.7228394f, -103.97f, -104.0f,
+                  -104.1f, 1e-30f, -1e-30f}) {
     x.push_back(v);
   }
   std::vector<float> expected(x.size());
@@ -216,8 +215,8 @@ GPU_TEST(RmsNormEqualsCpuReference) {
         k::WeightView dwv{dw.get<uint8_t>(), dtype, 1, n};
         kc::RmsNorm(GpuCanonical(), dx.get<float>(), M, n, dwv, 1e-6f, dy.get<float>());
         if (!SyncOk(what.c_str())) return;
-        EXPECT_BITS_EQ(what.c_str(), expected.data(),
-                       Download(dy.get<float>(), x.size()).data(), x.size());
+        EXPECT_BITS_EQ(what.c_str(), expected.data(), Download(dy.get<float>(), x.size()).data(),
+                       x.size());
         // In place (out aliases x), as the engine's q/k norm uses it.
         kc::RmsNorm(GpuCanonical(), dx.get<float>(), M, n, dwv, 1e-6f, dx.get<float>());
         if (!SyncOk(what.c_str())) return;
@@ -307,7 +306,8 @@ GPU_TEST(AttentionEqualsCpuReference) {
   for (const AttnShape& a : {AttnShape{4, 2, 64}, AttnShape{16, 8, 128}, AttnShape{3, 1, 40}}) {
     const int64_t max_pos = 1500;
     const int64_t kv_stride = a.kv_heads * a.head_dim;
-    const std::vector<float> kc_host = RandomFloats(static_cast<size_t>(max_pos * kv_stride), 11, 1.0f);
+    const std::vector<float> kc_host =
+        RandomFloats(static_cast<size_t>(max_pos * kv_stride), 11, 1.0f);
     const std::vector<float> vc_host = RandomFloats(kc_host.size(), 12, 1.0f);
     DeviceArray dk = DeviceArray::FromVector(kc_host);
     DeviceArray dv = DeviceArray::FromVector(vc_host);
@@ -329,9 +329,9 @@ GPU_TEST(AttentionEqualsCpuReference) {
                               std::to_string(a.kv_heads) + " d=" + std::to_string(a.head_dim);
     // One row at a time through the single-row entry point.
     for (int64_t r = 0; r < rows; ++r) {
-      kc::Attention(GpuCanonical(), dq.get<float>() + r * row_len, dk.get<float>(),
-                    dv.get<float>(), positions[r], a.heads, a.kv_heads, a.head_dim,
-                    dscratch.get<float>(), dout.get<float>() + r * row_len);
+      kc::Attention(GpuCanonical(), dq.get<float>() + r * row_len, dk.get<float>(), dv.get<float>(),
+                    positions[r], a.heads, a.kv_heads, a.head_dim, dscratch.get<float>(),
+                    dout.get<float>() + r * row_len);
     }
     if (!SyncOk("Attention")) return;
     EXPECT_BITS_EQ(("Attention single rows" + shape).c_str(), expected.data(),
@@ -343,8 +343,8 @@ GPU_TEST(AttentionEqualsCpuReference) {
     DeviceArray dvp = DeviceArray::FromVector(vp);
     DeviceArray dpos = DeviceArray::FromVector(pos32);
     kc::AttentionRows(GpuCanonical(), dq.get<float>(), rows, dkp.get<const float*>(),
-                      dvp.get<const float*>(), dpos.get<int32_t>(), a.heads, a.kv_heads,
-                      a.head_dim, dscratch.get<float>(), max_pos, dout.get<float>());
+                      dvp.get<const float*>(), dpos.get<int32_t>(), a.heads, a.kv_heads, a.head_dim,
+                      dscratch.get<float>(), max_pos, dout.get<float>());
     if (!SyncOk("AttentionRows")) return;
     EXPECT_BITS_EQ(("AttentionRows" + shape).c_str(), expected.data(),
                    Download(dout.get<float>(), q.size()).data(), q.size());
@@ -352,9 +352,9 @@ GPU_TEST(AttentionEqualsCpuReference) {
     // Fast (online softmax): not bitwise, but the same attention within 1e-4 relative.
     kc::CudaContext fast = GpuCanonical();
     fast.numerics = k::Numerics::kFast;
-    kc::AttentionRows(fast, dq.get<float>(), rows, dkp.get<const float*>(),
-                      dvp.get<const float*>(), dpos.get<int32_t>(), a.heads, a.kv_heads,
-                      a.head_dim, dscratch.get<float>(), max_pos, dout.get<float>());
+    kc::AttentionRows(fast, dq.get<float>(), rows, dkp.get<const float*>(), dvp.get<const float*>(),
+                      dpos.get<int32_t>(), a.heads, a.kv_heads, a.head_dim, dscratch.get<float>(),
+                      max_pos, dout.get<float>());
     if (!SyncOk("fast AttentionRows")) return;
     const std::vector<float> got = Download(dout.get<float>(), q.size());
     double err = 0, norm = 0;
@@ -373,11 +373,11 @@ GPU_TEST(FastMatMulCloseToCanonical) {
     EXPECT_TRUE_MSG(false, "cublasCreate failed");
     return;
   }
-  for (const auto& s : {MatMulShape{1, 1024, 1024}, MatMulShape{64, 3072, 1024},
-                        MatMulShape{300, 896, 4864}}) {
+  for (const auto& s :
+       {MatMulShape{1, 1024, 1024}, MatMulShape{64, 3072, 1024}, MatMulShape{300, 896, 4864}}) {
     const std::vector<float> x = RandomFloats(static_cast<size_t>(s.M * s.K), 21);
-    const std::vector<uint8_t> w =
-        RandomWeights(k::DType::kBF16, static_cast<size_t>(s.N * s.K), 22, 1.0f / std::sqrt(float(s.K)));
+    const std::vector<uint8_t> w = RandomWeights(k::DType::kBF16, static_cast<size_t>(s.N * s.K),
+                                                 22, 1.0f / std::sqrt(float(s.K)));
     DeviceArray dx = DeviceArray::FromVector(x);
     DeviceArray dw = DeviceArray::FromVector(w);
     DeviceArray dy = DeviceArray::From(nullptr, s.M * s.N * sizeof(float));

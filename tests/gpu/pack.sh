@@ -8,11 +8,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$ROOT/build-cuda}"
 cmake -S "$ROOT" -B "$BUILD" -DTRACE_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" --target gpu_kernels_test gpu_engine_test gpu_kernel_bench gpu_engine_bench -j2
+cmake --build "$BUILD" --target gpu_kernels_test gpu_engine_test gpu_device_errors_test gpu_kernel_bench gpu_engine_bench -j2
 DEST="$ROOT/.gpu-carry"
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib" "$DEST/tokenizer"
 cp "$BUILD/tests/gpu/gpu_kernels_test" "$BUILD/tests/gpu/gpu_engine_test" \
+   "$BUILD/tests/gpu/gpu_device_errors_test" \
    "$BUILD/bin/gpu_kernel_bench" "$BUILD/bin/gpu_engine_bench" "$DEST/bin/"
 # Non-CUDA shared libraries the binaries need (the GPU machine has its own CUDA 13).
 for bin in "$DEST"/bin/*; do

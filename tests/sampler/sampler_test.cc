@@ -8,8 +8,11 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <random>
 #include <set>
 #include <vector>
+
+#include "kernels/kernels.h"
 
 namespace trace::engine {
 namespace {
@@ -143,6 +146,37 @@ TEST(SamplerCandidates, TiesOrderedByLowestId) {
   SamplingParams params;
   params.top_k = 2;
   EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{1, 2}));
+}
+
+TEST(SamplerCandidates, LargeVocabularyOrderMatchesPlainSort) {
+  // 50000 logits with many exact ties: the radix sort (no top-k) and the heap (small top-k)
+  // both give the order of a plain comparison sort by (p desc, id asc).
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> level(0, 400);
+  std::vector<float> logits(50000);
+  for (auto& l : logits) l = static_cast<float>(level(rng)) * 0.05f - 10.0f;
+  logits[123] = -INFINITY;  // never a candidate
+  SamplingParams params;
+  params.temperature = 0.8f;
+  float mx = -INFINITY;
+  for (float l : logits) mx = std::max(mx, l / params.temperature);
+  std::vector<std::pair<float, int32_t>> expect;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
+    if (id == 123) continue;
+    expect.push_back({kernels::Exp(logits[id] / params.temperature - mx), id});
+  }
+  std::sort(expect.begin(), expect.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  std::vector<int32_t> expect_ids;
+  for (const auto& e : expect) expect_ids.push_back(e.second);
+  EXPECT_EQ(SamplingCandidates(logits, params), expect_ids);
+  params.top_k = 100;  // heap path
+  EXPECT_EQ(SamplingCandidates(logits, params),
+            std::vector<int32_t>(expect_ids.begin(), expect_ids.begin() + 100));
+  params.top_k = 40000;  // radix path, then the cut
+  EXPECT_EQ(SamplingCandidates(logits, params),
+            std::vector<int32_t>(expect_ids.begin(), expect_ids.begin() + 40000));
 }
 
 TEST(SamplerGreedy, ArgmaxLowestIdOnTies) {

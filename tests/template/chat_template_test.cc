@@ -33,8 +33,8 @@ std::string ErrorOf(std::string_view source, const ordered_json& kwargs = ordere
 
 std::string WriteTemp(const std::string& name, const std::string& content) {
   auto dir = std::filesystem::path(TRACE_BINARY_DIR) / "tests/template/unit_tmp";
-  std::filesystem::create_directories(dir);
   auto path = dir / name;
+  std::filesystem::create_directories(path.parent_path());
   std::ofstream(path, std::ios::binary) << content;
   return path.string();
 }
