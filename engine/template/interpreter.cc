@@ -4,6 +4,8 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
 #include <cmath>
 #include <ctime>
 #include <map>
@@ -19,6 +21,21 @@ namespace trace::engine::tmpl {
 namespace {
 
 Status TypeError(std::string m) { return InvalidArgument(std::move(m)); }
+
+// Python has big ints; we have int64 and say so instead of wrapping around.
+Status IntTooLarge() {
+  return Unsupported("unsupported construct: integer result outside 64 bits (Python big int)");
+}
+// Guards against templates that would build gigabytes (jinja2 would try and run out of
+// memory); no chat template comes near these.
+constexpr int64_t kMaxIndent = 1 << 16;
+constexpr size_t kMaxBuiltSize = size_t{256} << 20;
+Status TooLarge(const std::string& what) {
+  return InvalidArgument(what + " would be larger than " + std::to_string(kMaxBuiltSize) +
+                         " bytes");
+}
+// Nesting limits standing in for Python's recursion limit.
+constexpr int kMaxCallDepth = 256;
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
@@ -510,6 +527,11 @@ class Renderer {
         return TypeError("macro '" + macro_name + "' takes not more than " +
                          std::to_string(stmt->params.size()) + " argument(s)");
       }
+      if (r.call_depth_ >= kMaxCallDepth) {
+        return InvalidArgument("maximum recursion depth exceeded calling macro '" + macro_name +
+                               "'");
+      }
+      ++r.call_depth_;
       auto saved = r.frame_;
       r.frame_ = std::make_shared<Frame>();
       r.frame_->parent = closure;
@@ -546,6 +568,7 @@ class Renderer {
       if (st.ok()) st = r.ExecBody(stmt->body, out);
       r.loop_depth_ = saved_depth;
       r.frame_ = saved;
+      --r.call_depth_;
       if (!st.ok()) return st;
       return Value::Str(std::move(out));
     };
@@ -667,6 +690,7 @@ class Renderer {
         }
         if (e.name == "+") return v.kind() == Kind::kBool ? Value::Int(v.as_int()) : v;
         if (v.kind() == Kind::kFloat) return Value::Float(-v.as_double());
+        if (v.as_int() == INT64_MIN) return Locate(IntTooLarge(), e.line);
         return Value::Int(-v.as_int());
       }
       case ExprKind::kAnd: {
@@ -724,18 +748,17 @@ class Renderer {
     };
     if (l.is_number() && r.is_number()) {
       bool ints = l.is_integral() && r.is_integral();
-      if (op == "+") {
-        return ints ? Value::Int(l.as_int() + r.as_int())
-                    : Value::Float(l.as_double() + r.as_double());
+      if (ints && (op == "+" || op == "-" || op == "*")) {
+        int64_t out;
+        bool overflow = op == "+"   ? __builtin_add_overflow(l.as_int(), r.as_int(), &out)
+                        : op == "-" ? __builtin_sub_overflow(l.as_int(), r.as_int(), &out)
+                                    : __builtin_mul_overflow(l.as_int(), r.as_int(), &out);
+        if (overflow) return IntTooLarge();
+        return Value::Int(out);
       }
-      if (op == "-") {
-        return ints ? Value::Int(l.as_int() - r.as_int())
-                    : Value::Float(l.as_double() - r.as_double());
-      }
-      if (op == "*") {
-        return ints ? Value::Int(l.as_int() * r.as_int())
-                    : Value::Float(l.as_double() * r.as_double());
-      }
+      if (op == "+") return Value::Float(l.as_double() + r.as_double());
+      if (op == "-") return Value::Float(l.as_double() - r.as_double());
+      if (op == "*") return Value::Float(l.as_double() * r.as_double());
       if (op == "/") {
         if (r.as_double() == 0) return InvalidArgument("division by zero");
         return Value::Float(l.as_double() / r.as_double());
@@ -744,6 +767,7 @@ class Renderer {
         if (ints) {
           int64_t a = l.as_int(), b = r.as_int();
           if (b == 0) return InvalidArgument("integer division or modulo by zero");
+          if (a == INT64_MIN && b == -1) return IntTooLarge();
           int64_t q = a / b, m = a % b;
           if (m != 0 && ((m < 0) != (b < 0))) {
             --q;
@@ -776,8 +800,12 @@ class Renderer {
       }
       if (op == "**") {
         if (ints && r.as_int() >= 0) {
-          int64_t result = 1, base = l.as_int();
-          for (int64_t i = 0; i < r.as_int(); ++i) result *= base;
+          int64_t result = 1, base = l.as_int(), e = r.as_int();
+          while (e > 0) {  // exponentiation by squaring, refusing to overflow
+            if ((e & 1) && __builtin_mul_overflow(result, base, &result)) return IntTooLarge();
+            e >>= 1;
+            if (e > 0 && __builtin_mul_overflow(base, base, &base)) return IntTooLarge();
+          }
           return Value::Int(result);
         }
         return Value::Float(std::pow(l.as_double(), r.as_double()));
@@ -802,6 +830,10 @@ class Renderer {
       const Value* count = l.is_integral() ? &l : &r;
       if (count->is_integral() && (seq->is_string() || seq->is_list())) {
         int64_t n = std::max<int64_t>(0, count->as_int());
+        size_t unit = seq->is_string() ? seq->str().size() : seq->items().size() * sizeof(Value);
+        if (unit > 0 && static_cast<uint64_t>(n) > kMaxBuiltSize / unit) {
+          return TooLarge("repetition result");
+        }
         if (seq->is_string()) {
           std::string out;
           for (int64_t i = 0; i < n; ++i) out += seq->str();
@@ -962,6 +994,7 @@ class Renderer {
   std::shared_ptr<Frame> frame_;
   Flow flow_ = Flow::kNormal;
   int loop_depth_ = 0;
+  int call_depth_ = 0;
 };
 
 // ---- argument helpers ----------------------------------------------------------------
@@ -1048,8 +1081,9 @@ Result<std::string> PyFormat(const std::string& fmt, const CallArgs& args) {
       if (auto_index < args.positional.size()) v = &args.positional[auto_index];
       ++auto_index;
     } else if (std::all_of(field.begin(), field.end(), ::isdigit)) {
-      size_t idx = std::stoul(field);
-      if (idx < args.positional.size()) v = &args.positional[idx];
+      size_t idx = 0;
+      auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), idx);
+      if (ec == std::errc() && idx < args.positional.size()) v = &args.positional[idx];
     } else {
       v = args.Keyword(field);
     }
@@ -1236,6 +1270,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     if (!w || !w->is_integral()) return TypeError("str.zfill() needs an integer width");
     int64_t len = static_cast<int64_t>(CodePointLength(s));
     if (w->as_int() <= len) return Value::Str(s);
+    if (w->as_int() > kMaxIndent) return TooLarge("zfill width");
     std::string pad(static_cast<size_t>(w->as_int() - len), '0');
     if (!s.empty() && (s[0] == '+' || s[0] == '-')) return Value::Str(s.substr(0, 1) + pad + s.substr(1));
     return Value::Str(pad + s);
@@ -1248,6 +1283,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     int64_t len = static_cast<int64_t>(CodePointLength(s));
     int64_t total = w->as_int() - len;
     if (total <= 0) return Value::Str(s);
+    if (w->as_int() > kMaxIndent) return TooLarge(fn + " width");
     int64_t left = name == "ljust" ? 0 : name == "rjust" ? total : total / 2 + (total & w->as_int() & 1);
     int64_t right = total - left;
     std::string out;
@@ -1485,6 +1521,7 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     std::optional<std::string> ind;
     if (!IsNoneOrMissing(indent)) {
       if (indent->is_integral()) {
+        if (indent->as_int() > kMaxIndent) return TooLarge("tojson indent");
         ind = std::string(static_cast<size_t>(std::max<int64_t>(0, indent->as_int())), ' ');
       } else if (indent->is_string()) {
         ind = indent->str();
@@ -1614,6 +1651,7 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
                                                       ? static_cast<size_t>(std::max<int64_t>(0, width->as_int()))
                                                       : 4,
                                                   ' ');
+    if (indention.size() > static_cast<size_t>(kMaxIndent)) return TooLarge("indent width");
     std::string s = need_str(v) + "\n";
     auto lines = PySplitLines(s, false);
     std::string rv;
@@ -1668,7 +1706,10 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
   }
   if (name == "abs") {
     if (v.kind() == Kind::kFloat) return Value::Float(std::fabs(v.as_double()));
-    if (v.is_integral()) return Value::Int(std::llabs(v.as_int()));
+    if (v.is_integral()) {
+      if (v.as_int() == INT64_MIN) return IntTooLarge();
+      return Value::Int(std::llabs(v.as_int()));
+    }
     return TypeError("bad operand type for abs(): " + Quote(KindName(v)));
   }
   if (name == "round") {
@@ -1881,7 +1922,9 @@ Result<Value> GetPath(Renderer& r, const Value& item, const std::string& path) {
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     Value key = Value::Str(part);
     if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
-      key = Value::Int(std::stoll(part));
+      int64_t index = 0;
+      auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+      if (ec == std::errc()) key = Value::Int(index);
     }
     TRACE_ASSIGN_OR_RETURN(cur, r.GetItem(cur, key));
     if (dot == std::string::npos) break;

@@ -124,6 +124,8 @@ class Parser {
   }
 
   Result<StmtPtr> ParseStatement() {
+    DepthGuard guard(&depth_);
+    if (depth_ > kMaxDepth) return Error("template nested too deeply");
     const std::string keyword = Cur().text;
     int line = Cur().line;
     auto s = std::make_unique<Stmt>();
@@ -330,7 +332,18 @@ class Parser {
     return tuple;
   }
 
+  // Nesting limit standing in for Python's recursion limit (jinja2 raises RecursionError).
+  static constexpr int kMaxDepth = 200;
+  struct DepthGuard {
+    explicit DepthGuard(int* d) : depth(d) { ++*depth; }
+    ~DepthGuard() { --*depth; }
+    int* depth;
+  };
+  int depth_ = 0;
+
   Result<ExprPtr> ParseExpression() {
+    DepthGuard guard(&depth_);
+    if (depth_ > kMaxDepth) return Error("template nested too deeply");
     TRACE_ASSIGN_OR_RETURN(ExprPtr expr, ParseOr());
     while (IsName("if")) {
       int line = Cur().line;
@@ -378,6 +391,8 @@ class Parser {
   }
 
   Result<ExprPtr> ParseNot() {
+    DepthGuard guard(&depth_);
+    if (depth_ > kMaxDepth) return Error("template nested too deeply");
     if (IsName("not")) {
       int line = Cur().line;
       Next();
@@ -445,6 +460,8 @@ class Parser {
   Result<ExprPtr> ParseUnaryFiltered() { return ParseUnary(true); }
 
   Result<ExprPtr> ParseUnary(bool with_filter) {
+    DepthGuard guard(&depth_);
+    if (depth_ > kMaxDepth) return Error("template nested too deeply");
     ExprPtr node;
     if (IsOp("-") || IsOp("+")) {
       auto e = Make(ExprKind::kUnary, Cur().line);

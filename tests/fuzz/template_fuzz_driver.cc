@@ -3,6 +3,10 @@
 // split into its {% %} / {{ }} tags as extra seeds), then over random mutations of the
 // seeds for --seconds seconds. Deterministic for a given --seed. Exit 0 unless the target
 // crashes (which aborts the process).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -20,8 +24,43 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace {
 
+// The input being run, for the crash handler to save.
+const std::string* g_current = nullptr;
+
+// On a crash, write the input to template_fuzz_crash.txt (async-signal-safe calls only)
+// and re-raise so the test fails.
+void OnCrash(int sig) {
+  if (g_current) {
+    int fd = open("template_fuzz_crash.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ssize_t ignored = write(fd, g_current->data(), g_current->size());
+      (void)ignored;
+      close(fd);
+    }
+    const char msg[] = "template_fuzz: crash; input saved to template_fuzz_crash.txt\n";
+    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void InstallCrashHandler() {
+  static char alt_stack[1 << 16];
+  stack_t ss{};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof(alt_stack);
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = OnCrash;
+  sa.sa_flags = SA_ONSTACK;
+  for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
+}
+
 void Run(const std::string& s) {
+  g_current = &s;
   LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  g_current = nullptr;
 }
 
 std::string ReadFile(const std::filesystem::path& p) {
@@ -78,6 +117,7 @@ std::string Mutate(const std::string& in, std::mt19937_64& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  InstallCrashHandler();
   double seconds = 5;
   uint64_t seed = 1;
   std::vector<std::string> corpus;
@@ -105,7 +145,7 @@ int main(int argc, char** argv) {
   size_t seeds = corpus.size();
   for (size_t i = 0; i < seeds; ++i) {
     // Each tag of a seed on its own is a useful small seed.
-    const std::string& s = corpus[i];
+    const std::string s = corpus[i];  // a copy: push_back below may reallocate
     for (size_t p = s.find('{'); p != std::string::npos; p = s.find('{', p + 1)) {
       size_t q = s.find('}', p);
       if (q != std::string::npos && q - p < 400) corpus.push_back(s.substr(p, q - p + 2));
@@ -116,7 +156,8 @@ int main(int argc, char** argv) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   uint64_t runs = corpus.size();
   while (std::chrono::steady_clock::now() < deadline) {
-    Run(Mutate(corpus[rng() % corpus.size()], rng));
+    std::string input = Mutate(corpus[rng() % corpus.size()], rng);
+    Run(input);
     ++runs;
   }
   std::printf("template_fuzz: %llu inputs, %zu seeds, no crash\n",

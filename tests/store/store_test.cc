@@ -210,6 +210,16 @@ TEST(StoreWriter, RejectsInconsistentTokenArraysNamingTheField) {
   EXPECT_NE(r.status().message().find("LlmCall.logits"), std::string::npos);
   EXPECT_NE(r.status().message().find((*w)->run_id()), std::string::npos);
   ASSERT_FALSE((*w)->Append(proto::Event()).ok());  // no kind
+  proto::Event bad_utf8;
+  bad_utf8.mutable_note()->set_text("caf\xc3");
+  r = (*w)->Append(bad_utf8);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("trace.proto.Note.text is not valid UTF-8"),
+            std::string::npos)
+      << r.status().message();
+  proto::Event raw_bytes;  // bytes fields take anything
+  raw_bytes.mutable_output()->set_data(std::string("\xff\x00\xc3", 3));
+  ASSERT_TRUE((*w)->Append(raw_bytes).ok());
 }
 
 TEST(StoreWriter, EndCommitsAndLaterAppendsFail) {
