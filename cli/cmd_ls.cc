@@ -111,8 +111,7 @@ void Setup(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("ls", "List recorded runs, newest first");
   cmd->add_flag("--json", options->json, "Print a JSON array instead of a table");
-  cmd->add_option("-n,--limit", options->limit, "Show at most N runs (0: all)")
-      ->type_name("N");
+  cmd->add_option("-n,--limit", options->limit, "Show at most N runs (0: all)")->type_name("N");
   cmd->callback([options, exit_code] { *exit_code = Run(*options); });
 }
 

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "base/hash.h"
 #include <google/protobuf/stubs/logging.h>
+#include "base/hash.h"
 
 #include "cli/command.h"
 #include "store/export.h"
@@ -87,8 +87,7 @@ std::vector<std::string> Describe(const proto::Event& e, size_t width) {
                     "%s  prompt %d tok, sampled %d tok (%s), T=%g seed %" PRIu64 ", batch %d, %s",
                     c.endpoint().c_str(), c.prompt_token_ids_size(), c.token_ids_size(),
                     c.finish_reason().empty() ? "-" : c.finish_reason().c_str(),
-                    c.params().temperature(), c.seed_used(), c.batch_size(),
-                    c.numerics().c_str());
+                    c.params().temperature(), c.seed_used(), c.batch_size(), c.numerics().c_str());
       lines.push_back(buf);
       if (c.http_status() != 0 && c.http_status() != 200) {
         lines.push_back("error " + std::to_string(c.http_status()) + ": " +
@@ -106,8 +105,9 @@ std::vector<std::string> Describe(const proto::Event& e, size_t width) {
       break;
     }
     case proto::Event::kToolCall:
-      lines.push_back(e.tool_call().name() + " " + Excerpt(e.tool_call().arguments_json(), width) +
-                      (e.tool_call().call_id().empty() ? "" : "  [" + e.tool_call().call_id() + "]"));
+      lines.push_back(
+          e.tool_call().name() + " " + Excerpt(e.tool_call().arguments_json(), width) +
+          (e.tool_call().call_id().empty() ? "" : "  [" + e.tool_call().call_id() + "]"));
       break;
     case proto::Event::kToolResult:
       lines.push_back(e.tool_result().name() + (e.tool_result().is_error() ? " (error)" : "") +
@@ -126,9 +126,9 @@ std::vector<std::string> Describe(const proto::Event& e, size_t width) {
                                                      : e.clock_read().text()));
       break;
     case proto::Event::kOutput:
-      lines.push_back(std::string(e.output().stream() == proto::Output::STDERR ? "stderr "
-                                                                               : "stdout ") +
-                      Quote(e.output().data(), width));
+      lines.push_back(
+          std::string(e.output().stream() == proto::Output::STDERR ? "stderr " : "stdout ") +
+          Quote(e.output().data(), width));
       break;
     case proto::Event::kNote:
       lines.push_back((e.note().topic().empty() ? "" : "[" + e.note().topic() + "] ") +
@@ -230,8 +230,7 @@ int Run(const Options& options) {
   nlohmann::json events = nlohmann::json::array();
   if (!options.json) {
     std::string status(store::RunStatusName(summary->status));
-    std::printf("run %s  %s  started %s\n", id->c_str(), status.c_str(),
-                FormatTime(start).c_str());
+    std::printf("run %s  %s  started %s\n", id->c_str(), status.c_str(), FormatTime(start).c_str());
     std::string command;
     for (const auto& a : header->argv()) command += (command.empty() ? "" : " ") + a;
     if (!command.empty()) std::printf("command: %s\n", command.c_str());

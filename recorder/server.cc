@@ -195,7 +195,7 @@ class LocalServer : public Server {
       }
       SendError(res, e);
     });
-    http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       ApiError e;
       e.http_status = res.status;
@@ -205,6 +205,7 @@ class LocalServer : public Server {
       } else {
         e.message = "HTTP " + std::to_string(res.status);
       }
+      Reject(req, e);
       res.set_content(e.Body(), "application/json");
     });
     http_.Get("/health", [](const httplib::Request&, httplib::Response& res) {

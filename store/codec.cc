@@ -198,10 +198,11 @@ Status CheckTokenArrays(const proto::LlmCall& call) {
   TRACE_RETURN_IF_ERROR(check(call.runner_up_logits_size(), "runner_up_logits"));
   if (call.num_layers() < 0) return InvalidArgument("LlmCall.num_layers is negative");
   const size_t layer_count = static_cast<size_t>(call.num_layers()) * n;
-  if (call.layer_digests_size() != 0 && static_cast<size_t>(call.layer_digests_size()) != layer_count) {
-    return InvalidArgument("LlmCall.layer_digests has " + std::to_string(call.layer_digests_size()) +
-                           " entries, expected num_layers * token_ids = " +
-                           std::to_string(layer_count));
+  if (call.layer_digests_size() != 0 &&
+      static_cast<size_t>(call.layer_digests_size()) != layer_count) {
+    return InvalidArgument(
+        "LlmCall.layer_digests has " + std::to_string(call.layer_digests_size()) +
+        " entries, expected num_layers * token_ids = " + std::to_string(layer_count));
   }
   return Status::Ok();
 }
@@ -390,7 +391,9 @@ Status CheckUtf8Message(const Message& msg) {
 
 }  // namespace
 
-Status CheckUtf8(const proto::Event& event) { return CheckUtf8Message(event); }
+Status CheckUtf8(const proto::Event& event) {
+  return CheckUtf8Message(event);
+}
 
 size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   const size_t n = std::min(a.size(), b.size());

@@ -43,8 +43,7 @@ std::string CompressIfSmaller(std::string_view data, int level, int* encoding);
 std::string CompressWithPrefix(std::string_view data, std::string_view dict, int level,
                                int* encoding);
 // Inverts CompressIfSmaller / CompressWithPrefix (`dict` only for kEncodingZstdPrefix).
-Result<std::string> Decompress(std::string_view data, int encoding,
-                               std::string_view dict = {});
+Result<std::string> Decompress(std::string_view data, int encoding, std::string_view dict = {});
 
 // Fails when the per-sampled-token arrays of `call` have different lengths, or
 // layer_digests is not num_layers * token_ids long (naming the field).

@@ -11,8 +11,9 @@ Result<std::string> MessageToJson(const google::protobuf::Message& message) {
   options.always_print_enums_as_ints = false;
   std::string out;
   auto st = google::protobuf::util::MessageToJsonString(message, &out, options);
-  if (!st.ok()) return Internal("JSON encoding of " + message.GetTypeName() + " failed: " +
-                                std::string(st.message()));
+  if (!st.ok())
+    return Internal("JSON encoding of " + message.GetTypeName() +
+                    " failed: " + std::string(st.message()));
   return out;
 }
 

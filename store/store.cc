@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -99,8 +99,8 @@ class Db {
     db->path_ = path;
     int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path.c_str(), &db->db_, flags, nullptr) != SQLITE_OK) {
-      return IOError(path + ": cannot open: " +
-                     (db->db_ ? sqlite3_errmsg(db->db_) : "out of memory"));
+      return IOError(path +
+                     ": cannot open: " + (db->db_ ? sqlite3_errmsg(db->db_) : "out of memory"));
     }
     sqlite3_busy_timeout(db->db_, options.busy_timeout_ms);
     sqlite3_extended_result_codes(db->db_, 1);
@@ -340,8 +340,8 @@ class RowDecoder {
         seq, payload, encoding, [this](const std::string& sha) { return Blob(sha); },
         [this](uint64_t s) { return Prompt(s); });
     if (!e.ok()) {
-      return Status(e.status().code(), "run " + run_id_ + " seq " + std::to_string(seq) + ": " +
-                                           e.status().message());
+      return Status(e.status().code(),
+                    "run " + run_id_ + " seq " + std::to_string(seq) + ": " + e.status().message());
     }
     if (e->has_llm_call()) {
       prompt_cache_[seq] = std::make_shared<const std::vector<int32_t>>(
@@ -439,9 +439,8 @@ class RunWriterImpl final : public RunWriter {
     if (valid.ok() && event.has_llm_call()) valid = CheckTokenArrays(event.llm_call());
     if (!valid.ok()) return Status(valid.code(), "run " + run_id_ + ": " + valid.message());
     std::unique_lock<std::mutex> lock(mu_);
-    space_.wait(lock, [&] {
-      return queue_.size() < options_.max_queued_events || !error_.ok() || ended_;
-    });
+    space_.wait(
+        lock, [&] { return queue_.size() < options_.max_queued_events || !error_.ok() || ended_; });
     if (!error_.ok()) return error_;
     if (ended_) return FailedPrecondition("run " + run_id_ + " has ended; cannot append");
     uint64_t seq = ++appended_seq_;
@@ -535,17 +534,16 @@ class RunWriterImpl final : public RunWriter {
                            db_->Prepare("INSERT INTO events(run_id, seq, kind, wall_time_ns, "
                                         "encoding, payload) VALUES(?,?,?,?,?,?)"));
     TRACE_ASSIGN_OR_RETURN(blob_exists_, db_->Prepare("SELECT depth FROM blobs WHERE sha256=?"));
-    TRACE_ASSIGN_OR_RETURN(
-        insert_blob_, db_->Prepare("INSERT OR IGNORE INTO blobs(sha256, size, base_sha256, "
-                                   "prefix_len, dict_sha256, depth, encoding, data) "
-                                   "VALUES(?,?,?,?,?,?,?,?)"));
+    TRACE_ASSIGN_OR_RETURN(insert_blob_,
+                           db_->Prepare("INSERT OR IGNORE INTO blobs(sha256, size, base_sha256, "
+                                        "prefix_len, dict_sha256, depth, encoding, data) "
+                                        "VALUES(?,?,?,?,?,?,?,?)"));
     TRACE_ASSIGN_OR_RETURN(
         insert_ref_, db_->Prepare("INSERT OR IGNORE INTO blob_refs(run_id, sha256) VALUES(?,?)"));
     TRACE_ASSIGN_OR_RETURN(
-        update_run_,
-        db_->Prepare("UPDATE runs SET events=events+?, model_calls=model_calls+?, "
-                     "sampled_tokens=sampled_tokens+?, stored_bytes=stored_bytes+?, "
-                     "last_event_ns=max(last_event_ns, ?) WHERE run_id=?"));
+        update_run_, db_->Prepare("UPDATE runs SET events=events+?, model_calls=model_calls+?, "
+                                  "sampled_tokens=sampled_tokens+?, stored_bytes=stored_bytes+?, "
+                                  "last_event_ns=max(last_event_ns, ?) WHERE run_id=?"));
     TRACE_ASSIGN_OR_RETURN(update_end_,
                            db_->Prepare("UPDATE runs SET end_time_ns=?, end_how=?, exit_code=?, "
                                         "signal=? WHERE run_id=?"));
@@ -599,9 +597,9 @@ class RunWriterImpl final : public RunWriter {
       }
       std::string_view stored = std::string_view(content).substr(best_len);
       int encoding;
-      std::string data = dict ? CompressWithPrefix(stored, *dict->content, options_.zstd_level,
-                                                   &encoding)
-                              : CompressIfSmaller(stored, options_.zstd_level, &encoding);
+      std::string data =
+          dict ? CompressWithPrefix(stored, *dict->content, options_.zstd_level, &encoding)
+               : CompressIfSmaller(stored, options_.zstd_level, &encoding);
       if (encoding != kEncodingZstdPrefix) dict = nullptr;
       depth = std::max(best ? best->depth + 1 : 0, dict ? dict->depth + 1 : 0);
       insert_blob_.Reset().Bind(1, sha).Bind(2, static_cast<int64_t>(content.size()));
@@ -666,16 +664,18 @@ class RunWriterImpl final : public RunWriter {
       if (recent_prompts_.size() > options_.history) recent_prompts_.pop_front();
     }
     // No field can reach blob size in an event smaller than that (the common small event).
-    if (event->ByteSizeLong() >= options_.blob_min_bytes) TRACE_RETURN_IF_ERROR(ForEachLargeField(
-        event, options_.blob_min_bytes,
-        [&](const std::vector<proto::FieldPathStep>& path, std::string* value) -> Status {
-          TRACE_ASSIGN_OR_RETURN(std::string sha, PutBlob(std::move(*value), blob_bytes));
-          value->clear();
-          proto::BlobRef* ref = stored.add_blobs();
-          for (const auto& step : path) *ref->add_path() = step;
-          ref->set_sha256(std::move(sha));
-          return Status::Ok();
-        }));
+    if (event->ByteSizeLong() >= options_.blob_min_bytes) {
+      auto to_blob = [&](const std::vector<proto::FieldPathStep>& path,
+                         std::string* value) -> Status {
+        TRACE_ASSIGN_OR_RETURN(std::string sha, PutBlob(std::move(*value), blob_bytes));
+        value->clear();
+        proto::BlobRef* ref = stored.add_blobs();
+        for (const auto& step : path) *ref->add_path() = step;
+        ref->set_sha256(std::move(sha));
+        return Status::Ok();
+      };
+      TRACE_RETURN_IF_ERROR(ForEachLargeField(event, options_.blob_min_bytes, to_blob));
+    }
     event->clear_seq();  // the row key holds it
     *stored.mutable_event() = std::move(*event);
     std::string bytes = stored.SerializeAsString();
@@ -811,8 +811,7 @@ class StoreImpl final : public Store {
       }
       return db->Error("creating run " + header.run_id());
     }
-    return std::unique_ptr<RunWriter>(
-        new RunWriterImpl(std::move(db), std::move(header), options));
+    return std::unique_ptr<RunWriter>(new RunWriterImpl(std::move(db), std::move(header), options));
   }
 
   Result<std::vector<RunSummary>> ListRuns(size_t limit) override {
@@ -844,9 +843,9 @@ class StoreImpl final : public Store {
     for (char& c : prefix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     if (prefix.empty()) return InvalidArgument("empty run id");
     std::lock_guard<std::mutex> lock(mu_);
-    TRACE_ASSIGN_OR_RETURN(
-        Stmt q, db_->Prepare("SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? "
-                             "ORDER BY run_id LIMIT 11"));
+    TRACE_ASSIGN_OR_RETURN(Stmt q,
+                           db_->Prepare("SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? "
+                                        "ORDER BY run_id LIMIT 11"));
     q.Bind(1, prefix).Bind(2, prefix + "\x7f");
     std::vector<std::string> matches;
     while (true) {
@@ -865,8 +864,8 @@ class StoreImpl final : public Store {
 
   Result<proto::RunHeader> LoadHeader(const std::string& run_id) override {
     std::lock_guard<std::mutex> lock(mu_);
-    TRACE_ASSIGN_OR_RETURN(
-        Stmt q, db_->Prepare("SELECT header_encoding, header FROM runs WHERE run_id=?"));
+    TRACE_ASSIGN_OR_RETURN(Stmt q,
+                           db_->Prepare("SELECT header_encoding, header FROM runs WHERE run_id=?"));
     q.Bind(1, run_id);
     TRACE_ASSIGN_OR_RETURN(bool row, db_->Step(q));
     if (!row) return NoSuchRun(run_id);
@@ -945,8 +944,8 @@ class StoreImpl final : public Store {
 
   Result<std::unique_ptr<Db>> OpenConnection() {
     TRACE_ASSIGN_OR_RETURN(auto db, Db::Open(path_, options_, options_.read_only));
-    TRACE_RETURN_IF_ERROR(db->Exec(options_.sync_full ? "PRAGMA synchronous=FULL"
-                                                      : "PRAGMA synchronous=NORMAL"));
+    TRACE_RETURN_IF_ERROR(
+        db->Exec(options_.sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
     return db;
   }
 
@@ -990,8 +989,8 @@ class StoreImpl final : public Store {
     del_run.Bind(1, run_id);
     TRACE_RETURN_IF_ERROR(db_->Run(del_run));
     if (sqlite3_changes(db_->get()) == 0) return NoSuchRun(run_id);
-    for (const char* sql : {"DELETE FROM events WHERE run_id=?",
-                            "DELETE FROM blob_refs WHERE run_id=?"}) {
+    for (const char* sql :
+         {"DELETE FROM events WHERE run_id=?", "DELETE FROM blob_refs WHERE run_id=?"}) {
       TRACE_ASSIGN_OR_RETURN(Stmt d, db_->Prepare(sql));
       d.Bind(1, run_id);
       TRACE_RETURN_IF_ERROR(db_->Run(d));
@@ -1084,8 +1083,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, const StoreO
     }
   }
   ::chmod(path.c_str(), 0600);
-  TRACE_RETURN_IF_ERROR(db->Exec(options.sync_full ? "PRAGMA synchronous=FULL"
-                                                   : "PRAGMA synchronous=NORMAL"));
+  TRACE_RETURN_IF_ERROR(
+      db->Exec(options.sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
   return std::unique_ptr<Store>(new StoreImpl(path, options, std::move(db)));
 }
 

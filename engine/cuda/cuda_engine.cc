@@ -249,6 +249,7 @@ Result<SeqId> CudaEngine::ForkSequence(SeqId src, int64_t n_tokens) {
                            std::to_string(n_tokens) + " tokens asked, it holds " +
                            std::to_string(it->second.length));
   }
+  CUDA_CHECK(cudaSetDevice(ordinal_));
   SeqId id = NewSequence();
   DeviceSequence& dst = seqs_[id];
   const DeviceSequence& from = seqs_[src];
@@ -296,6 +297,8 @@ Status CudaEngine::Fit(int64_t rows, int64_t max_pos) {
 
 Status CudaEngine::Forward(std::span<const BatchItem> items, ForwardOutput* out,
                            const LayerProbe* probe) {
+  // The current device is per host thread, and the driving thread may not be the creator.
+  CUDA_CHECK(cudaSetDevice(ordinal_));
   const ModelConfig& c = model_->config();
   // Validate everything before any cache changes (the CPU engine's checks and messages).
   std::unordered_set<SeqId> seen;

@@ -84,15 +84,36 @@ Result<std::string> ReadFile(const std::string& path, const char* what) {
   return ss.str();
 }
 
+// Converts without dump()+parse(): dump() throws on invalid UTF-8 and we never throw.
+nlohmann::ordered_json ToOrdered(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::object: {
+      nlohmann::ordered_json out = nlohmann::ordered_json::object();
+      for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = ToOrdered(it.value());
+      return out;
+    }
+    case nlohmann::json::value_t::array: {
+      nlohmann::ordered_json out = nlohmann::ordered_json::array();
+      for (const auto& e : j) out.push_back(ToOrdered(e));
+      return out;
+    }
+    case nlohmann::json::value_t::string: return j.get<std::string>();
+    case nlohmann::json::value_t::boolean: return j.get<bool>();
+    case nlohmann::json::value_t::number_integer: return j.get<int64_t>();
+    case nlohmann::json::value_t::number_unsigned: return j.get<uint64_t>();
+    case nlohmann::json::value_t::number_float: return j.get<double>();
+    default: return nullptr;
+  }
+}
+
 }  // namespace
 
 Result<std::string> ChatTemplate::Render(const nlohmann::json& messages,
                                          const nlohmann::json& tools, bool add_generation_prompt,
                                          const nlohmann::json& extra_kwargs) const {
   // nlohmann::json stores objects sorted; the ordered copy keeps that order.
-  return RenderOrdered(nlohmann::ordered_json::parse(messages.dump()),
-                       nlohmann::ordered_json::parse(tools.dump()), add_generation_prompt,
-                       nlohmann::ordered_json::parse(extra_kwargs.dump()));
+  return RenderOrdered(ToOrdered(messages), ToOrdered(tools), add_generation_prompt,
+                       ToOrdered(extra_kwargs));
 }
 
 Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Parse(std::string_view source,

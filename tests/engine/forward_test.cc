@@ -1,8 +1,11 @@
 // The forward pass on the tiny preset: bitwise invariance to batching, chunking, threads and
 // kernel implementation; pinned logits digests; accuracy against a float64 reference.
+#include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "base/hash.h"
+#include "engine/safetensors.h"
 #include "engine_test_util.h"
 #include "reference_forward.h"
 
@@ -200,6 +203,63 @@ TEST_F(TinyModelTest, GoldenLogitsDigests) {
     std::printf("golden %s: %s\n", name.c_str(), digest.c_str());
     EXPECT_EQ(digest, golden.at(name)) << name;
   }
+}
+
+// Rewrites the tiny model with its weights stored as `dtype` (config.json's torch_dtype too).
+std::string ConvertModel(const std::string& from, const std::string& to, kernels::DType dtype) {
+  std::filesystem::create_directories(to);
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json"}) {
+    std::filesystem::copy_file(from + "/" + f, to + "/" + f);
+  }
+  nlohmann::json config = nlohmann::json::parse(testing::ReadAll(to + "/config.json"));
+  config["torch_dtype"] = dtype == kernels::DType::kF32 ? "float32" : "float16";
+  testing::WriteAll(to + "/config.json", config.dump());
+  auto file = SafetensorsFile::Open(from + "/model.safetensors");
+  EXPECT_TRUE(file.ok());
+  std::vector<TensorToWrite> out;
+  for (const auto& [name, info] : (*file)->tensors()) {
+    TensorToWrite t{name, dtype, info.shape, {}};
+    const auto* src = static_cast<const uint16_t*>(info.data);
+    for (int64_t i = 0; i < info.numel(); ++i) {
+      float v = kernels::Bf16ToF32(src[i]);
+      if (dtype == kernels::DType::kF32) {
+        t.bytes.append(reinterpret_cast<const char*>(&v), 4);
+      } else {
+        uint16_t h = kernels::F32ToF16RoundNearestEven(v);
+        t.bytes.append(reinterpret_cast<const char*>(&h), 2);
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  EXPECT_TRUE(WriteSafetensors(to + "/model.safetensors", out).ok());
+  return to;
+}
+
+TEST_F(TinyModelTest, F32AndF16WeightsLoadAndConvertExactly) {
+  std::mt19937_64 rng(6);
+  const auto tokens = RandomTokens(&rng, 9, vocab());
+  auto engine = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 2);
+  const auto bf16_logits = AllLogits(engine.get(), tokens, 0);
+  // bf16 -> f32 is exact, so the logits must not change by a bit.
+  auto f32 = testing::LoadOrDie(
+      ConvertModel(tmp_->path() + "/tiny", tmp_->path() + "/f32", kernels::DType::kF32));
+  ASSERT_NE(f32, nullptr);
+  EXPECT_EQ(f32->config().dtype, kernels::DType::kF32);
+  auto f32_engine = EngineOrDie(f32, Numerics::kCanonical, Impl::kAuto, 2);
+  EXPECT_EQ(Bits(AllLogits(f32_engine.get(), tokens, 0)), Bits(bf16_logits));
+  // f16 rounds the weights: check it against the float64 reference of the f16 model.
+  auto f16 = testing::LoadOrDie(
+      ConvertModel(tmp_->path() + "/tiny", tmp_->path() + "/f16", kernels::DType::kF16));
+  ASSERT_NE(f16, nullptr);
+  auto f16_engine = EngineOrDie(f16, Numerics::kCanonical, Impl::kAuto, 2);
+  const auto f16_logits = AllLogits(f16_engine.get(), tokens, 0);
+  testing::ReferenceForward ref(*f16);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    std::vector<double> want = ref.Step(tokens[t]);
+    EXPECT_LT(testing::RelativeL2({f16_logits.data() + t * vocab(), (size_t)vocab()}, want), 1e-4);
+  }
+  auto f16_ref = EngineOrDie(f16, Numerics::kCanonical, Impl::kReference, 1);
+  EXPECT_EQ(Bits(AllLogits(f16_ref.get(), tokens, 0)), Bits(f16_logits));
 }
 
 TEST_F(TinyModelTest, LayerProbeSeesEveryLayerOfAskedRows) {

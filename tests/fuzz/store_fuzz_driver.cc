@@ -45,14 +45,14 @@ std::string StoredRow(proto::Event event, uint64_t base_seq, int* encoding) {
     for (int i = 0; i < 5; ++i) p->add_suffix(i);
     c->clear_prompt_token_ids();
   }
-  Status st = ForEachLargeField(&event, 256, [&](const std::vector<proto::FieldPathStep>& path,
-                                                 std::string* value) {
-    auto* ref = stored.add_blobs();
-    for (const auto& step : path) *ref->add_path() = step;
-    ref->set_sha256("ab");  // the target's fetcher serves any 2-char sha
-    value->clear();
-    return Status::Ok();
-  });
+  Status st = ForEachLargeField(
+      &event, 256, [&](const std::vector<proto::FieldPathStep>& path, std::string* value) {
+        auto* ref = stored.add_blobs();
+        for (const auto& step : path) *ref->add_path() = step;
+        ref->set_sha256("ab");  // the target's fetcher serves any 2-char sha
+        value->clear();
+        return Status::Ok();
+      });
   if (!st.ok()) std::abort();
   event.clear_seq();
   *stored.mutable_event() = std::move(event);
@@ -72,13 +72,14 @@ int main(int argc, char** argv) {
     int encoding;
     std::string row = StoredRow(e, 42, &encoding);
     // The decoder must accept what the writer's layout produces.
-    auto back = DecodeEventRow(100, row, encoding,
-                               [](const std::string&) -> Result<std::shared_ptr<const std::string>> {
-                                 return std::make_shared<const std::string>(700, 'b');
-                               },
-                               [](uint64_t s) -> Result<std::shared_ptr<const std::vector<int32_t>>> {
-                                 return std::make_shared<const std::vector<int32_t>>(s % 1000, 7);
-                               });
+    auto back = DecodeEventRow(
+        100, row, encoding,
+        [](const std::string&) -> Result<std::shared_ptr<const std::string>> {
+          return std::make_shared<const std::string>(700, 'b');
+        },
+        [](uint64_t s) -> Result<std::shared_ptr<const std::vector<int32_t>>> {
+          return std::make_shared<const std::vector<int32_t>>(s % 1000, 7);
+        });
     if (!back.ok()) {
       std::fprintf(stderr, "seed of kind %d does not decode: %s\n", kind,
                    back.status().message().c_str());
@@ -91,8 +92,8 @@ int main(int argc, char** argv) {
     }
   }
   int enc;
-  std::string blob = CompressWithPrefix(std::string(500, 'b') + "tail", std::string(700, 'b'), 3,
-                                        &enc);
+  std::string blob =
+      CompressWithPrefix(std::string(500, 'b') + "tail", std::string(700, 'b'), 3, &enc);
   corpus.push_back(std::string(1, '\1') + static_cast<char>(enc) + blob);
   for (const auto& c : corpus) Feed(c);
 

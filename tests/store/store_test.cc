@@ -44,9 +44,9 @@ void Sql(const std::string& path, const std::string& sql) {
 }
 
 const proto::Event::KindCase kAllKinds[] = {
-    proto::Event::kLlmCall,     proto::Event::kToolCall,   proto::Event::kToolResult,
+    proto::Event::kLlmCall,      proto::Event::kToolCall,    proto::Event::kToolResult,
     proto::Event::kContextChunk, proto::Event::kTemplateVar, proto::Event::kClockRead,
-    proto::Event::kOutput,      proto::Event::kNote,       proto::Event::kRunEnd};
+    proto::Event::kOutput,       proto::Event::kNote,        proto::Event::kRunEnd};
 
 TEST(StoreOpen, CreatesParentDirsWithMode0600AndWal) {
   TempDir dir;
@@ -165,8 +165,8 @@ TEST(StoreRoundTrip, FloatsAndDigestsAreBitwise) {
   ASSERT_TRUE(w.ok());
   proto::Event e;
   auto* c = e.mutable_llm_call();
-  const uint32_t bits[] = {0x7fc00001u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x00000001u,
-                           0x3f800000u};
+  const uint32_t bits[] = {0x7fc00001u, 0x80000000u, 0x7f800000u,
+                           0xff800000u, 0x00000001u, 0x3f800000u};
   for (uint32_t b : bits) {
     float f;
     std::memcpy(&f, &b, 4);
@@ -255,8 +255,8 @@ TEST(StoreWriter, CommitsWithinTheIntervalWithoutFlush) {
   ASSERT_TRUE(seq.ok());
   auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE((*w)->WaitDurable(*seq).ok());
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::steady_clock::now() - start)
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  start)
                 .count();
   EXPECT_LE(ms, 1000);  // 100 ms nominal; generous for a loaded CI machine
   auto other = OpenOrDie(dir.file("t.db"));
@@ -283,8 +283,8 @@ TEST(StoreWriter, UpdateHeaderKeepsIdAndStart) {
   EXPECT_EQ(after->run_id(), (*w)->run_id());
   EXPECT_EQ(after->start_time_ns(), before->start_time_ns());
   EXPECT_EQ(after->agent_pid(), h.agent_pid());
-  EXPECT_EQ(store->GetRunSummary((*w)->run_id())->command, h.argv(0) + " " + h.argv(1) + " " +
-                                                               h.argv(2));
+  EXPECT_EQ(store->GetRunSummary((*w)->run_id())->command,
+            h.argv(0) + " " + h.argv(1) + " " + h.argv(2));
 }
 
 TEST(StoreWriter, ManyThreadsAppendToOneRunLosingNothing) {
@@ -414,8 +414,8 @@ TEST(StoreCrash, SigkilledWriterLeavesIncompleteRunWithEveryDurableEvent) {
     if (::write(fds[1], (*w)->run_id().data(), 26) != 26) ::_exit(12);
     uint64_t reported = 0;
     for (int i = 0;; ++i) {
-      proto::Event e = MakeFullEvent(i % 5 ? proto::Event::kToolResult : proto::Event::kLlmCall,
-                                     i % 30, 8);
+      proto::Event e =
+          MakeFullEvent(i % 5 ? proto::Event::kToolResult : proto::Event::kLlmCall, i % 30, 8);
       if (!(*w)->Append(std::move(e)).ok()) ::_exit(13);
       uint64_t d = (*w)->durable_seq();
       if (d != reported) {
@@ -468,8 +468,9 @@ TEST(StoreCorruption, BadPayloadRowNamesRunAndSeqAndSparesTheRest) {
     ASSERT_TRUE(w.ok());
     ids[k] = (*w)->run_id();
     for (int i = 0; i < 6; ++i) {
-      ASSERT_TRUE((*w)->Append(MakeFullEvent(i % 2 ? proto::Event::kToolResult
-                                                   : proto::Event::kNote, i)).ok());
+      ASSERT_TRUE(
+          (*w)->Append(MakeFullEvent(i % 2 ? proto::Event::kToolResult : proto::Event::kNote, i))
+              .ok());
     }
     ASSERT_TRUE((*w)->End({}).ok());
   }
@@ -505,8 +506,10 @@ TEST(StoreCorruption, BadPayloadRowNamesRunAndSeqAndSparesTheRest) {
 
   // A damaged blob fails exactly the events that use it (both runs share none here:
   // salts differ per event) and names the blob.
-  Sql(path, "UPDATE blobs SET data=x'00', encoding=0 WHERE sha256 IN (SELECT sha256 FROM "
-            "blob_refs WHERE run_id='" + ids[1] + "' LIMIT 1)");
+  Sql(path,
+      "UPDATE blobs SET data=x'00', encoding=0 WHERE sha256 IN (SELECT sha256 FROM "
+      "blob_refs WHERE run_id='" +
+          ids[1] + "' LIMIT 1)");
   auto it2 = store->ReadEvents(ids[1]);
   ASSERT_TRUE(it2.ok());
   int bad2 = 0, good2 = 0;
@@ -660,13 +663,14 @@ TEST(StoreDedupe, FiftyTurnConversationCostsLessThanTwiceTheFinalOne) {
   const double tokens_final = StoredTokenBytes("tokens_final.db", conv.calls.size() - 1);
   const double ratio = all_bytes / one_bytes;
   const double history_ratio = (all_bytes - tokens_all) / (one_bytes - tokens_final);
-  std::printf("dedupe: 50 turns stored %.0f B (of which %.0f B per-token records); final "
-              "conversation once %.0f B (%.0f B per-token records); ratio %.2f overall, %.2f "
-              "without the per-token records; every request in full: %.0f B raw protobuf "
-              "(%.1fx ours), %.0f B zstd without sharing (%.1fx ours)\n",
-              all_bytes, tokens_all, one_bytes, tokens_final, ratio, history_ratio,
-              static_cast<double>(full_bytes), full_bytes / all_bytes, full_stored,
-              full_stored / all_bytes);
+  std::printf(
+      "dedupe: 50 turns stored %.0f B (of which %.0f B per-token records); final "
+      "conversation once %.0f B (%.0f B per-token records); ratio %.2f overall, %.2f "
+      "without the per-token records; every request in full: %.0f B raw protobuf "
+      "(%.1fx ours), %.0f B zstd without sharing (%.1fx ours)\n",
+      all_bytes, tokens_all, one_bytes, tokens_final, ratio, history_ratio,
+      static_cast<double>(full_bytes), full_bytes / all_bytes, full_stored,
+      full_stored / all_bytes);
   ::testing::Test::RecordProperty("dedupe_ratio_vs_final_once", std::to_string(ratio));
   ::testing::Test::RecordProperty("dedupe_history_ratio", std::to_string(history_ratio));
   EXPECT_LT(history_ratio, 2.0);

@@ -42,8 +42,7 @@ class TempDir {
 // value derived from `salt` and the field number, so a lost or swapped field shows.
 // Strings of fields with odd numbers are long (>= 300 bytes) so they go through the blob
 // table; repeated fields get `repeat` elements. Oneofs end with their last member set.
-inline void FillAllFields(google::protobuf::Message* msg, int salt, int repeat = 3,
-                          int depth = 0) {
+inline void FillAllFields(google::protobuf::Message* msg, int salt, int repeat = 3, int depth = 0) {
   using google::protobuf::FieldDescriptor;
   const auto* desc = msg->GetDescriptor();
   const auto* refl = msg->GetReflection();
@@ -66,7 +65,8 @@ inline void FillAllFields(google::protobuf::Message* msg, int salt, int repeat =
                            : refl->SetInt32(msg, f, static_cast<int32_t>(v));
           break;
         case FieldDescriptor::CPPTYPE_INT64:
-          f->is_repeated() ? refl->AddInt64(msg, f, v * 1000003) : refl->SetInt64(msg, f, v * 1000003);
+          f->is_repeated() ? refl->AddInt64(msg, f, v * 1000003)
+                           : refl->SetInt64(msg, f, v * 1000003);
           break;
         case FieldDescriptor::CPPTYPE_UINT32:
           f->is_repeated() ? refl->AddUInt32(msg, f, static_cast<uint32_t>(v))
@@ -164,15 +164,17 @@ struct Conversation {
 inline Conversation MakeConversation(int turns, int out_tokens = 120, uint64_t seed = 7) {
   std::mt19937_64 rng(seed);
   auto words = [&](int n) {
-    static const char* kWords[] = {"the", "tool", "returned", "record", "customer", "id",
-                                   "please", "delete", "check", "order", "status", "shipping",
-                                   "refund", "account", "invoice", "date", "with", "and"};
+    static const char* kWords[] = {
+        "the",   "tool",   "returned", "record", "customer", "id",      "please", "delete", "check",
+        "order", "status", "shipping", "refund", "account",  "invoice", "date",   "with",   "and"};
     std::string s;
     for (int i = 0; i < n; ++i) s += std::string(i ? " " : "") + kWords[rng() % 18];
     return s;
   };
-  const std::string system = "You are a support agent. Tools: lookup_order(id), "
-                             "refund(id, amount), delete_record(id). " + words(120);
+  const std::string system =
+      "You are a support agent. Tools: lookup_order(id), "
+      "refund(id, amount), delete_record(id). " +
+      words(120);
   std::vector<std::pair<std::string, std::string>> messages = {{"system", system}};
   std::vector<int32_t> prompt_ids;
   for (int i = 0; i < 300; ++i) prompt_ids.push_back(static_cast<int32_t>(rng() % 151936));
@@ -221,8 +223,8 @@ inline Conversation MakeConversation(int turns, int out_tokens = 120, uint64_t s
     c->set_output_text(assistant);
     c->set_finish_reason("stop");
     c->set_response_json(R"({"id":"chatcmpl-)" + std::to_string(t) +
-                         R"(","choices":[{"message":{"role":"assistant","content":")" +
-                         assistant + R"("},"finish_reason":"stop"}]})");
+                         R"(","choices":[{"message":{"role":"assistant","content":")" + assistant +
+                         R"("},"finish_reason":"stop"}]})");
     c->mutable_timings()->set_prefill_ms(12.5 + t);
     c->mutable_timings()->set_decode_ms(300.0 + t);
     messages.push_back({"assistant", assistant});

@@ -39,9 +39,10 @@ std::string ShellQuote(const std::string& s) {
 }
 
 // Runs `trace --store STORE ARGS...`, capturing stdout, stderr and the exit code.
-CliResult Trace(const TempDir& dir, const std::string& store, const std::vector<std::string>& args) {
-  std::string cmd = ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") + " --store " +
-                    ShellQuote(store);
+CliResult Trace(const TempDir& dir, const std::string& store,
+                const std::vector<std::string>& args) {
+  std::string cmd =
+      ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") + " --store " + ShellQuote(store);
   for (const auto& a : args) cmd += " " + ShellQuote(a);
   cmd += " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
   int status = std::system(cmd.c_str());
@@ -52,7 +53,9 @@ CliResult Trace(const TempDir& dir, const std::string& store, const std::vector<
   return r;
 }
 
-size_t Lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+size_t Lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
 
 class StoreCliTest : public ::testing::Test {
  protected:
@@ -182,8 +185,8 @@ TEST_F(StoreCliTest, ShowPrintsATimeline) {
 TEST_F(StoreCliTest, ExportJsonIsLossless) {
   const std::string id = "01JD0000000000000000000AAA";
   std::string out_file = dir_.file("export.json");
-  auto r = Trace(dir_, path_, {"export", "01JD0000000000000000000AA", "--format", "json", "-o",
-                               out_file});
+  auto r = Trace(dir_, path_,
+                 {"export", "01JD0000000000000000000AA", "--format", "json", "-o", out_file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(ReadFile(out_file));
   EXPECT_EQ(j["format"], "trace-run");
@@ -233,8 +236,7 @@ TEST_F(StoreCliTest, ErrorsAreOneLineNamingTheRunOrFileWithExitCode2) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(Lines(r.err), 1u);
   EXPECT_NE(r.err.find("ambiguous"), std::string::npos);
-  EXPECT_NE(r.err.find("01JD0000000000000000000AAA, 01JD0000000000000000000ABB"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("01JD0000000000000000000AAA, 01JD0000000000000000000ABB"), std::string::npos)
       << r.err;
 
   r = Trace(dir_, path_, {"export", "01JD"});
@@ -248,7 +250,10 @@ TEST_F(StoreCliTest, ErrorsAreOneLineNamingTheRunOrFileWithExitCode2) {
   EXPECT_FALSE(std::filesystem::exists(missing));  // reading never creates a store
 
   std::string junk = dir_.file("junk.db");
-  { std::ofstream(junk) << "this is not a database, just some text that goes on " << std::string(2000, 'z'); }
+  {
+    std::ofstream(junk) << "this is not a database, just some text that goes on "
+                        << std::string(2000, 'z');
+  }
   for (const char* cmd : {"ls", "show", "export", "rm"}) {
     std::vector<std::string> args = {cmd};
     if (std::string(cmd) != "ls") args.push_back("01JD");
@@ -263,8 +268,8 @@ TEST_F(StoreCliTest, ShowReportsACorruptRowAndPrintsTheRest) {
   const std::string id = "01JD0000000000000000000AAA";
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  std::string sql = "UPDATE events SET payload=x'ffffffff', encoding=0 WHERE run_id='" + id +
-                    "' AND seq=3";
+  std::string sql =
+      "UPDATE events SET payload=x'ffffffff', encoding=0 WHERE run_id='" + id + "' AND seq=3";
   ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
   auto r = Trace(dir_, path_, {"show", id});

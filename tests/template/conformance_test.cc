@@ -54,6 +54,8 @@ TEST(TemplateConformance, MatchesJinja2ByteForByte) {
   const std::string expected_path = dir + "/expected.json";
   std::string gen = std::string(kPython) + " " + src + "/tests/template/gen_cases.py " + config +
                     " " + src + "/tests/template/templates " + cases_path;
+  // TRACE_TEMPLATE_SEED=N draws other conversations (the default seed is fixed).
+  if (const char* seed = std::getenv("TRACE_TEMPLATE_SEED")) gen += " " + std::to_string(std::atoll(seed));
   ASSERT_EQ(std::system(gen.c_str()), 0) << gen;
   std::string ref = std::string(kPython) + " " + src + "/tests/template/render_jinja.py " +
                     cases_path + " " + expected_path;

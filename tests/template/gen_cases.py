@@ -358,6 +358,22 @@ SNIPPETS = [
     # values from JSON: unicode keys and nested objects print as Python reprs
     ("{{ m }} {{ m.content }} {{ m['tool_calls'][0]['function']['arguments'] }}", {"m": {"role": "assistant", "content": "it's \"quoted\"", "tool_calls": [{"function": {"arguments": {"x": 1.5, "y": [True, None]}}}]}}),
     ("{% generation %}assistant text {{ 1 }}{% endgeneration %}", {}),
+    # whitespace corners
+    ("a\n\u3000 {% if true %}x{% endif %}\n  {#- c -#}  \n{%- raw -%}  {{ r }}  {%- endraw %}\nz", {}),
+    ("{% for m in ms %}\n    {{- m }}  \n  {% endfor %}  \nend  ", {"ms": [1, 2]}),
+    ("{% set x %}\n  line {{ 1 }}\n{% endset %}[{{ x }}]{{ '\\'' }}", {}),
+    ("x {{- ' y' -}} \n\n {{ 'z' }}\n", {}),
+    ("{% if a %}A{% elif b %}B{% elif c %}C{% else %}D{% endif %}", {"a": 0, "b": "", "c": [1]}),
+    # numbers and reprs
+    ("{{ 1e100 }} {{ 1.0e-5 }} {{ 12345678901234567.0 }} {{ 0.5e1 }} {{ 1_000 }} {{ 2.5 | string | length }}", {}),
+    ("{{ [\"it's\", 'say \"x\"', 'both \\' \"', '\\n\\t\\x01'] }} {{ {'a': 1,} }} {{ [1, 2,] }}", {}),
+    ("{{ s | tojson }} {{ s2 | tojson }} {{ e | tojson(indent=2) }}", {"s": "\u2028 \u007f \u0000 😀 \u00e9", "s2": "\ud7ff", "e": {"a": [], "b": {}, "c": [[]]}}),
+    # scoping in macros and calls
+    ("{% set g = 'outer' %}{% macro m() %}{% set g = 'inner' %}{{ g }}{% endmacro %}{{ m() }}{{ g }}", {}),
+    ("{% macro m() %}[{{ caller(5) }}]{% endmacro %}{% call(x) m() %}got {{ x }}{% endcall %}", {}),
+    ("{% for m in ms if m.role != 'system' %}{{ loop.index }}{{ m.role }}{{ loop.depth }}{% endfor %}", {"ms": [{"role": "system"}, {"role": "user"}, {"role": "assistant"}]}),
+    ("{{ ms | length > 0 and ms[0].role }} {% if not x is defined %}nd{% endif %} {{ x is not defined }}", {"ms": [{"role": "u"}]}),
+    ("{% for i in range(3) %}{% for j in range(3) %}{% if j > i %}{% break %}{% endif %}{{ i }}{{ j }} {% endfor %}{% endfor %}", {}),
 ]
 
 
