@@ -49,14 +49,15 @@ int Run(GenerateArgs args) {
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
     messages.push_back({{"role", "user"}, {"content", args.prompt}});
-    auto rendered = (*tmpl)->RenderOrdered(messages, nullptr, /*add_generation_prompt=*/true,
-                                           nullptr);
+    auto rendered =
+        (*tmpl)->RenderOrdered(messages, nullptr, /*add_generation_prompt=*/true, nullptr);
     if (!rendered.ok()) return ReportError(rendered.status());
     text = *rendered;
   }
   std::vector<int32_t> prompt_ids = (*tokenizer)->Encode(text);
   if (prompt_ids.empty()) return ReportError(InvalidArgument("--prompt: encodes to no tokens"));
-  if (!args.seed_given) args.seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  if (!args.seed_given)
+    args.seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
 
   const engine::ModelConfig& config = (*model)->config();
   std::vector<int32_t> eos = config.eos_token_ids;
@@ -66,9 +67,9 @@ int Run(GenerateArgs args) {
   options.numerics =
       args.numerics == "fast" ? kernels::Numerics::kFast : kernels::Numerics::kCanonical;
   options.threads = args.threads;
-  options.max_context = std::min<int64_t>(
-      config.max_position_embeddings,
-      static_cast<int64_t>(prompt_ids.size()) + std::max(args.params.max_tokens, 1));
+  options.max_context =
+      std::min<int64_t>(config.max_position_embeddings, static_cast<int64_t>(prompt_ids.size()) +
+                                                            std::max(args.params.max_tokens, 1));
   auto engine = engine::Engine::Create(*model, options);
   if (!engine.ok()) return ReportError(engine.status());
 
@@ -77,9 +78,9 @@ int Run(GenerateArgs args) {
   std::vector<int32_t> feed = prompt_ids;
   std::vector<int32_t> generated;
   engine::IncrementalDecoder decoder(**tokenizer, /*skip_special=*/true);
-  std::string output;         // decoded text so far
-  size_t printed = 0;         // bytes of `output` already written
-  size_t hold = 0;            // a stop sequence may still be completing: hold this many bytes
+  std::string output;  // decoded text so far
+  size_t printed = 0;  // bytes of `output` already written
+  size_t hold = 0;     // a stop sequence may still be completing: hold this many bytes
   for (const auto& s : args.params.stop) hold = std::max(hold, s.size() > 0 ? s.size() - 1 : 0);
   std::string finish = "length";
   double prefill_seconds = 0;
@@ -118,23 +119,22 @@ int Run(GenerateArgs args) {
       printed = output.size() - hold;
     }
   }
-  if (finish == "length") output += decoder.Flush();
+  if (finish != "stop (sequence)") output += decoder.Flush();  // an incomplete tail
   if (output.size() > printed) std::cout << output.substr(printed);
   std::cout << "\n" << std::flush;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!Globals().quiet) {
     const double decode_seconds = seconds - prefill_seconds;
-    std::fprintf(stderr,
-                 "[%zu prompt tokens, %zu generated, finish: %s, seed %llu, %s; prefill %.2fs, "
-                 "decode %.1f tokens/s, %s]\n",
-                 prompt_ids.size(), generated.size(), finish.c_str(),
-                 static_cast<unsigned long long>(args.seed),
-                 kernels::NumericsName(options.numerics), prefill_seconds,
-                 generated.size() > 1 && decode_seconds > 0
-                     ? (generated.size() - 1) / decode_seconds
-                     : 0.0,
-                 (*engine)->DeviceDescription().c_str());
+    std::fprintf(
+        stderr,
+        "[%zu prompt tokens, %zu generated, finish: %s, seed %llu, %s; prefill %.2fs, "
+        "decode %.1f tokens/s, %s]\n",
+        prompt_ids.size(), generated.size(), finish.c_str(),
+        static_cast<unsigned long long>(args.seed), kernels::NumericsName(options.numerics),
+        prefill_seconds,
+        generated.size() > 1 && decode_seconds > 0 ? (generated.size() - 1) / decode_seconds : 0.0,
+        (*engine)->DeviceDescription().c_str());
   }
   return kExitOk;
 }

@@ -174,7 +174,8 @@ void Setup(CLI::App& app, int* exit_code) {
   auto* prompt = cmd->add_option("--prompt", args->prompt, "Prompt text (tokenized)");
   auto* tokens = cmd->add_option("--tokens", args->tokens, "Token ids, e.g. 1,2,3");
   prompt->excludes(tokens);
-  cmd->add_option("--top", args->top, "How many top candidates to show")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--top", args->top, "How many top candidates to show")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--all", args->all, "Every logit (with --json: a \"logits\" array)");
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->add_option("--numerics", args->numerics, "canonical | fast")

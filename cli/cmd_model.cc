@@ -37,9 +37,8 @@ struct InfoArgs {
 };
 
 int RunInit(const InitArgs& args) {
-  Status st = args.shards > 0
-                  ? engine::InitModel(args.preset, args.seed, args.out_dir, args.shards)
-                  : engine::InitModel(args.preset, args.seed, args.out_dir);
+  Status st = args.shards > 0 ? engine::InitModel(args.preset, args.seed, args.out_dir, args.shards)
+                              : engine::InitModel(args.preset, args.seed, args.out_dir);
   if (!st.ok()) return ReportError(st.WithContext("model init"));
   if (!Globals().quiet) {
     std::cout << "wrote " << args.preset << " (seed " << args.seed << ") to " << args.out_dir

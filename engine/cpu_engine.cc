@@ -21,7 +21,7 @@ constexpr int64_t kMaxRowsPerPass = 256;
 
 struct Sequence {
   int64_t length = 0;
-  int64_t capacity = 0;              // positions allocated in each cache
+  int64_t capacity = 0;               // positions allocated in each cache
   std::vector<std::vector<float>> k;  // per layer [capacity, kv_heads, head_dim]
   std::vector<std::vector<float>> v;
 };
@@ -53,9 +53,8 @@ class CpuEngine final : public Engine {
   const EngineOptions& options() const override { return options_; }
   std::string DeviceDescription() const override {
     std::string isa = options_.impl == kernels::Impl::kReference ? "reference"
-                      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                          ? "avx2"
-                          : "scalar";
+                      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2"
+                                                                                        : "scalar";
     return "cpu " + isa + " x" + std::to_string(options_.threads);
   }
 
@@ -151,8 +150,8 @@ Status CpuEngine::Forward(std::span<const BatchItem> items, ForwardOutput* out,
   int64_t total_rows = 0, total_logits = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const BatchItem& item = items[i];
-    const std::string where = "forward item " + std::to_string(i) + " (sequence " +
-                              std::to_string(item.seq) + ")";
+    const std::string where =
+        "forward item " + std::to_string(i) + " (sequence " + std::to_string(item.seq) + ")";
     auto it = seqs_.find(item.seq);
     if (it == seqs_.end()) return NotFound(where + ": sequence does not exist");
     if (!seen.insert(item.seq).second) {
@@ -160,8 +159,7 @@ Status CpuEngine::Forward(std::span<const BatchItem> items, ForwardOutput* out,
     }
     if (it->second.length + static_cast<int64_t>(item.tokens.size()) > options_.max_context) {
       return InvalidArgument(where + ": " + std::to_string(it->second.length) + " + " +
-                             std::to_string(item.tokens.size()) +
-                             " tokens exceed the context of " +
+                             std::to_string(item.tokens.size()) + " tokens exceed the context of " +
                              std::to_string(options_.max_context));
     }
     for (size_t t = 0; t < item.tokens.size(); ++t) {
@@ -233,9 +231,8 @@ Status CpuEngine::Forward(std::span<const BatchItem> items, ForwardOutput* out,
 }
 
 void CpuEngine::RunPass(int64_t row_begin, int64_t row_end, const std::vector<Sequence*>& row_seq,
-                        const std::vector<int32_t>& row_token,
-                        const std::vector<int32_t>& row_pos, const std::vector<int64_t>& row_out,
-                        const std::vector<size_t>& row_item,
+                        const std::vector<int32_t>& row_token, const std::vector<int32_t>& row_pos,
+                        const std::vector<int64_t>& row_out, const std::vector<size_t>& row_item,
                         const std::vector<int32_t>& row_index, const LayerProbe* probe,
                         std::vector<float>* final_hidden) {
   const ModelConfig& c = model_->config();
@@ -282,8 +279,8 @@ void CpuEngine::RunPass(int64_t row_begin, int64_t row_end, const std::vector<Se
       const Sequence* s = row_seq[row_begin + r];
       const int64_t pos = positions[r];
       if (static_cast<int64_t>(scratch->size()) < (pos + 1) * 2) scratch->resize((pos + 1) * 2);
-      kernels::Attention(ctx, q_.data() + r * QD, s->k[l].data(), s->v[l].data(), pos,
-                         c.num_heads, c.num_kv_heads, D, scratch->data(), attn_.data() + r * QD);
+      kernels::Attention(ctx, q_.data() + r * QD, s->k[l].data(), s->v[l].data(), pos, c.num_heads,
+                         c.num_kv_heads, D, scratch->data(), attn_.data() + r * QD);
     };
     if (M >= pool_->num_threads() && pool_->num_threads() > 1) {
       KernelContext inline_ctx = ctx_;

@@ -133,8 +133,7 @@ Result<kernels::WeightView> LoadedModel::Tensor(const std::string& name,
   const TensorInfo* info = it->second->Find(name);
   if (info->shape != shape) {
     return InvalidArgument(it->second->path() + ": tensor '" + name + "' has shape " +
-                           ShapeString(info->shape) + ", the config needs " +
-                           ShapeString(shape));
+                           ShapeString(info->shape) + ", the config needs " + ShapeString(shape));
   }
   used_.insert(name);
   kernels::WeightView v;
@@ -183,7 +182,8 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const int64_t QD = c.num_heads * D, KVD = c.num_kv_heads * D;
-  TRACE_ASSIGN_OR_RETURN(weights_.embed_tokens, Tensor("model.embed_tokens.weight", {c.vocab_size, H}));
+  TRACE_ASSIGN_OR_RETURN(weights_.embed_tokens,
+                         Tensor("model.embed_tokens.weight", {c.vocab_size, H}));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LayerWeights lw;

@@ -17,7 +17,8 @@ Result<int64_t> GetInt(const json& j, const std::string& key, const std::string&
     if (fallback) return *fallback;
     return InvalidArgument(path + ": field '" + key + "' is missing");
   }
-  if (!it->is_number_integer()) return InvalidArgument(path + ": field '" + key + "' is not an integer");
+  if (!it->is_number_integer())
+    return InvalidArgument(path + ": field '" + key + "' is not an integer");
   int64_t v = it->get<int64_t>();
   if (v < 0) return InvalidArgument(path + ": field '" + key + "' is negative");
   return v;
@@ -101,9 +102,10 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
   TRACE_ASSIGN_OR_RETURN(c.num_layers, GetInt(j, "num_hidden_layers", path));
   TRACE_ASSIGN_OR_RETURN(c.num_heads, GetInt(j, "num_attention_heads", path));
   TRACE_ASSIGN_OR_RETURN(c.num_kv_heads, GetInt(j, "num_key_value_heads", path, c.num_heads));
-  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 ||
-      c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0) {
-    return InvalidArgument(path + ": vocab_size, hidden_size, intermediate_size, "
+  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
+      c.num_heads <= 0 || c.num_kv_heads <= 0) {
+    return InvalidArgument(path +
+                           ": vocab_size, hidden_size, intermediate_size, "
                            "num_hidden_layers and the head counts must be positive");
   }
   if (c.num_heads % c.num_kv_heads != 0) {
@@ -112,7 +114,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
                            std::to_string(c.num_kv_heads));
   }
   if (c.hidden_size % c.num_heads != 0 && !j.contains("head_dim")) {
-    return InvalidArgument(path + ": hidden_size is not a multiple of num_attention_heads "
+    return InvalidArgument(path +
+                           ": hidden_size is not a multiple of num_attention_heads "
                            "and head_dim is not given");
   }
   TRACE_ASSIGN_OR_RETURN(c.head_dim, GetInt(j, "head_dim", path, c.hidden_size / c.num_heads));
@@ -134,16 +137,17 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
   if (rs != j.end() && !rs->is_null()) {
     std::string type;
     if (rs->is_object()) {
-      if (rs->contains("rope_type") && (*rs)["rope_type"].is_string()) type = (*rs)["rope_type"];
-      else if (rs->contains("type") && (*rs)["type"].is_string()) type = (*rs)["type"];
+      if (rs->contains("rope_type") && (*rs)["rope_type"].is_string())
+        type = (*rs)["rope_type"];
+      else if (rs->contains("type") && (*rs)["type"].is_string())
+        type = (*rs)["type"];
     }
     if (type != "default") {
       return Unsupported(path + ": field 'rope_scaling' (" + (type.empty() ? "?" : type) +
                          ") is not supported");
     }
   }
-  TRACE_ASSIGN_OR_RETURN(c.tie_word_embeddings,
-                         GetBool(j, "tie_word_embeddings", path, false));
+  TRACE_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, "tie_word_embeddings", path, false));
   // Qwen2 always carries q/k/v biases; the others say so with attention_bias.
   TRACE_ASSIGN_OR_RETURN(c.attention_bias,
                          GetBool(j, "attention_bias", path, c.architecture == "qwen2"));

@@ -18,8 +18,7 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
 
 // Merges eos_token_id (an int or a list) from generation_config.json text into `config`
 // (added after those of config.json, without duplicates).
-Status MergeGenerationConfig(const std::string& text, const std::string& path,
-                             ModelConfig* config);
+Status MergeGenerationConfig(const std::string& text, const std::string& path, ModelConfig* config);
 
 // config.json text for `config`, in the Hugging Face layout of its architecture.
 std::string ModelConfigToJson(const ModelConfig& config);

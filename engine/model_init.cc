@@ -118,7 +118,9 @@ Status CopyFile(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-std::vector<std::string> ModelPresetNames() { return {"tiny", "qwen3-0.6b", "qwen2.5-0.5b"}; }
+std::vector<std::string> ModelPresetNames() {
+  return {"tiny", "qwen3-0.6b", "qwen2.5-0.5b"};
+}
 
 Result<ModelConfig> PresetConfig(const std::string& preset) {
   ModelConfig c;
@@ -168,8 +170,7 @@ Status InitModel(const std::string& preset, uint64_t seed, const std::string& ou
   return InitModel(preset, seed, out_dir, preset == "qwen2.5-0.5b" ? 2 : 1);
 }
 
-Status InitModel(const std::string& preset, uint64_t seed, const std::string& out_dir,
-                 int shards) {
+Status InitModel(const std::string& preset, uint64_t seed, const std::string& out_dir, int shards) {
   TRACE_ASSIGN_OR_RETURN(ModelConfig config, PresetConfig(preset));
   return InitModelFromConfig(config, seed, out_dir, shards, preset);
 }
@@ -188,8 +189,7 @@ Status InitModelFromConfig(const ModelConfig& config, uint64_t seed, const std::
   gen["eos_token_id"] = config.eos_token_ids;
   gen["pad_token_id"] = 151643;
   TRACE_RETURN_IF_ERROR(WriteText(out_dir + "/generation_config.json", gen.dump(2) + "\n"));
-  TRACE_RETURN_IF_ERROR(
-      CopyFile(tokenizer_dir + "/tokenizer.json", out_dir + "/tokenizer.json"));
+  TRACE_RETURN_IF_ERROR(CopyFile(tokenizer_dir + "/tokenizer.json", out_dir + "/tokenizer.json"));
   TRACE_RETURN_IF_ERROR(
       CopyFile(tokenizer_dir + "/tokenizer_config.json", out_dir + "/tokenizer_config.json"));
 

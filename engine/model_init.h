@@ -30,8 +30,7 @@ Result<ModelConfig> PresetConfig(const std::string& preset);
 // seeded random: norm weights near 1, matrices with std 1/sqrt(fan_in), so activations stay
 // in a sane range. The same (preset, seed) always writes the same bytes.
 Status InitModel(const std::string& preset, uint64_t seed, const std::string& out_dir);
-Status InitModel(const std::string& preset, uint64_t seed, const std::string& out_dir,
-                 int shards);
+Status InitModel(const std::string& preset, uint64_t seed, const std::string& out_dir, int shards);
 
 // The same for any config (tests use real widths with fewer layers). `shards` >= 1.
 Status InitModelFromConfig(const ModelConfig& config, uint64_t seed, const std::string& out_dir,

@@ -13,28 +13,28 @@
 namespace trace::engine {
 
 struct LayerWeights {
-  kernels::WeightView input_norm;     // [hidden]
-  kernels::WeightView q_proj;         // [heads * head_dim, hidden]
-  kernels::WeightView k_proj;         // [kv_heads * head_dim, hidden]
-  kernels::WeightView v_proj;         // [kv_heads * head_dim, hidden]
-  kernels::WeightView o_proj;         // [hidden, heads * head_dim]
-  const float* q_bias = nullptr;      // [heads * head_dim] f32, Qwen2 only
-  const float* k_bias = nullptr;      // [kv_heads * head_dim]
-  const float* v_bias = nullptr;      // [kv_heads * head_dim]
-  kernels::WeightView q_norm;         // [head_dim], Qwen3 only (data null otherwise)
-  kernels::WeightView k_norm;         // [head_dim]
-  kernels::WeightView post_attn_norm; // [hidden]
-  kernels::WeightView gate_proj;      // [intermediate, hidden]
-  kernels::WeightView up_proj;        // [intermediate, hidden]
-  kernels::WeightView down_proj;      // [hidden, intermediate]
+  kernels::WeightView input_norm;      // [hidden]
+  kernels::WeightView q_proj;          // [heads * head_dim, hidden]
+  kernels::WeightView k_proj;          // [kv_heads * head_dim, hidden]
+  kernels::WeightView v_proj;          // [kv_heads * head_dim, hidden]
+  kernels::WeightView o_proj;          // [hidden, heads * head_dim]
+  const float* q_bias = nullptr;       // [heads * head_dim] f32, Qwen2 only
+  const float* k_bias = nullptr;       // [kv_heads * head_dim]
+  const float* v_bias = nullptr;       // [kv_heads * head_dim]
+  kernels::WeightView q_norm;          // [head_dim], Qwen3 only (data null otherwise)
+  kernels::WeightView k_norm;          // [head_dim]
+  kernels::WeightView post_attn_norm;  // [hidden]
+  kernels::WeightView gate_proj;       // [intermediate, hidden]
+  kernels::WeightView up_proj;         // [intermediate, hidden]
+  kernels::WeightView down_proj;       // [hidden, intermediate]
 };
 
 struct ModelWeights {
   kernels::WeightView embed_tokens;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
-  kernels::WeightView final_norm;    // [hidden]
-  kernels::WeightView lm_head;       // [vocab, hidden]; == embed_tokens when tied
-  int64_t bytes = 0;                 // total size of the weights as stored
+  kernels::WeightView final_norm;  // [hidden]
+  kernels::WeightView lm_head;     // [vocab, hidden]; == embed_tokens when tied
+  int64_t bytes = 0;               // total size of the weights as stored
 };
 
 }  // namespace trace::engine

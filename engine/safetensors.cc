@@ -16,7 +16,9 @@ namespace {
 
 using json = nlohmann::json;
 
-size_t ElementSize(kernels::DType dtype) { return dtype == kernels::DType::kF32 ? 4 : 2; }
+size_t ElementSize(kernels::DType dtype) {
+  return dtype == kernels::DType::kF32 ? 4 : 2;
+}
 
 // The safetensors header size is capped (the reference implementation uses 100 MB).
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
@@ -41,8 +43,7 @@ const char* SafetensorsDTypeName(kernels::DType dtype) {
   return "?";
 }
 
-Result<std::map<std::string, TensorInfo>> ParseSafetensorsHeader(const uint8_t* file,
-                                                                 size_t size,
+Result<std::map<std::string, TensorInfo>> ParseSafetensorsHeader(const uint8_t* file, size_t size,
                                                                  const std::string& path) {
   if (size < 8) {
     return Corruption(path + ": truncated safetensors file (" + std::to_string(size) +

@@ -36,8 +36,7 @@ struct TensorInfo {
 // header length within the file, valid JSON object, known dtype, non-negative shape,
 // offsets in order, inside the data section, and matching dtype size x element count.
 // `path` only names the file in errors. Never reads past `size`.
-Result<std::map<std::string, TensorInfo>> ParseSafetensorsHeader(const uint8_t* file,
-                                                                 size_t size,
+Result<std::map<std::string, TensorInfo>> ParseSafetensorsHeader(const uint8_t* file, size_t size,
                                                                  const std::string& path);
 
 class SafetensorsFile {

@@ -56,7 +56,9 @@ void Pump(int from, int to, int stream, const ChildOptions& options) {
   close(from);
 }
 
-bool Contains(const std::string& s, const char* word) { return s.find(word) != std::string::npos; }
+bool Contains(const std::string& s, const char* word) {
+  return s.find(word) != std::string::npos;
+}
 
 }  // namespace
 
@@ -101,7 +103,8 @@ Result<ChildExit> RunChild(const ChildOptions& options) {
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
 
   // Install the forwarding handlers before the child exists, so no signal is lost.
-  struct sigaction forward {}, old_int {}, old_term {};
+  struct sigaction forward {
+  }, old_int{}, old_term{};
   forward.sa_sigaction = ForwardSignal;
   forward.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&forward.sa_mask);
@@ -141,8 +144,7 @@ Result<ChildExit> RunChild(const ChildOptions& options) {
 
   ChildExit exit;
   exit.duration_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-          .count();
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   exit.forwarded_signal = g_forwarded;
   if (WIFSIGNALED(status)) {
     exit.signalled = true;
@@ -154,11 +156,26 @@ Result<ChildExit> RunChild(const ChildOptions& options) {
 }
 
 std::map<std::string, std::string> AllowListedEnvironment(char** envp) {
-  static const std::set<std::string> kExact = {
-      "LANG", "LANGUAGE", "TZ", "PYTHONHASHSEED", "PYTHONPATH", "PYTHONUNBUFFERED",
-      "VIRTUAL_ENV", "CONDA_DEFAULT_ENV", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-      "CUDA_VISIBLE_DEVICES", "NODE_ENV", "SHELL", "TERM", "USER", "HOME", "PWD",
-      "OPENAI_BASE_URL", "OPENAI_MODEL", "PATH"};
+  static const std::set<std::string> kExact = {"LANG",
+                                               "LANGUAGE",
+                                               "TZ",
+                                               "PYTHONHASHSEED",
+                                               "PYTHONPATH",
+                                               "PYTHONUNBUFFERED",
+                                               "VIRTUAL_ENV",
+                                               "CONDA_DEFAULT_ENV",
+                                               "OMP_NUM_THREADS",
+                                               "MKL_NUM_THREADS",
+                                               "CUDA_VISIBLE_DEVICES",
+                                               "NODE_ENV",
+                                               "SHELL",
+                                               "TERM",
+                                               "USER",
+                                               "HOME",
+                                               "PWD",
+                                               "OPENAI_BASE_URL",
+                                               "OPENAI_MODEL",
+                                               "PATH"};
   std::map<std::string, std::string> out;
   for (char** e = envp; e && *e; ++e) {
     std::string kv = *e;

@@ -30,8 +30,8 @@ struct ChildOptions {
 
 struct ChildExit {
   bool signalled = false;
-  int exit_code = 0;  // when !signalled
-  int signal = 0;     // when signalled
+  int exit_code = 0;         // when !signalled
+  int signal = 0;            // when signalled
   int forwarded_signal = 0;  // the last signal we forwarded to it, 0 if none
   double duration_ms = 0;
   // What `trace record` exits with: the child's code, or 128 + signal.

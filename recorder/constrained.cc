@@ -11,7 +11,9 @@ using nlohmann::json;
 constexpr int32_t kMaxStringBytes = 40;
 constexpr int32_t kMaxIntegerDigits = 9;
 
-bool IsContentByte(unsigned char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; }
+bool IsContentByte(unsigned char c) {
+  return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
+}
 
 // A trie over token sequences; node 0 of each trie is its root.
 struct TrieNode {
@@ -135,13 +137,11 @@ class ConstraintImpl : public Constraint {
         }
         return Reject(token);
       case Segment::kString:
-        if (classes_.IsStringContent(token) &&
-            len_ + classes_.ByteLength(token) <= s.max_len) {
+        if (classes_.IsStringContent(token) && len_ + classes_.ByteLength(token) <= s.max_len) {
           len_ += classes_.ByteLength(token);
           return Status::Ok();
         }
-        if (classes_.IsStringClose(token) &&
-            len_ + classes_.ByteLength(token) - 1 <= s.max_len) {
+        if (classes_.IsStringClose(token) && len_ + classes_.ByteLength(token) - 1 <= s.max_len) {
           EnterSegment(alt_, seg_ + 1);
           return Status::Ok();
         }
@@ -307,8 +307,8 @@ void AppendValue(const json& schema, std::string* pending, std::vector<Piece>* p
     int32_t max_bytes = kMaxStringBytes;
     if (schema.is_object() && schema.contains("maxLength") &&
         schema["maxLength"].is_number_integer() && schema["maxLength"].get<int64_t>() > 0) {
-      max_bytes = static_cast<int32_t>(std::min<int64_t>(schema["maxLength"].get<int64_t>(),
-                                                         kMaxStringBytes));
+      max_bytes = static_cast<int32_t>(
+          std::min<int64_t>(schema["maxLength"].get<int64_t>(), kMaxStringBytes));
     }
     *pending += "\"";
     flush();
@@ -330,9 +330,9 @@ TokenClasses::TokenClasses(const engine::Tokenizer& tokenizer) {
     bool content = std::all_of(b.begin(), b.end(),
                                [](char c) { return IsContentByte(static_cast<unsigned char>(c)); });
     if (content) flags_[id] |= kStringContent;
-    if (b.back() == '"' &&
-        std::all_of(b.begin(), b.end() - 1,
-                    [](char c) { return IsContentByte(static_cast<unsigned char>(c)); })) {
+    if (b.back() == '"' && std::all_of(b.begin(), b.end() - 1, [](char c) {
+          return IsContentByte(static_cast<unsigned char>(c));
+        })) {
       flags_[id] |= kStringClose;
     }
     if (std::all_of(b.begin(), b.end(), [](char c) { return c >= '0' && c <= '9'; })) {
@@ -376,8 +376,7 @@ Result<std::unique_ptr<Constraint>> Constraint::Create(const json& spec,
           "<tool_call>\n{\"name\": " + json(tool["name"]).dump() + ", \"arguments\": {";
       std::vector<Piece> pieces;
       const json& params = tool.contains("parameters") ? tool["parameters"] : json::object();
-      if (params.is_object() && params.contains("properties") &&
-          params["properties"].is_object()) {
+      if (params.is_object() && params.contains("properties") && params["properties"].is_object()) {
         bool first = true;
         // Properties in key order (nlohmann::json keeps objects sorted): deterministic.
         for (const auto& [key, schema] : params["properties"].items()) {
@@ -406,9 +405,9 @@ json ToolCallConstraintSpec(const json& tools_for_template, const std::string& o
     for (const json& t : tools_for_template) {
       const json& fn = t["function"];
       if (!only_name.empty() && fn["name"] != only_name) continue;
-      tools.push_back({{"name", fn["name"]},
-                       {"parameters", fn.contains("parameters") ? fn["parameters"]
-                                                                : json::object()}});
+      tools.push_back(
+          {{"name", fn["name"]},
+           {"parameters", fn.contains("parameters") ? fn["parameters"] : json::object()}});
     }
   }
   return {{"kind", "tool_call"}, {"tools", tools}};

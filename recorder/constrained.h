@@ -55,8 +55,7 @@ class Constraint {
   // `end_token` is appended as the final forced token (the chat end-of-turn token).
   static Result<std::unique_ptr<Constraint>> Create(const nlohmann::json& spec,
                                                     const engine::Tokenizer& tokenizer,
-                                                    const TokenClasses& classes,
-                                                    int32_t end_token);
+                                                    const TokenClasses& classes, int32_t end_token);
 
   // Sets mask[id] = 1 for every token allowed next, 0 otherwise (resized to the vocab).
   virtual void AllowedMask(std::vector<uint8_t>* mask) const = 0;

@@ -10,13 +10,20 @@ using nlohmann::json;
 
 std::string TypeName(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "boolean";
-    case json::value_t::string: return "string";
-    case json::value_t::array: return "array";
-    case json::value_t::object: return "object";
-    case json::value_t::number_float: return "number";
-    default: return "integer";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "boolean";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::object:
+      return "object";
+    case json::value_t::number_float:
+      return "number";
+    default:
+      return "integer";
   }
 }
 
@@ -45,7 +52,8 @@ std::optional<ApiError> ParseContent(const json& v, const std::string& where, st
       if (!part.is_object()) return WrongType(p, "an object", part);
       auto type = part.find("type");
       if (type == part.end() || !type->is_string() || *type != "text") {
-        return BadRequest(p + ".type", "'" + p + ".type' must be \"text\" (only text parts "
+        return BadRequest(p + ".type", "'" + p +
+                                           ".type' must be \"text\" (only text parts "
                                            "are supported)");
       }
       auto text = part.find("text");
@@ -111,8 +119,10 @@ std::optional<ApiError> ParseMessages(const json& v, std::vector<ChatMessage>* o
     if (msg.role == "developer") msg.role = "system";
     if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" &&
         msg.role != "tool") {
-      return BadRequest(p + ".role", "'" + p + ".role' must be one of system, user, "
-                                         "assistant, tool; got \"" + msg.role + "\"");
+      return BadRequest(p + ".role", "'" + p +
+                                         ".role' must be one of system, user, "
+                                         "assistant, tool; got \"" +
+                                         msg.role + "\"");
     }
     if (auto c = m.find("content"); c != m.end()) {
       if (auto err = ParseContent(*c, p + ".content", &msg.content)) return err;
@@ -123,7 +133,8 @@ std::optional<ApiError> ParseMessages(const json& v, std::vector<ChatMessage>* o
     }
     if (auto tc = m.find("tool_calls"); tc != m.end()) {
       if (msg.role != "assistant") {
-        return BadRequest(p + ".tool_calls", "'" + p + ".tool_calls' is only valid on "
+        return BadRequest(p + ".tool_calls", "'" + p +
+                                                 ".tool_calls' is only valid on "
                                                  "assistant messages");
       }
       if (auto err = ParseToolCalls(*tc, p + ".tool_calls", &msg.tool_calls)) return err;
@@ -193,13 +204,14 @@ std::optional<ApiError> ParseToolChoice(const json& v, CompletionRequest* req) {
     } else if (s == "required") {
       req->tool_choice = ToolChoice::kRequired;
     } else {
-      return BadRequest("tool_choice", "'tool_choice' must be none, auto, required or "
-                                       "{\"type\": \"function\", ...}; got \"" + s + "\"");
+      return BadRequest("tool_choice",
+                        "'tool_choice' must be none, auto, required or "
+                        "{\"type\": \"function\", ...}; got \"" +
+                            s + "\"");
     }
   } else if (v.is_object()) {
     auto fn = v.find("function");
-    if (fn == v.end() || !fn->is_object() || !fn->contains("name") ||
-        !(*fn)["name"].is_string()) {
+    if (fn == v.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) {
       return BadRequest("tool_choice.function.name",
                         "'tool_choice.function.name' must be a string");
     }
@@ -314,9 +326,9 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
       bool found = false;
       for (const ToolSpec& t : req.tools) found |= t.name == req.tool_choice_name;
       if (!found) {
-        return OutOfRange("tool_choice.function.name",
-                          "tool_choice names \"" + req.tool_choice_name +
-                              "\", which is not in 'tools'");
+        return OutOfRange(
+            "tool_choice.function.name",
+            "tool_choice names \"" + req.tool_choice_name + "\", which is not in 'tools'");
       }
     }
   } else {
@@ -415,8 +427,9 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
       req.guided_choice.push_back(s.get<std::string>());
     }
     if (req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed) {
-      return OutOfRange("guided_choice", "'guided_choice' cannot be combined with a forced "
-                                         "tool_choice");
+      return OutOfRange("guided_choice",
+                        "'guided_choice' cannot be combined with a forced "
+                        "tool_choice");
     }
   }
   return req;
@@ -487,8 +500,7 @@ ExtractedToolCalls ExtractToolCalls(std::string_view text, std::string_view id_p
     }
     rest.append(text.substr(pos, open - pos));
     ToolCall tc;
-    tc.id = std::string("call_") + std::string(id_prefix) + "_" +
-            std::to_string(out.calls.size());
+    tc.id = std::string("call_") + std::string(id_prefix) + "_" + std::to_string(out.calls.size());
     tc.name = call["name"].get<std::string>();
     json args = call.contains("arguments") ? call["arguments"] : json::object();
     tc.arguments = args.is_string() ? args.get<std::string>()
@@ -546,7 +558,9 @@ json ToolCallsJson(const std::vector<ToolCall>& calls, bool with_index) {
 
 namespace {
 
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 }  // namespace
 
@@ -562,9 +576,10 @@ std::string ChatCompletionBody(const CompletionResult& r, bool with_logprobs) {
       for (const auto& [tok, lp] : t.top) {
         top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", BytesOf(tok)}});
       }
-      content.push_back(
-          {{"token", t.token}, {"logprob", t.logprob}, {"bytes", BytesOf(t.token)},
-           {"top_logprobs", top}});
+      content.push_back({{"token", t.token},
+                         {"logprob", t.logprob},
+                         {"bytes", BytesOf(t.token)},
+                         {"top_logprobs", top}});
     }
     choice["logprobs"] = {{"content", content}};
   } else {
@@ -596,14 +611,19 @@ std::string CompletionBody(const CompletionResult& r, bool with_logprobs) {
   } else {
     choice["logprobs"] = nullptr;
   }
-  json body = {{"id", r.id},          {"object", "text_completion"},
-               {"created", r.created}, {"model", r.model},
-               {"choices", json::array({choice})}, {"usage", Usage(r)},
+  json body = {{"id", r.id},
+               {"object", "text_completion"},
+               {"created", r.created},
+               {"model", r.model},
+               {"choices", json::array({choice})},
+               {"usage", Usage(r)},
                {"trace", TraceExtension(r)}};
   return Dump(body);
 }
 
-std::string SseData(const json& chunk) { return "data: " + Dump(chunk) + "\n\n"; }
+std::string SseData(const json& chunk) {
+  return "data: " + Dump(chunk) + "\n\n";
+}
 
 json ChatChunk(const CompletionResult& h, const json& delta, const json& finish_reason) {
   return {{"id", h.id},
@@ -615,12 +635,12 @@ json ChatChunk(const CompletionResult& h, const json& delta, const json& finish_
 }
 
 json TextChunk(const CompletionResult& h, const std::string& text, const json& finish_reason) {
-  return {{"id", h.id},
-          {"object", "text_completion"},
-          {"created", h.created},
-          {"model", h.model},
-          {"choices",
-           json::array({{{"index", 0}, {"text", text}, {"finish_reason", finish_reason}}})}};
+  return {
+      {"id", h.id},
+      {"object", "text_completion"},
+      {"created", h.created},
+      {"model", h.model},
+      {"choices", json::array({{{"index", 0}, {"text", text}, {"finish_reason", finish_reason}}})}};
 }
 
 }  // namespace trace::recorder

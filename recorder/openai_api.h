@@ -34,7 +34,7 @@ struct ApiError {
 ApiError BadRequest(std::string param, std::string message);
 
 struct ToolCall {
-  std::string id;         // "call_..." as returned to the client
+  std::string id;  // "call_..." as returned to the client
   std::string name;
   std::string arguments;  // JSON text
 };
@@ -75,8 +75,7 @@ struct CompletionRequest {
 };
 
 // Parses and validates a request body. `chat` selects the endpoint's schema.
-std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view body,
-                                                                 bool chat);
+std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view body, bool chat);
 
 // The messages and tools as the chat template wants them (OpenAI shapes, tool-call
 // arguments parsed back to objects as Qwen's template expects).
@@ -103,7 +102,7 @@ struct CompletionResult {
   int64_t created = 0;
   std::string model;
   std::string system_fingerprint;  // "trace-<numerics mode>"
-  std::string text;  // generated text (stop sequence removed)
+  std::string text;                // generated text (stop sequence removed)
   std::vector<ToolCall> tool_calls;
   std::string finish_reason;  // stop | length | tool_calls
   int64_t prompt_tokens = 0;

@@ -12,7 +12,9 @@ uint64_t DeriveCallSeed(uint64_t run_seed, uint64_t call_index) {
 RunLog::RunLog(std::unique_ptr<store::RunWriter> writer, uint64_t run_seed)
     : writer_(std::move(writer)), run_seed_(run_seed) {}
 
-Result<uint64_t> RunLog::Append(proto::Event event) { return writer_->Append(std::move(event)); }
+Result<uint64_t> RunLog::Append(proto::Event event) {
+  return writer_->Append(std::move(event));
+}
 
 Result<uint64_t> RunLog::RecordLlmCall(proto::LlmCall call) {
   {

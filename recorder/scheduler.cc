@@ -157,8 +157,8 @@ class SchedulerImpl : public Scheduler {
   // Starts a sequence for `a`, forking the longest cached prefix when there is one.
   void Admit(Active* a) {
     a->started = Clock::now();
-    a->result.queue_ms = std::chrono::duration<double, std::milli>(a->started - a->submitted)
-                             .count();
+    a->result.queue_ms =
+        std::chrono::duration<double, std::milli>(a->started - a->submitted).count();
     a->tokens = a->req.prompt;
     // At least the last prompt token is computed: its logits start the generation.
     size_t limit = a->req.prompt.empty() ? 0 : a->req.prompt.size() - 1;
@@ -218,8 +218,8 @@ class SchedulerImpl : public Scheduler {
     for (auto& a : active_) {
       if (a->fed >= a->req.prompt.size() || budget <= 0) continue;
       size_t remaining = a->req.prompt.size() - a->fed;
-      size_t chunk = std::min<size_t>({remaining, static_cast<size_t>(options_.prefill_chunk),
-                                       static_cast<size_t>(budget)});
+      size_t chunk = std::min<size_t>(
+          {remaining, static_cast<size_t>(options_.prefill_chunk), static_cast<size_t>(budget)});
       engine::BatchItem item;
       item.seq = a->seq;
       item.tokens = std::span<const int32_t>(a->tokens.data() + a->fed, chunk);
@@ -257,9 +257,8 @@ class SchedulerImpl : public Scheduler {
       if (!a->prefilled) {
         a->prefilled = true;
         a->prefill_done = Clock::now();
-        a->result.prefill_ms = std::chrono::duration<double, std::milli>(a->prefill_done -
-                                                                          a->started)
-                                   .count();
+        a->result.prefill_ms =
+            std::chrono::duration<double, std::milli>(a->prefill_done - a->started).count();
         std::lock_guard<std::mutex> lock(stats_mu_);
         stats_.computed_prompt_tokens +=
             static_cast<int64_t>(a->req.prompt.size()) - a->result.reused_prompt_tokens;
@@ -328,8 +327,7 @@ class SchedulerImpl : public Scheduler {
     if (a->prefilled) {
       a->result.decode_ms = MsSince(a->prefill_done);
     }
-    if (keep_cache && options_.prefix_reuse && options_.max_cached_sequences > 0 &&
-        a->fed > 0) {
+    if (keep_cache && options_.prefix_reuse && options_.max_cached_sequences > 0 && a->fed > 0) {
       a->tokens.resize(a->fed);
       cache_.push_back({a->seq, std::move(a->tokens)});
       while (static_cast<int>(cache_.size()) > options_.max_cached_sequences) {
@@ -364,8 +362,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::unique_ptr<engine::Eng
   if (!engine) return InvalidArgument("scheduler: no engine");
   if (options.max_active_sequences < 1 || options.max_batch_tokens < 1 ||
       options.prefill_chunk < 1) {
-    return InvalidArgument("scheduler: max_active_sequences, max_batch_tokens and "
-                           "prefill_chunk must be positive");
+    return InvalidArgument(
+        "scheduler: max_active_sequences, max_batch_tokens and "
+        "prefill_chunk must be positive");
   }
   return std::unique_ptr<Scheduler>(new SchedulerImpl(std::move(engine), options));
 }

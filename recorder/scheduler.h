@@ -34,7 +34,7 @@ struct TokenStep {
   float logprob = 0.0f;  // the sampler's (after temperature, before the cut)
   int32_t runner_up = -1;
   float runner_up_logit = 0.0f;
-  float model_logprob = 0.0f;  // log-softmax of the raw logits (OpenAI "logprob")
+  float model_logprob = 0.0f;                  // log-softmax of the raw logits (OpenAI "logprob")
   std::vector<std::pair<int32_t, float>> top;  // top_logprobs, raw log-softmax
 };
 

@@ -127,13 +127,12 @@ class LocalServer : public Server {
     for (int32_t id : backend_.model->config().eos_token_ids) end_tokens_.push_back(id);
     std::sort(end_tokens_.begin(), end_tokens_.end());
     end_tokens_.erase(std::unique(end_tokens_.begin(), end_tokens_.end()), end_tokens_.end());
-    turn_end_token_ = tok.TokenId("<|im_end|>").value_or(
-        end_tokens_.empty() ? 0 : end_tokens_.front());
+    turn_end_token_ =
+        tok.TokenId("<|im_end|>").value_or(end_tokens_.empty() ? 0 : end_tokens_.front());
     const auto& eo = backend_.scheduler->engine().options();
-    max_context_ = eo.max_context > 0 ? eo.max_context
-                                      : backend_.model->config().max_position_embeddings;
-    numerics_ = eo.numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion
-                                                              : "fast";
+    max_context_ =
+        eo.max_context > 0 ? eo.max_context : backend_.model->config().max_position_embeddings;
+    numerics_ = eo.numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion : "fast";
     Routes();
   }
 
@@ -143,10 +142,9 @@ class LocalServer : public Server {
 
   Status Start() override {
     http_.new_task_queue = [n = options_.http_threads] { return new httplib::ThreadPool(n); };
-    int port = options_.port == 0 ? http_.bind_to_any_port(options_.host)
-                                  : (http_.bind_to_port(options_.host, options_.port)
-                                         ? options_.port
-                                         : -1);
+    int port = options_.port == 0
+                   ? http_.bind_to_any_port(options_.host)
+                   : (http_.bind_to_port(options_.host, options_.port) ? options_.port : -1);
     if (port <= 0) {
       return IOError("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
     }
@@ -181,20 +179,20 @@ class LocalServer : public Server {
 
  private:
   void Routes() {
-    http_.set_exception_handler([](const httplib::Request&, httplib::Response& res,
-                                   std::exception_ptr ep) {
-      ApiError e;
-      e.http_status = 500;
-      e.type = "server_error";
-      try {
-        if (ep) std::rethrow_exception(ep);
-      } catch (const std::exception& ex) {
-        e.message = std::string("internal error: ") + ex.what();
-      } catch (...) {
-        e.message = "internal error";
-      }
-      SendError(res, e);
-    });
+    http_.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          ApiError e;
+          e.http_status = 500;
+          e.type = "server_error";
+          try {
+            if (ep) std::rethrow_exception(ep);
+          } catch (const std::exception& ex) {
+            e.message = std::string("internal error: ") + ex.what();
+          } catch (...) {
+            e.message = "internal error";
+          }
+          SendError(res, e);
+        });
     http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       ApiError e;
@@ -221,8 +219,7 @@ class LocalServer : public Server {
                                           {"owned_by", "trace"}}})}};
       res.set_content(body.dump(), "application/json");
     });
-    http_.Post("/v1/chat/completions", [this](const httplib::Request& req,
-                                              httplib::Response& res) {
+    http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       HandleCompletion(req, res, /*chat=*/true);
     });
     http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
@@ -278,7 +275,8 @@ class LocalServer : public Server {
 
   void HandleCompletion(const httplib::Request& http_req, httplib::Response& res, bool chat) {
     if (!Authorized(http_req, res)) return;
-    if (!upstream_.empty()) return Proxy(http_req, res, chat ? "/chat/completions" : "/completions");
+    if (!upstream_.empty())
+      return Proxy(http_req, res, chat ? "/chat/completions" : "/completions");
     auto call = std::make_shared<Call>();
     call->start = SteadyClock::now();
     call->start_ns = NowNs();
@@ -347,9 +345,8 @@ class LocalServer : public Server {
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        "text/event-stream", [this, call](size_t, httplib::DataSink& sink) {
-          return StreamResponse(call.get(), sink);
-        });
+        "text/event-stream",
+        [this, call](size_t, httplib::DataSink& sink) { return StreamResponse(call.get(), sink); });
   }
 
   // Renders, tokenizes, picks the seed and the constraint. An error is the client's.
@@ -373,9 +370,8 @@ class LocalServer : public Server {
       call->tools_active = tools.is_array();
       if (req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed) {
         call->constraint_json =
-            ToolCallConstraintSpec(tools, req.tool_choice == ToolChoice::kNamed
-                                              ? req.tool_choice_name
-                                              : std::string())
+            ToolCallConstraintSpec(
+                tools, req.tool_choice == ToolChoice::kNamed ? req.tool_choice_name : std::string())
                 .dump();
       }
     } else {
@@ -386,22 +382,22 @@ class LocalServer : public Server {
       call->tools_active = false;
     }
     call->prompt_ids = backend_.tokenizer->Encode(call->rendered_prompt);
-    if (call->prompt_ids.empty()) return BadRequest(req.chat ? "messages" : "prompt",
-                                                    "the prompt is empty");
+    if (call->prompt_ids.empty())
+      return BadRequest(req.chat ? "messages" : "prompt", "the prompt is empty");
     int64_t n = static_cast<int64_t>(call->prompt_ids.size());
     if (max_context_ > 0 && n >= max_context_) {
-      ApiError e = BadRequest(req.chat ? "messages" : "prompt",
-                              "the prompt has " + std::to_string(n) +
-                                  " tokens; the model's context is " +
-                                  std::to_string(max_context_));
+      ApiError e =
+          BadRequest(req.chat ? "messages" : "prompt", "the prompt has " + std::to_string(n) +
+                                                           " tokens; the model's context is " +
+                                                           std::to_string(max_context_));
       e.code = "context_length_exceeded";
       return e;
     }
     if (max_context_ > 0 && n + req.sampling.max_tokens > max_context_) {
       req.sampling.max_tokens = static_cast<int32_t>(max_context_ - n);
     }
-    for (const std::string& s : req.sampling.stop) call->max_stop_len =
-        std::max(call->max_stop_len, s.size());
+    for (const std::string& s : req.sampling.stop)
+      call->max_stop_len = std::max(call->max_stop_len, s.size());
     call->call_index = next_call_index_++;
     call->seed = req.seed ? *req.seed : DeriveCallSeed(options_.run_seed, call->call_index);
     call->created = call->start_ns / 1000000000;
@@ -471,7 +467,8 @@ class LocalServer : public Server {
       }
     }
     if (call->tools_active) {
-      ExtractedToolCalls ex = ExtractToolCalls(r.text, id_prefix_ + std::to_string(call->call_index));
+      ExtractedToolCalls ex =
+          ExtractToolCalls(r.text, id_prefix_ + std::to_string(call->call_index));
       if (!ex.calls.empty()) {
         r.tool_calls = std::move(ex.calls);
         r.text = std::move(ex.content);
@@ -586,8 +583,8 @@ class LocalServer : public Server {
     header.model = backend_.model_name;
     auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
     bool chat = call->req.chat;
-    if (chat && !write(SseData(ChatChunk(header, {{"role", "assistant"}, {"content", ""}},
-                                         nullptr)))) {
+    if (chat &&
+        !write(SseData(ChatChunk(header, {{"role", "assistant"}, {"content", ""}}, nullptr)))) {
       call->gen->Cancel();
       return false;
     }
@@ -597,16 +594,15 @@ class LocalServer : public Server {
       bool finished;
       {
         std::unique_lock<std::mutex> lock(call->stream->mu);
-        call->stream->cv.wait(lock, [&] {
-          return call->stream->finished || !call->stream->deltas.empty();
-        });
+        call->stream->cv.wait(
+            lock, [&] { return call->stream->finished || !call->stream->deltas.empty(); });
         deltas.swap(call->stream->deltas);
         finished = call->stream->finished;
       }
       for (const std::string& d : deltas) {
         streamed += d;
-        json chunk = chat ? ChatChunk(header, {{"content", d}}, nullptr)
-                          : TextChunk(header, d, nullptr);
+        json chunk =
+            chat ? ChatChunk(header, {{"content", d}}, nullptr) : TextChunk(header, d, nullptr);
         if (!write(SseData(chunk))) {
           call->gen->Cancel();
           return false;
@@ -624,24 +620,24 @@ class LocalServer : public Server {
       return true;
     }
     // What the non-streamed response says, minus what was already sent.
-    std::string rest = r.text.compare(0, streamed.size(), streamed) == 0
-                           ? r.text.substr(streamed.size())
-                           : r.text;
+    std::string rest =
+        r.text.compare(0, streamed.size(), streamed) == 0 ? r.text.substr(streamed.size()) : r.text;
     if (!rest.empty()) {
-      json chunk = chat ? ChatChunk(header, {{"content", rest}}, nullptr)
-                        : TextChunk(header, rest, nullptr);
+      json chunk =
+          chat ? ChatChunk(header, {{"content", rest}}, nullptr) : TextChunk(header, rest, nullptr);
       write(SseData(chunk));
     }
     if (!r.tool_calls.empty()) {
-      write(SseData(ChatChunk(header, {{"tool_calls", ToolCallsJson(r.tool_calls, true)}},
-                              nullptr)));
+      write(
+          SseData(ChatChunk(header, {{"tool_calls", ToolCallsJson(r.tool_calls, true)}}, nullptr)));
     }
     json last = chat ? ChatChunk(header, json::object(), r.finish_reason)
                      : TextChunk(header, "", r.finish_reason);
     last["trace"] = TraceExtension(r);
     write(SseData(last));
     if (call->req.include_usage_in_stream) {
-      json usage = chat ? ChatChunk(header, json::object(), nullptr) : TextChunk(header, "", nullptr);
+      json usage =
+          chat ? ChatChunk(header, json::object(), nullptr) : TextChunk(header, "", nullptr);
       usage["choices"] = json::array();
       usage["usage"] = {{"prompt_tokens", r.prompt_tokens},
                         {"completion_tokens", r.completion_tokens},
@@ -652,7 +648,6 @@ class LocalServer : public Server {
     sink.done();
     return true;
   }
-
 
   // Proxy mode: forward to the upstream as given, streaming included, and record the
   // request and the response (or the reassembled stream) as an LlmCall.
@@ -756,7 +751,8 @@ class LocalServer : public Server {
       if (req.contains("temperature") && req["temperature"].is_number()) {
         p->set_temperature(req["temperature"].get<float>());
       }
-      if (req.contains("top_p") && req["top_p"].is_number()) p->set_top_p(req["top_p"].get<float>());
+      if (req.contains("top_p") && req["top_p"].is_number())
+        p->set_top_p(req["top_p"].get<float>());
       if (req.contains("seed") && req["seed"].is_number_integer()) {
         p->set_seed(req["seed"].get<uint64_t>());
         c.set_seed_used(req["seed"].get<uint64_t>());
@@ -776,7 +772,8 @@ class LocalServer : public Server {
         finish = ch["finish_reason"];
       }
       const json* m = ch.contains("message") ? &ch["message"]
-                      : ch.contains("delta") ? &ch["delta"] : nullptr;
+                      : ch.contains("delta") ? &ch["delta"]
+                                             : nullptr;
       if (ch.contains("text") && ch["text"].is_string()) text += ch["text"].get<std::string>();
       if (!m || !m->is_object()) return;
       if (m->contains("content") && (*m)["content"].is_string()) {
@@ -792,7 +789,8 @@ class LocalServer : public Server {
           if (tc.contains("id") && tc["id"].is_string()) call.id = tc["id"];
           if (tc.contains("function") && tc["function"].is_object()) {
             const json& f = tc["function"];
-            if (f.contains("name") && f["name"].is_string()) call.name += f["name"].get<std::string>();
+            if (f.contains("name") && f["name"].is_string())
+              call.name += f["name"].get<std::string>();
             if (f.contains("arguments") && f["arguments"].is_string()) {
               call.arguments += f["arguments"].get<std::string>();
             }
@@ -835,9 +833,9 @@ class LocalServer : public Server {
 
   void HandleClock(const httplib::Request& req, httplib::Response& res) {
     int64_t wall = NowNs();
-    int64_t mono = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       SteadyClock::now().time_since_epoch())
-                       .count();
+    int64_t mono =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+            .count();
     std::string iso = Iso8601(wall);
     std::string clock = req.has_param("clock") ? req.get_param_value("clock") : "wall";
     if (clock != "wall" && clock != "monotonic") {
@@ -919,22 +917,22 @@ class LocalServer : public Server {
       if (*seq == 0) ++duplicates;
       seqs.push_back(*seq);
     }
-    res.set_content(json{{"recorded", log_ != nullptr},
-                         {"seqs", seqs},
-                         {"duplicates", duplicates}}
-                        .dump(),
-                    "application/json");
+    res.set_content(
+        json{{"recorded", log_ != nullptr}, {"seqs", seqs}, {"duplicates", duplicates}}.dump(),
+        "application/json");
   }
 
   static std::variant<proto::Event, ApiError> ParseAgentEvent(const json& j,
                                                               const std::string& where) {
-    auto field = [&](const char* name) { return where.empty() ? std::string(name)
-                                                              : where + "." + name; };
+    auto field = [&](const char* name) {
+      return where.empty() ? std::string(name) : where + "." + name;
+    };
     if (!j.is_object()) return BadRequest(where, "an event must be a JSON object");
     auto type_it = j.find("type");
     if (type_it == j.end() || !type_it->is_string()) {
-      return BadRequest(field("type"), "'" + field("type") + "' must be one of tool_call, "
-                                       "tool_result, context, template_var, clock, note");
+      return BadRequest(field("type"), "'" + field("type") +
+                                           "' must be one of tool_call, "
+                                           "tool_result, context, template_var, clock, note");
     }
     std::string type = type_it->get<std::string>();
     std::optional<ApiError> err;
@@ -1117,12 +1115,11 @@ void FillFingerprints(const LocalBackend& backend, proto::RunHeader* header) {
   e->set_build_type(TRACE_BUILD_TYPE);
 #endif
   e->set_numerics(eo.numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion
-                                                                : "fast");
+                                                               : "fast");
   e->set_kernel_impl(eo.impl == kernels::Impl::kReference ? "reference" : "auto");
   e->set_threads(eo.threads > 0 ? eo.threads
                                 : static_cast<int32_t>(std::thread::hardware_concurrency()));
-  e->set_max_context(eo.max_context > 0 ? eo.max_context
-                                        : model.config().max_position_embeddings);
+  e->set_max_context(eo.max_context > 0 ? eo.max_context : model.config().max_position_embeddings);
 
   proto::DeviceFingerprint* d = header->mutable_device();
   d->set_device(eo.device);
@@ -1137,7 +1134,7 @@ void FillFingerprints(const LocalBackend& backend, proto::RunHeader* header) {
 }
 
 Result<std::unique_ptr<Server>> Server::CreateProxy(const std::string& upstream_base_url,
-                                                   const ServerOptions& options) {
+                                                    const ServerOptions& options) {
   if (upstream_base_url.rfind("http://", 0) != 0 && upstream_base_url.rfind("https://", 0) != 0) {
     return InvalidArgument("--upstream must be an http:// or https:// URL, got '" +
                            upstream_base_url + "'");

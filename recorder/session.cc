@@ -163,9 +163,8 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
     out.events = summary->events;
     out.stored_bytes = summary->stored_bytes;
   }
-  out.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                              started)
-                        .count();
+  out.duration_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return out;
 }
 
@@ -173,9 +172,9 @@ std::string SummaryParagraph(const RecordOutcome& o) {
   std::ostringstream s;
   s << "recorded run " << o.run_id << ": " << o.counts.llm_calls << " model calls, "
     << o.counts.sampled_tokens << " sampled tokens, " << o.counts.tool_calls << " tool calls, "
-    << o.counts.tool_results << " tool results, " << o.counts.context_chunks
-    << " context chunks, " << o.counts.clock_reads << " clock reads; " << o.events
-    << " events, " << (o.stored_bytes + 1023) / 1024 << " KiB in " << o.store_path << ", "
+    << o.counts.tool_results << " tool results, " << o.counts.context_chunks << " context chunks, "
+    << o.counts.clock_reads << " clock reads; " << o.events << " events, "
+    << (o.stored_bytes + 1023) / 1024 << " KiB in " << o.store_path << ", "
     << static_cast<int64_t>(o.duration_ms) / 1000.0 << " s. ";
   if (o.signalled) {
     s << "The agent was killed by signal " << o.signal << " (" << strsignal(o.signal) << ").";
@@ -229,9 +228,9 @@ Status Serve(const SessionOptions& o, bool record,
     proto::RunEnd end;
     end.set_how(proto::RunEnd::EXITED);
     end.set_reason(std::string("trace serve stopped by ") + strsignal(sig));
-    end.set_duration_ms(std::chrono::duration<double, std::milli>(
-                            std::chrono::steady_clock::now() - started)
-                            .count());
+    end.set_duration_ms(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count());
     TRACE_RETURN_IF_ERROR(log->writer().End(end).status());
     RunCounts c = log->counts();
     Log(o, "run " + log->run_id() + ": " + std::to_string(c.llm_calls) + " model calls, " +

@@ -153,19 +153,26 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--model") opt.model = next();
-    else if (a == "--threads") opt.threads = std::atoi(next());
-    else if (a == "--decode") opt.decode = std::atoi(next());
-    else if (a == "--prefill") opt.prefill = std::atoi(next());
-    else if (a == "--context") opt.context = std::atoi(next());
-    else if (a == "--memory-child") opt.memory_child = true;
+    if (a == "--model")
+      opt.model = next();
+    else if (a == "--threads")
+      opt.threads = std::atoi(next());
+    else if (a == "--decode")
+      opt.decode = std::atoi(next());
+    else if (a == "--prefill")
+      opt.prefill = std::atoi(next());
+    else if (a == "--context")
+      opt.context = std::atoi(next());
+    else if (a == "--memory-child")
+      opt.memory_child = true;
     else {
       std::fprintf(stderr, "engine_bench: unknown argument %s\n", a.c_str());
       return 2;
     }
   }
   if (opt.model.empty()) {
-    opt.model = (std::filesystem::temp_directory_path() / "trace-bench-qwen2.5-0.5b-seed1").string();
+    opt.model =
+        (std::filesystem::temp_directory_path() / "trace-bench-qwen2.5-0.5b-seed1").string();
     if (!std::filesystem::exists(opt.model + "/config.json")) {
       std::fprintf(stderr, "writing the qwen2.5-0.5b preset to %s ...\n", opt.model.c_str());
       Check(engine::InitModel("qwen2.5-0.5b", 1, opt.model));
@@ -179,8 +186,7 @@ int main(int argc, char** argv) {
   const auto& c = model->config();
   std::printf("model %s: %s, %lld layers, hidden %lld, %.0f MB weights; threads %d\n",
               opt.model.c_str(), c.architecture.c_str(), static_cast<long long>(c.num_layers),
-              static_cast<long long>(c.hidden_size), model->weights().bytes / 1e6,
-              opt.threads);
+              static_cast<long long>(c.hidden_size), model->weights().bytes / 1e6, opt.threads);
   Figures canonical = Throughput(model, kernels::Numerics::kCanonical, opt);
   Figures fast = Throughput(model, kernels::Numerics::kFast, opt);
   std::printf("%-22s %12s %12s %10s\n", "tokens/s", "canonical", "fast", "ratio");
@@ -216,9 +222,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "engine_bench: the memory child failed (status %d)\n", status);
     return 2;
   }
-  std::printf("peak RSS at %d context, batch 1: %.0f MB = %.3fx the weights (%.0f MB); "
-              "prefill of %d tokens took %.1f s\n",
-              opt.context, rss / 1e6, static_cast<double>(rss) / weights, weights / 1e6,
-              opt.context - 4, prefill_s);
+  std::printf(
+      "peak RSS at %d context, batch 1: %.0f MB = %.3fx the weights (%.0f MB); "
+      "prefill of %d tokens took %.1f s\n",
+      opt.context, rss / 1e6, static_cast<double>(rss) / weights, weights / 1e6, opt.context - 4,
+      prefill_s);
   return 0;
 }

@@ -50,8 +50,9 @@ std::unique_ptr<Server> Start(SchedulerOptions so, RunLog* log = nullptr) {
 
 json Request(const std::string& model, int k, int max_tokens) {
   return {{"model", model},
-          {"messages", {{{"role", "user"}, {"content", "Request " + std::to_string(k) +
-                                                           ": summarise the refund policy."}}}},
+          {"messages",
+           {{{"role", "user"},
+             {"content", "Request " + std::to_string(k) + ": summarise the refund policy."}}}},
           {"max_tokens", max_tokens},
           {"seed", k},
           {"temperature", 0.8}};
@@ -104,8 +105,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "recorder_bench: %s\n", st.message().c_str());
     return 2;
   }
-  std::printf("recorder_bench: tiny demo model, %d requests of %d tokens per point\n\n",
-              requests, max_tokens);
+  std::printf("recorder_bench: tiny demo model, %d requests of %d tokens per point\n\n", requests,
+              max_tokens);
 
   // 1. Batching on vs off.
   SchedulerOptions batched, serial;
@@ -131,8 +132,8 @@ int main(int argc, char** argv) {
     best_off = std::max(best_off, Throughput(*on, 8, requests, max_tokens));
     best_on = std::max(best_on, Throughput(*recorded, 8, requests, max_tokens));
   }
-  std::printf("\nrecording: on %.1f tok/s, off %.1f tok/s: cost %.1f%% (target <= 3%%)\n",
-              best_on, best_off, 100.0 * (1.0 - best_on / best_off));
+  std::printf("\nrecording: on %.1f tok/s, off %.1f tok/s: cost %.1f%% (target <= 3%%)\n", best_on,
+              best_off, 100.0 * (1.0 - best_on / best_off));
   recorded.reset();
 
   // 3. Proxy latency: direct vs through a proxy to the same upstream, max_tokens 1.
@@ -159,15 +160,17 @@ int main(int argc, char** argv) {
   auto cold = Start(no_reuse);
   json messages = json::array({{{"role", "system"}, {"content", "You are a support agent."}}});
   for (int turn = 0; turn < 4; ++turn) {
-    messages.push_back({{"role", "user"}, {"content", "Turn " + std::to_string(turn) +
-                                                          ": tell me about refunds and shipping."}});
-    json r = Post(on->port(), {{"model", on->model_name()}, {"messages", messages},
-                               {"max_tokens", 48}, {"seed", turn}});
-    messages.push_back({{"role", "assistant"},
-                        {"content", r["choices"][0]["message"]["content"]}});
+    messages.push_back(
+        {{"role", "user"},
+         {"content", "Turn " + std::to_string(turn) + ": tell me about refunds and shipping."}});
+    json r = Post(
+        on->port(),
+        {{"model", on->model_name()}, {"messages", messages}, {"max_tokens", 48}, {"seed", turn}});
+    messages.push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
   }
   messages.push_back({{"role", "user"}, {"content", "Turn 5: and deletion?"}});
-  json fifth = {{"model", on->model_name()}, {"messages", messages}, {"max_tokens", 1}, {"seed", 5}};
+  json fifth = {
+      {"model", on->model_name()}, {"messages", messages}, {"max_tokens", 1}, {"seed", 5}};
   std::vector<double> warm_ms, cold_ms;
   int64_t cached = 0, prompt = 0;
   for (int rep = 0; rep < 5; ++rep) {
@@ -182,10 +185,11 @@ int main(int argc, char** argv) {
     cached = w["usage"]["prompt_tokens_details"]["cached_tokens"];
     prompt = w["usage"]["prompt_tokens"];
   }
-  std::printf("prefix reuse: turn-5 TTFT %.2f ms with reuse (%lld of %lld prompt tokens "
-              "cached), %.2f ms without: %.2fx faster\n",
-              Median(warm_ms), static_cast<long long>(cached), static_cast<long long>(prompt),
-              Median(cold_ms), Median(cold_ms) / Median(warm_ms));
+  std::printf(
+      "prefix reuse: turn-5 TTFT %.2f ms with reuse (%lld of %lld prompt tokens "
+      "cached), %.2f ms without: %.2fx faster\n",
+      Median(warm_ms), static_cast<long long>(cached), static_cast<long long>(prompt),
+      Median(cold_ms), Median(cold_ms) / Median(warm_ms));
   cold.reset();
   on.reset();
   (void)log.writer().End(proto::RunEnd());

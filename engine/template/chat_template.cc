@@ -97,12 +97,18 @@ nlohmann::ordered_json ToOrdered(const nlohmann::json& j) {
       for (const auto& e : j) out.push_back(ToOrdered(e));
       return out;
     }
-    case nlohmann::json::value_t::string: return j.get<std::string>();
-    case nlohmann::json::value_t::boolean: return j.get<bool>();
-    case nlohmann::json::value_t::number_integer: return j.get<int64_t>();
-    case nlohmann::json::value_t::number_unsigned: return j.get<uint64_t>();
-    case nlohmann::json::value_t::number_float: return j.get<double>();
-    default: return nullptr;
+    case nlohmann::json::value_t::string:
+      return j.get<std::string>();
+    case nlohmann::json::value_t::boolean:
+      return j.get<bool>();
+    case nlohmann::json::value_t::number_integer:
+      return j.get<int64_t>();
+    case nlohmann::json::value_t::number_unsigned:
+      return j.get<uint64_t>();
+    case nlohmann::json::value_t::number_float:
+      return j.get<double>();
+    default:
+      return nullptr;
   }
 }
 

@@ -32,8 +32,7 @@ class ChatTemplate {
 
   // Parses template text. `origin` names it in error messages (e.g. a file path).
   // bos_token / eos_token are empty strings unless set with SetSpecialTokens.
-  static Result<std::unique_ptr<ChatTemplate>> Parse(std::string_view source,
-                                                     std::string origin);
+  static Result<std::unique_ptr<ChatTemplate>> Parse(std::string_view source, std::string origin);
 
   // Renders with the variables transformers passes: messages, tools (none when null, as
   // transformers passes tools=None), documents (none), add_generation_prompt, bos_token and
@@ -41,8 +40,7 @@ class ChatTemplate {
   // {"enable_thinking": false}). nlohmann::json sorts object keys, which changes what
   // `tojson` prints; use RenderOrdered to keep the order the caller received.
   Result<std::string> Render(const nlohmann::json& messages, const nlohmann::json& tools,
-                             bool add_generation_prompt,
-                             const nlohmann::json& extra_kwargs) const;
+                             bool add_generation_prompt, const nlohmann::json& extra_kwargs) const;
 
   // As Render, keeping object keys in their original order (as Python's dicts do).
   virtual Result<std::string> RenderOrdered(const nlohmann::ordered_json& messages,

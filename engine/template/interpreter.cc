@@ -20,7 +20,9 @@ namespace trace::engine::tmpl {
 
 namespace {
 
-Status TypeError(std::string m) { return InvalidArgument(std::move(m)); }
+Status TypeError(std::string m) {
+  return InvalidArgument(std::move(m));
+}
 
 // Python has big ints; we have int64 and say so instead of wrapping around.
 Status IntTooLarge() {
@@ -37,20 +39,32 @@ Status TooLarge(const std::string& what) {
 // Nesting limits standing in for Python's recursion limit.
 constexpr int kMaxCallDepth = 256;
 
-std::string Quote(const std::string& s) { return "'" + s + "'"; }
+std::string Quote(const std::string& s) {
+  return "'" + s + "'";
+}
 
 // jinja2's object description in "has no attribute" messages: 'dict object'.
-std::string ObjectName(const Value& v) { return std::string(KindName(v)) + " object"; }
+std::string ObjectName(const Value& v) {
+  return std::string(KindName(v)) + " object";
+}
 
 Status UndefinedError(const Value& undefined) {
   const std::string& hint = undefined.str();
   return InvalidArgument(hint.empty() ? "value is undefined" : hint);
 }
 
-char32_t ToUpper(char32_t c) { return static_cast<char32_t>(utf8proc_toupper(c)); }
-char32_t ToLower(char32_t c) { return static_cast<char32_t>(utf8proc_tolower(c)); }
-char32_t ToTitle(char32_t c) { return static_cast<char32_t>(utf8proc_totitle(c)); }
-bool IsCased(char32_t c) { return ToUpper(c) != c || ToLower(c) != c || ToTitle(c) != c; }
+char32_t ToUpper(char32_t c) {
+  return static_cast<char32_t>(utf8proc_toupper(c));
+}
+char32_t ToLower(char32_t c) {
+  return static_cast<char32_t>(utf8proc_tolower(c));
+}
+char32_t ToTitle(char32_t c) {
+  return static_cast<char32_t>(utf8proc_totitle(c));
+}
+bool IsCased(char32_t c) {
+  return ToUpper(c) != c || ToLower(c) != c || ToTitle(c) != c;
+}
 bool IsAlnumCp(char32_t c) {
   auto cat = utf8proc_category(c);
   return (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
@@ -68,13 +82,18 @@ std::string MapChars(const std::string& s, char32_t (*f)(char32_t)) {
   return out;
 }
 
-std::string PyUpper(const std::string& s) { return MapChars(s, ToUpper); }
-std::string PyLower(const std::string& s) { return MapChars(s, ToLower); }
+std::string PyUpper(const std::string& s) {
+  return MapChars(s, ToUpper);
+}
+std::string PyLower(const std::string& s) {
+  return MapChars(s, ToLower);
+}
 
 std::string PyCapitalize(const std::string& s) {
   auto cps = DecodeUtf8(s);
   std::string out;
-  for (size_t i = 0; i < cps.size(); ++i) AppendUtf8(out, i == 0 ? ToTitle(cps[i]) : ToLower(cps[i]));
+  for (size_t i = 0; i < cps.size(); ++i)
+    AppendUtf8(out, i == 0 ? ToTitle(cps[i]) : ToLower(cps[i]));
   return out;
 }
 
@@ -171,11 +190,13 @@ std::vector<std::string> PySplitLines(const std::string& s, bool keepends) {
     if (!brk) continue;
     size_t end = i + 1;
     if (c == '\r' && i + 1 < cps.size() && cps[i + 1] == '\n') end = i + 2;
-    out.push_back(EncodeUtf8(std::u32string_view(cps.data() + start, (keepends ? end : i) - start)));
+    out.push_back(
+        EncodeUtf8(std::u32string_view(cps.data() + start, (keepends ? end : i) - start)));
     start = end;
     i = end - 1;
   }
-  if (start < cps.size()) out.push_back(EncodeUtf8(std::u32string_view(cps.data() + start, cps.size() - start)));
+  if (start < cps.size())
+    out.push_back(EncodeUtf8(std::u32string_view(cps.data() + start, cps.size() - start)));
   return out;
 }
 
@@ -242,26 +263,26 @@ std::vector<size_t> SliceIndices(size_t size, const Value& start_v, const Value&
 }
 
 const std::set<std::string>& DictMethods() {
-  static const std::set<std::string> k = {"clear", "copy",    "fromkeys",   "get",    "items",
-                                          "keys",  "pop",     "popitem",    "setdefault",
-                                          "update", "values"};
+  static const std::set<std::string> k = {"clear",      "copy",   "fromkeys", "get",
+                                          "items",      "keys",   "pop",      "popitem",
+                                          "setdefault", "update", "values"};
   return k;
 }
 const std::set<std::string>& StrMethods() {
   static const std::set<std::string> k = {
-      "capitalize", "casefold", "center", "count",     "encode",   "endswith", "expandtabs",
-      "find",       "format",   "format_map", "index", "isalnum",  "isalpha",  "isascii",
-      "isdecimal",  "isdigit",  "isidentifier", "islower", "isnumeric", "isprintable",
-      "isspace",    "istitle",  "isupper",  "join",      "ljust",    "lower",    "lstrip",
-      "maketrans",  "partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex",
-      "rjust",      "rpartition", "rsplit", "rstrip",    "split",    "splitlines", "startswith",
-      "strip",      "swapcase", "title",    "translate", "upper",    "zfill"};
+      "capitalize",   "casefold",    "center",    "count",      "encode",       "endswith",
+      "expandtabs",   "find",        "format",    "format_map", "index",        "isalnum",
+      "isalpha",      "isascii",     "isdecimal", "isdigit",    "isidentifier", "islower",
+      "isnumeric",    "isprintable", "isspace",   "istitle",    "isupper",      "join",
+      "ljust",        "lower",       "lstrip",    "maketrans",  "partition",    "removeprefix",
+      "removesuffix", "replace",     "rfind",     "rindex",     "rjust",        "rpartition",
+      "rsplit",       "rstrip",      "split",     "splitlines", "startswith",   "strip",
+      "swapcase",     "title",       "translate", "upper",      "zfill"};
   return k;
 }
 const std::set<std::string>& ListMethods() {
-  static const std::set<std::string> k = {"append", "clear", "copy",    "count", "extend",
-                                          "index",  "insert", "pop",    "remove", "reverse",
-                                          "sort"};
+  static const std::set<std::string> k = {"append", "clear", "copy",   "count",   "extend", "index",
+                                          "insert", "pop",   "remove", "reverse", "sort"};
   return k;
 }
 
@@ -288,8 +309,8 @@ class Renderer {
   }
 
   Status Err(int line, const std::string& what) const {
-    return InvalidArgument("template " + program_.origin + " line " + std::to_string(line) +
-                           ": " + what);
+    return InvalidArgument("template " + program_.origin + " line " + std::to_string(line) + ": " +
+                           what);
   }
   // Adds the template location to an error from a filter, test, method or callee.
   Status Locate(const Status& st, int line) const {
@@ -312,7 +333,9 @@ class Renderer {
 
   Status Exec(const Stmt& s, std::string& out) {
     switch (s.kind) {
-      case StmtKind::kText: out += s.text; return Status::Ok();
+      case StmtKind::kText:
+        out += s.text;
+        return Status::Ok();
       case StmtKind::kOutput: {
         TRACE_ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
         out += ToPyStr(v);
@@ -325,8 +348,10 @@ class Renderer {
         }
         return ExecBody(s.else_body, out);
       }
-      case StmtKind::kFor: return ExecFor(s, out);
-      case StmtKind::kSet: return ExecSet(s);
+      case StmtKind::kFor:
+        return ExecFor(s, out);
+      case StmtKind::kSet:
+        return ExecSet(s);
       case StmtKind::kMacro: {
         frame_->vars.Set(s.text, MakeMacro(s));
         return Status::Ok();
@@ -356,7 +381,8 @@ class Renderer {
         if (loop_depth_ == 0) return Err(s.line, "'continue' outside of a loop");
         flow_ = Flow::kContinue;
         return Status::Ok();
-      case StmtKind::kTransparent: return ExecBody(s.body, out);
+      case StmtKind::kTransparent:
+        return ExecBody(s.body, out);
     }
     return Err(s.line, "unknown statement");
   }
@@ -391,12 +417,11 @@ class Renderer {
       return Err(line, std::string("cannot unpack non-iterable ") + KindName(v) + " object");
     }
     if (items.size() != targets.size()) {
-      return Err(line, items.size() > targets.size()
-                           ? "too many values to unpack (expected " +
-                                 std::to_string(targets.size()) + ")"
-                           : "not enough values to unpack (expected " +
-                                 std::to_string(targets.size()) + ", got " +
-                                 std::to_string(items.size()) + ")");
+      return Err(line,
+                 items.size() > targets.size()
+                     ? "too many values to unpack (expected " + std::to_string(targets.size()) + ")"
+                     : "not enough values to unpack (expected " + std::to_string(targets.size()) +
+                           ", got " + std::to_string(items.size()) + ")");
     }
     for (size_t i = 0; i < targets.size(); ++i) vars.Set(targets[i], items[i]);
     return Status::Ok();
@@ -418,7 +443,8 @@ class Renderer {
     if (s.attr_target) {
       Value ns = Lookup(s.targets[0]);
       if (ns.kind() != Kind::kNamespace) {
-        return Err(s.line, "cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
+        return Err(s.line,
+                   "cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
       }
       ns.dict()->Set(s.targets[1], v);
       return Status::Ok();
@@ -433,8 +459,10 @@ class Renderer {
 
   Result<std::vector<Value>> Iterate(const Value& v, int line) {
     switch (v.kind()) {
-      case Kind::kUndefined: return std::vector<Value>{};
-      case Kind::kList: return v.items();
+      case Kind::kUndefined:
+        return std::vector<Value>{};
+      case Kind::kList:
+        return v.items();
       case Kind::kDict: {
         std::vector<Value> keys;
         for (const auto& [k, val] : v.dict()->entries) keys.push_back(Value::Str(k));
@@ -491,8 +519,7 @@ class Renderer {
       loop->Set("length", Value::Int(static_cast<int64_t>(n)));
       loop->Set("depth", Value::Int(1));
       loop->Set("depth0", Value::Int(0));
-      loop->Set("previtem",
-                i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
+      loop->Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
       loop->Set("nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
       auto cycle = std::make_shared<Callable>();
       cycle->name = "loop.cycle";
@@ -613,8 +640,10 @@ class Renderer {
 
   Result<Value> Eval(const Expr& e) {
     switch (e.kind) {
-      case ExprKind::kLiteral: return e.value;
-      case ExprKind::kName: return Lookup(e.name);
+      case ExprKind::kLiteral:
+        return e.value;
+      case ExprKind::kName:
+        return Lookup(e.name);
       case ExprKind::kList:
       case ExprKind::kTuple: {
         std::vector<Value> items;
@@ -879,7 +908,8 @@ class Renderer {
 
   static Result<bool> Contains(const Value& container, const Value& needle) {
     switch (container.kind()) {
-      case Kind::kUndefined: return false;
+      case Kind::kUndefined:
+        return false;
       case Kind::kString:
         if (!needle.is_string()) {
           return TypeError("'in <string>' requires string as left operand, not " +
@@ -902,7 +932,8 @@ class Renderer {
 
   Result<Value> GetAttr(const Value& obj, const std::string& name) {
     switch (obj.kind()) {
-      case Kind::kUndefined: return UndefinedError(obj);
+      case Kind::kUndefined:
+        return UndefinedError(obj);
       case Kind::kDict:
         if (DictMethods().count(name)) return BoundMethod(obj, name);
         if (const Value* v = obj.dict()->Find(name)) return *v;
@@ -916,14 +947,16 @@ class Renderer {
       case Kind::kList:
         if (ListMethods().count(name)) return BoundMethod(obj, name);
         break;
-      default: break;
+      default:
+        break;
     }
     return Value::Undefined(Quote(ObjectName(obj)) + " has no attribute " + Quote(name));
   }
 
   Result<Value> GetItem(const Value& obj, const Value& key) {
     switch (obj.kind()) {
-      case Kind::kUndefined: return UndefinedError(obj);
+      case Kind::kUndefined:
+        return UndefinedError(obj);
       case Kind::kDict:
         if (key.is_string()) {
           if (const Value* v = obj.dict()->Find(key.str())) return *v;
@@ -954,7 +987,8 @@ class Renderer {
           return GetAttr(obj, key.str());
         }
         break;
-      default: break;
+      default:
+        break;
     }
     if (key.is_string()) {
       return Value::Undefined(Quote(ObjectName(obj)) + " has no attribute " + Quote(key.str()));
@@ -1018,7 +1052,9 @@ Result<std::string> StrArg(const CallArgs& args, size_t index, std::string_view 
   return v->str();
 }
 
-bool IsNoneOrMissing(const Value* v) { return !v || v->is_none(); }
+bool IsNoneOrMissing(const Value* v) {
+  return !v || v->is_none();
+}
 
 Value StrList(const std::vector<std::string>& parts) {
   std::vector<Value> items;
@@ -1070,7 +1106,8 @@ Result<std::string> PyFormat(const std::string& fmt, const CallArgs& args) {
       continue;
     }
     size_t close = fmt.find('}', i);
-    if (close == std::string::npos) return InvalidArgument("Single '{' encountered in format string");
+    if (close == std::string::npos)
+      return InvalidArgument("Single '{' encountered in format string");
     std::string field = fmt.substr(i + 1, close - i - 1);
     if (field.find_first_of(":!.[") != std::string::npos) {
       return Unsupported("unsupported construct: format spec or conversion in str.format field '{" +
@@ -1125,7 +1162,8 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     size_t b, e;
     CodePointRange(s, Arg(args, 1, "start"), Arg(args, 2, "end"), &b, &e);
     std::string_view view(s.data() + b, e - b);
-    std::vector<Value> candidates = prefix->is_list() ? prefix->items() : std::vector<Value>{*prefix};
+    std::vector<Value> candidates =
+        prefix->is_list() ? prefix->items() : std::vector<Value>{*prefix};
     for (const auto& c : candidates) {
       if (!c.is_string()) {
         return TypeError(fn + " first arg must be str or a tuple of str, not " + KindName(c));
@@ -1142,7 +1180,8 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     const Value* maxsplit = Arg(args, 1, "maxsplit");
     int64_t max = (maxsplit && maxsplit->is_integral()) ? maxsplit->as_int() : -1;
     if (sep && !sep->is_none()) {
-      if (!sep->is_string()) return TypeError("must be str or None, not " + std::string(KindName(*sep)));
+      if (!sep->is_string())
+        return TypeError("must be str or None, not " + std::string(KindName(*sep)));
       if (sep->str().empty()) return InvalidArgument("empty separator");
     }
     const std::string* sep_str = (sep && sep->is_string()) ? &sep->str() : nullptr;
@@ -1170,7 +1209,8 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     TRACE_ASSIGN_OR_RETURN(std::string old, StrArg(args, 0, "old", fn));
     TRACE_ASSIGN_OR_RETURN(std::string repl, StrArg(args, 1, "new", fn));
     const Value* count = Arg(args, 2, "count");
-    return Value::Str(PyReplace(s, old, repl, count && count->is_integral() ? count->as_int() : -1));
+    return Value::Str(
+        PyReplace(s, old, repl, count && count->is_integral() ? count->as_int() : -1));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     TRACE_ASSIGN_OR_RETURN(std::string sub, StrArg(args, 0, "sub", fn));
@@ -1180,7 +1220,8 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     if (name == "count") {
       if (sub.empty()) return Value::Int(static_cast<int64_t>(CodePointLength(view) + 1));
       int64_t n = 0;
-      for (size_t p = view.find(sub); p != std::string::npos; p = view.find(sub, p + sub.size())) ++n;
+      for (size_t p = view.find(sub); p != std::string::npos; p = view.find(sub, p + sub.size()))
+        ++n;
       return Value::Int(n);
     }
     size_t p = (name == "find" || name == "index") ? view.find(sub) : view.rfind(sub);
@@ -1227,7 +1268,8 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     if (name == "removeprefix") {
       return Value::Str(s.rfind(affix, 0) == 0 ? s.substr(affix.size()) : s);
     }
-    bool ends = s.size() >= affix.size() && s.compare(s.size() - affix.size(), affix.size(), affix) == 0;
+    bool ends =
+        s.size() >= affix.size() && s.compare(s.size() - affix.size(), affix.size(), affix) == 0;
     return Value::Str(ends && !affix.empty() ? s.substr(0, s.size() - affix.size()) : s);
   }
   if (name == "isdigit" || name == "isdecimal" || name == "isnumeric" || name == "isalpha" ||
@@ -1259,7 +1301,8 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
       } else if (name == "isdecimal" || name == "isdigit") {
         ok = cat == UTF8PROC_CATEGORY_ND;
       } else {
-        ok = cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
+        ok = cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL ||
+             cat == UTF8PROC_CATEGORY_NO;
       }
       if (!ok) return Value::Bool(false);
     }
@@ -1272,7 +1315,8 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     if (w->as_int() <= len) return Value::Str(s);
     if (w->as_int() > kMaxIndent) return TooLarge("zfill width");
     std::string pad(static_cast<size_t>(w->as_int() - len), '0');
-    if (!s.empty() && (s[0] == '+' || s[0] == '-')) return Value::Str(s.substr(0, 1) + pad + s.substr(1));
+    if (!s.empty() && (s[0] == '+' || s[0] == '-'))
+      return Value::Str(s.substr(0, 1) + pad + s.substr(1));
     return Value::Str(pad + s);
   }
   if (name == "center" || name == "ljust" || name == "rjust") {
@@ -1284,7 +1328,9 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     int64_t total = w->as_int() - len;
     if (total <= 0) return Value::Str(s);
     if (w->as_int() > kMaxIndent) return TooLarge(fn + " width");
-    int64_t left = name == "ljust" ? 0 : name == "rjust" ? total : total / 2 + (total & w->as_int() & 1);
+    int64_t left = name == "ljust"   ? 0
+                   : name == "rjust" ? total
+                                     : total / 2 + (total & w->as_int() & 1);
     int64_t right = total - left;
     std::string out;
     for (int64_t i = 0; i < left; ++i) out += f;
@@ -1347,8 +1393,8 @@ Value Renderer::BoundMethod(const Value& self, const std::string& name) {
     }
     (void)r;
     // Mutating methods are refused by transformers' ImmutableSandboxedEnvironment.
-    return InvalidArgument("access to attribute " + Quote(name) + " of " +
-                           Quote(KindName(self)) + " object is unsafe (immutable sandbox)");
+    return InvalidArgument("access to attribute " + Quote(name) + " of " + Quote(KindName(self)) +
+                           " object is unsafe (immutable sandbox)");
   };
   return Value::MakeCallable(fn);
 }
@@ -1374,7 +1420,8 @@ Value Renderer::Builtin(const std::string& name) const {
          std::vector<Value> items;
          for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
            if (items.size() >= 100000) {
-             return InvalidArgument("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+             return InvalidArgument(
+                 "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
            }
            items.push_back(Value::Int(i));
          }
@@ -1439,7 +1486,8 @@ Result<int> SortCompare(const Value& a, const Value& b, bool case_sensitive) {
   }
   if (a.is_number() && b.is_number()) {
     double x = a.as_double(), y = b.as_double();
-    if (a.is_integral() && b.is_integral()) return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
+    if (a.is_integral() && b.is_integral())
+      return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
     return x < y ? -1 : x > y ? 1 : 0;
   }
   if (a.is_string() && b.is_string()) {
@@ -1459,8 +1507,10 @@ Result<int> SortCompare(const Value& a, const Value& b, bool case_sensitive) {
 
 Result<std::vector<Value>> ToList(const Value& v) {
   switch (v.kind()) {
-    case Kind::kUndefined: return std::vector<Value>{};
-    case Kind::kList: return v.items();
+    case Kind::kUndefined:
+      return std::vector<Value>{};
+    case Kind::kList:
+      return v.items();
     case Kind::kDict: {
       std::vector<Value> keys;
       for (const auto& [k, x] : v.dict()->entries) keys.push_back(Value::Str(k));
@@ -1475,7 +1525,8 @@ Result<std::vector<Value>> ToList(const Value& v) {
       }
       return chars;
     }
-    default: return TypeError(Quote(KindName(v)) + " object is not iterable");
+    default:
+      return TypeError(Quote(KindName(v)) + " object is not iterable");
   }
 }
 
@@ -1483,12 +1534,23 @@ std::string HtmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -1546,7 +1608,8 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
   }
   if (name == "safe") return v;
   if (name == "string") return Value::Str(need_str(v));
-  if (name == "e" || name == "escape" || name == "forceescape") return Value::Str(HtmlEscape(need_str(v)));
+  if (name == "e" || name == "escape" || name == "forceescape")
+    return Value::Str(HtmlEscape(need_str(v)));
   if (name == "trim") {
     const Value* chars = Arg(args, 0, "chars");
     const std::string* set = (chars && chars->is_string()) ? &chars->str() : nullptr;
@@ -1574,11 +1637,16 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
   }
   if (name == "length" || name == "count") {
     switch (v.kind()) {
-      case Kind::kUndefined: return Value::Int(0);
-      case Kind::kString: return Value::Int(static_cast<int64_t>(CodePointLength(v.str())));
-      case Kind::kList: return Value::Int(static_cast<int64_t>(v.items().size()));
-      case Kind::kDict: return Value::Int(static_cast<int64_t>(v.dict()->entries.size()));
-      default: return TypeError("object of type " + Quote(KindName(v)) + " has no len()");
+      case Kind::kUndefined:
+        return Value::Int(0);
+      case Kind::kString:
+        return Value::Int(static_cast<int64_t>(CodePointLength(v.str())));
+      case Kind::kList:
+        return Value::Int(static_cast<int64_t>(v.items().size()));
+      case Kind::kDict:
+        return Value::Int(static_cast<int64_t>(v.dict()->entries.size()));
+      default:
+        return TypeError("object of type " + Quote(KindName(v)) + " has no len()");
     }
   }
   if (name == "wordcount") {
@@ -1646,11 +1714,12 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     const Value* first = Arg(args, 1, "first");
     const Value* blank = Arg(args, 2, "blank");
     std::string indention =
-        width && width->is_string() ? width->str()
-                                    : std::string(width && width->is_integral()
-                                                      ? static_cast<size_t>(std::max<int64_t>(0, width->as_int()))
-                                                      : 4,
-                                                  ' ');
+        width && width->is_string()
+            ? width->str()
+            : std::string(width && width->is_integral()
+                              ? static_cast<size_t>(std::max<int64_t>(0, width->as_int()))
+                              : 4,
+                          ' ');
     if (indention.size() > static_cast<size_t>(kMaxIndent)) return TooLarge("indent width");
     std::string s = need_str(v) + "\n";
     auto lines = PySplitLines(s, false);
@@ -1688,7 +1757,8 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
       long long i = std::strtoll(s.c_str(), &end, 10);
       if (!s.empty() && end && *end == 0 && errno == 0) return Value::Int(i);
       double d = std::strtod(s.c_str(), &end);
-      if (!s.empty() && end && *end == 0 && std::isfinite(d)) return Value::Int(static_cast<int64_t>(d));
+      if (!s.empty() && end && *end == 0 && std::isfinite(d))
+        return Value::Int(static_cast<int64_t>(d));
     }
     return fallback;
   }
@@ -1717,7 +1787,8 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     const Value* method = Arg(args, 1, "method");
     int64_t p = precision && precision->is_integral() ? precision->as_int() : 0;
     std::string m = method && method->is_string() ? method->str() : "common";
-    if (!v.is_number()) return TypeError("round filter needs a number, got " + std::string(KindName(v)));
+    if (!v.is_number())
+      return TypeError("round filter needs a number, got " + std::string(KindName(v)));
     if (m == "common") {
       if (v.is_integral()) return Value::Int(v.as_int());
       return Value::Float(PyRound(v.as_double(), p));
@@ -1732,7 +1803,8 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     if (v.is_undefined()) return Value::MakeList({});
     if (!v.is_dict()) return TypeError("Can only get item pairs from a mapping.");
     std::vector<Value> items;
-    for (const auto& [k, x] : v.dict()->entries) items.push_back(Value::MakeList({Value::Str(k), x}, true));
+    for (const auto& [k, x] : v.dict()->entries)
+      items.push_back(Value::MakeList({Value::Str(k), x}, true));
     return Value::MakeList(std::move(items));
   }
   if (name == "dictsort") {
@@ -1749,7 +1821,8 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
       }
     }
     std::vector<Value> items;
-    for (const auto& [k, x] : v.dict()->entries) items.push_back(Value::MakeList({Value::Str(k), x}, true));
+    for (const auto& [k, x] : v.dict()->entries)
+      items.push_back(Value::MakeList({Value::Str(k), x}, true));
     Status st;
     bool case_sensitive = cs && cs->Truthy();
     std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
@@ -1782,7 +1855,8 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     if (name == "unique") {
       std::vector<Value> out, seen;
       for (size_t i = 0; i < items.size(); ++i) {
-        Value k = (!case_sensitive && keys[i].is_string()) ? Value::Str(PyLower(keys[i].str())) : keys[i];
+        Value k =
+            (!case_sensitive && keys[i].is_string()) ? Value::Str(PyLower(keys[i].str())) : keys[i];
         bool dup = false;
         for (const auto& s : seen) dup = dup || PyEquals(s, k);
         if (dup) continue;
@@ -1882,7 +1956,8 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     std::string test;
     CallArgs test_args;
     if (next < args.positional.size()) {
-      if (!args.positional[next].is_string()) return TypeError(name + ": test name must be a string");
+      if (!args.positional[next].is_string())
+        return TypeError(name + ": test name must be a string");
       test = args.positional[next].str();
       test_args.positional.assign(args.positional.begin() + next + 1, args.positional.end());
       test_args.keyword = args.keyword;
@@ -1919,7 +1994,8 @@ Result<Value> GetPath(Renderer& r, const Value& item, const std::string& path) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     Value key = Value::Str(part);
     if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
       int64_t index = 0;
@@ -1964,7 +2040,8 @@ Result<bool> Renderer::ApplyTest(const std::string& name, const Value& v, CallAr
   if (name == "lower" || name == "upper") {
     if (!v.is_string()) return false;
     CallArgs none;
-    TRACE_ASSIGN_OR_RETURN(Value r, CallStrMethod(v.str(), name == "lower" ? "islower" : "isupper", none));
+    TRACE_ASSIGN_OR_RETURN(Value r,
+                           CallStrMethod(v.str(), name == "lower" ? "islower" : "isupper", none));
     return r.as_bool();
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
@@ -1997,11 +2074,11 @@ Result<bool> Renderer::ApplyTest(const std::string& name, const Value& v, CallAr
     if (v.is_dict() || v.kind() == Kind::kNamespace) return v.dict() == arg->dict();
     return false;
   }
-  if (name == "lt" || name == "lessthan" || name == "le" || name == "gt" ||
-      name == "greaterthan" || name == "ge") {
+  if (name == "lt" || name == "lessthan" || name == "le" || name == "gt" || name == "greaterthan" ||
+      name == "ge") {
     TRACE_RETURN_IF_ERROR(need_arg());
-    std::string op = (name == "lt" || name == "lessthan") ? "<"
-                     : name == "le"                        ? "<="
+    std::string op = (name == "lt" || name == "lessthan")      ? "<"
+                     : name == "le"                            ? "<="
                      : (name == "gt" || name == "greaterthan") ? ">"
                                                                : ">=";
     TRACE_ASSIGN_OR_RETURN(Value r, Binary(op, v, *arg));
@@ -2021,20 +2098,21 @@ namespace {
 
 const std::set<std::string>& KnownFilters() {
   static const std::set<std::string> k = {
-      "tojson", "safe",  "string", "e",      "escape", "forceescape", "trim",     "upper",
-      "lower",  "capitalize", "title", "length", "count", "wordcount", "default",  "d",
-      "list",   "first", "last",   "reverse", "join",  "replace",    "indent",   "int",
-      "float",  "abs",   "round",  "items",  "dictsort", "sort",     "unique",   "min",
-      "max",    "sum",   "attr",   "map",    "select", "reject",     "selectattr",
-      "rejectattr", "center"};
+      "tojson",   "safe",   "string",     "e",          "escape",     "forceescape", "trim",
+      "upper",    "lower",  "capitalize", "title",      "length",     "count",       "wordcount",
+      "default",  "d",      "list",       "first",      "last",       "reverse",     "join",
+      "replace",  "indent", "int",        "float",      "abs",        "round",       "items",
+      "dictsort", "sort",   "unique",     "min",        "max",        "sum",         "attr",
+      "map",      "select", "reject",     "selectattr", "rejectattr", "center"};
   return k;
 }
 const std::set<std::string>& KnownTests() {
   static const std::set<std::string> k = {
-      "defined", "undefined", "none",  "string", "mapping", "iterable", "sequence", "number",
-      "integer", "float",     "boolean", "true", "false",   "callable", "lower",    "upper",
-      "odd",     "even",      "divisibleby", "eq", "equalto", "==",     "ne",       "!=",
-      "sameas",  "lt",        "lessthan", "le",  "gt",      "greaterthan", "ge",    "in"};
+      "defined", "undefined",   "none",  "string",  "mapping",     "iterable", "sequence",
+      "number",  "integer",     "float", "boolean", "true",        "false",    "callable",
+      "lower",   "upper",       "odd",   "even",    "divisibleby", "eq",       "equalto",
+      "==",      "ne",          "!=",    "sameas",  "lt",          "lessthan", "le",
+      "gt",      "greaterthan", "ge",    "in"};
   return k;
 }
 
@@ -2076,7 +2154,9 @@ Status ValidateBody(const Body& body, const std::string& origin) {
 
 }  // namespace
 
-Status ValidateProgram(const Program& program) { return ValidateBody(program.body, program.origin); }
+Status ValidateProgram(const Program& program) {
+  return ValidateBody(program.body, program.origin);
+}
 
 Result<std::string> RenderProgram(const Program& program, std::shared_ptr<Dict> globals) {
   Renderer renderer(program, std::move(globals));

@@ -38,7 +38,9 @@ size_t WhitespaceRun(std::string_view s, size_t pos) {
   return pos - start;
 }
 
-bool AllWhitespace(std::string_view s) { return WhitespaceRun(s, 0) == s.size(); }
+bool AllWhitespace(std::string_view s) {
+  return WhitespaceRun(s, 0) == s.size();
+}
 
 // Normalises \r\n and \r to \n and drops one trailing newline, as jinja2 does.
 std::string NormalizeSource(std::string_view source) {
@@ -73,24 +75,45 @@ Result<std::string> UnescapeString(std::string_view body, const std::string& ori
           return LexError(origin, line, "bad \\x/\\u escape in string literal");
         }
         char h = body[i + k];
-        v = v * 16 + (std::isdigit(static_cast<unsigned char>(h)) ? h - '0'
-                                                                  : (std::tolower(h) - 'a' + 10));
+        v = v * 16 +
+            (std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
       }
       i += digits;
       return static_cast<char32_t>(v);
     };
     switch (e) {
-      case '\n': break;  // line continuation
-      case '\\': out.push_back('\\'); break;
-      case '\'': out.push_back('\''); break;
-      case '"': out.push_back('"'); break;
-      case 'a': out.push_back('\a'); break;
-      case 'b': out.push_back('\b'); break;
-      case 'f': out.push_back('\f'); break;
-      case 'n': out.push_back('\n'); break;
-      case 'r': out.push_back('\r'); break;
-      case 't': out.push_back('\t'); break;
-      case 'v': out.push_back('\v'); break;
+      case '\n':
+        break;  // line continuation
+      case '\\':
+        out.push_back('\\');
+        break;
+      case '\'':
+        out.push_back('\'');
+        break;
+      case '"':
+        out.push_back('"');
+        break;
+      case 'a':
+        out.push_back('\a');
+        break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'v':
+        out.push_back('\v');
+        break;
       case 'x': {
         TRACE_ASSIGN_OR_RETURN(char32_t cp, hex(2));
         AppendUtf8(out, cp);
@@ -135,7 +158,8 @@ class Lexer {
       // Find the next tag opener.
       size_t tag = std::string::npos;
       for (size_t p = src_.find('{', pos); p != std::string::npos; p = src_.find('{', p + 1)) {
-        if (p + 1 < src_.size() && (src_[p + 1] == '{' || src_[p + 1] == '%' || src_[p + 1] == '#')) {
+        if (p + 1 < src_.size() &&
+            (src_[p + 1] == '{' || src_[p + 1] == '%' || src_[p + 1] == '#')) {
           tag = p;
           break;
         }
@@ -184,9 +208,7 @@ class Lexer {
   }
 
  private:
-  void Emit(Tok type, std::string text) {
-    tokens_.push_back(Token{type, std::move(text), line_});
-  }
+  void Emit(Tok type, std::string text) { tokens_.push_back(Token{type, std::move(text), line_}); }
 
   // After a block end: `-%}` eats all following whitespace, `+%}` nothing, `%}` one '\n'.
   size_t AfterBlockEnd(size_t pos, char sign, bool* line_starting) {
@@ -231,7 +253,8 @@ class Lexer {
     size_t search = pos;
     while (true) {
       size_t open = src_.find("{%", search);
-      if (open == std::string::npos) return LexError(origin_, line_, "missing end of raw directive");
+      if (open == std::string::npos)
+        return LexError(origin_, line_, "missing end of raw directive");
       size_t p = open + 2;
       char sign = 0;
       if (p < src_.size() && (src_[p] == '-' || src_[p] == '+')) sign = src_[p++];
@@ -255,7 +278,8 @@ class Lexer {
       } else if (sign != '+') {
         size_t l_pos = text.rfind('\n');
         l_pos = l_pos == std::string::npos ? 0 : l_pos + 1;
-        if (l_pos > 0 && l_pos < text.size() && AllWhitespace(std::string_view(text).substr(l_pos))) {
+        if (l_pos > 0 && l_pos < text.size() &&
+            AllWhitespace(std::string_view(text).substr(l_pos))) {
           text.resize(l_pos);
         }
       }
@@ -334,9 +358,9 @@ class Lexer {
         TRACE_ASSIGN_OR_RETURN(pos, LexNumber(pos));
         continue;
       }
-      static const char* kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/",
-                                   "%",  "~",  "<",  ">",  "=",  ".", ",", ":", "|", "(",
-                                   ")",  "[",  "]",  "{",  "}"};
+      static const char* kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*",
+                                   "/",  "%",  "~",  "<",  ">",  "=",  ".", ",", ":",
+                                   "|",  "(",  ")",  "[",  "]",  "{",  "}"};
       bool matched = false;
       for (const char* op : kOps) {
         size_t n = std::char_traits<char>::length(op);
@@ -359,8 +383,8 @@ class Lexer {
         }
       }
       if (!matched) {
-        return LexError(origin_, line_, std::string("unexpected character '") +
-                                            static_cast<char>(c) + "'");
+        return LexError(origin_, line_,
+                        std::string("unexpected character '") + static_cast<char>(c) + "'");
       }
     }
   }
@@ -398,7 +422,8 @@ class Lexer {
       t.float_value = std::strtod(text.c_str(), nullptr);
     } else {
       auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), t.int_value);
-      if (ec != std::errc()) return LexError(origin_, line_, "integer literal out of range: " + text);
+      if (ec != std::errc())
+        return LexError(origin_, line_, "integer literal out of range: " + text);
     }
     tokens_.push_back(std::move(t));
     return end;

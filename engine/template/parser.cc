@@ -45,17 +45,27 @@ class Parser {
   }
   std::string Describe(const Token& t) const {
     switch (t.type) {
-      case Tok::kText: return "template data";
-      case Tok::kVarBegin: return "'{{'";
-      case Tok::kVarEnd: return "'}}'";
-      case Tok::kBlockBegin: return "'{%'";
-      case Tok::kBlockEnd: return "'%}'";
-      case Tok::kName: return "'" + t.text + "'";
-      case Tok::kString: return "string literal";
+      case Tok::kText:
+        return "template data";
+      case Tok::kVarBegin:
+        return "'{{'";
+      case Tok::kVarEnd:
+        return "'}}'";
+      case Tok::kBlockBegin:
+        return "'{%'";
+      case Tok::kBlockEnd:
+        return "'%}'";
+      case Tok::kName:
+        return "'" + t.text + "'";
+      case Tok::kString:
+        return "string literal";
       case Tok::kInt:
-      case Tok::kFloat: return "number " + t.text;
-      case Tok::kOp: return "'" + t.text + "'";
-      case Tok::kEof: return "end of template";
+      case Tok::kFloat:
+        return "number " + t.text;
+      case Tok::kOp:
+        return "'" + t.text + "'";
+      case Tok::kEof:
+        return "end of template";
     }
     return "token";
   }
@@ -111,7 +121,8 @@ class Parser {
       }
       if (t.type != Tok::kBlockBegin) return Error("unexpected " + Describe(t));
       Next();
-      if (Cur().type != Tok::kName) return Error("expected a statement name, got " + Describe(Cur()));
+      if (Cur().type != Tok::kName)
+        return Error("expected a statement name, got " + Describe(Cur()));
       std::string keyword = Cur().text;
       if (ends.count(keyword)) {
         Next();
@@ -257,8 +268,8 @@ class Parser {
       return s;
     }
     static const std::set<std::string> kKnownUnsupported = {
-        "include", "import", "from", "extends", "block", "with", "autoescape", "do", "trans",
-        "pluralize"};
+        "include", "import",     "from", "extends", "block",
+        "with",    "autoescape", "do",   "trans",   "pluralize"};
     if (kKnownUnsupported.count(keyword)) {
       return Error("unsupported construct: '" + keyword + "' statement", line);
     }
@@ -317,8 +328,7 @@ class Parser {
     auto tuple = Make(ExprKind::kTuple, line);
     tuple->children.push_back(std::move(first));
     while (SkipOp(",")) {
-      if (Cur().type == Tok::kBlockEnd || Cur().type == Tok::kVarEnd || IsOp(")") ||
-          IsName("if")) {
+      if (Cur().type == Tok::kBlockEnd || Cur().type == Tok::kVarEnd || IsOp(")") || IsName("if")) {
         break;
       }
       ExprPtr next;
@@ -696,9 +706,8 @@ class Parser {
     e->children.push_back(std::move(node));
     if (IsOp("(")) {
       TRACE_RETURN_IF_ERROR(ParseArgs(e.get()));
-    } else if ((Cur().type == Tok::kName || Cur().type == Tok::kString ||
-                Cur().type == Tok::kInt || Cur().type == Tok::kFloat || IsOp("[") ||
-                IsOp("{")) &&
+    } else if ((Cur().type == Tok::kName || Cur().type == Tok::kString || Cur().type == Tok::kInt ||
+                Cur().type == Tok::kFloat || IsOp("[") || IsOp("{")) &&
                !IsName("else") && !IsName("or") && !IsName("and")) {
       if (IsName("is")) return Error("you cannot chain multiple tests with is");
       TRACE_ASSIGN_OR_RETURN(ExprPtr arg, ParsePrimary());

@@ -26,7 +26,18 @@ namespace trace::engine::tmpl {
 
 // ---- values (Python objects as jinja2 sees them) -----------------------------------
 
-enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kCallable };
+enum class Kind {
+  kUndefined,
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kList,
+  kDict,
+  kNamespace,
+  kCallable
+};
 
 class Value;
 struct List;
@@ -85,7 +96,7 @@ class Value {
   int64_t as_int() const { return int_; }
   double as_double() const { return kind_ == Kind::kFloat ? float_ : static_cast<double>(int_); }
   const std::string& str() const { return str_; }  // string value, or undefined's hint
-  const std::vector<Value>& items() const;          // list items
+  const std::vector<Value>& items() const;         // list items
   bool is_tuple() const;
   const std::shared_ptr<List>& list_ptr() const { return list_; }
   const std::shared_ptr<Dict>& dict() const { return dict_; }  // dict or namespace
@@ -137,8 +148,8 @@ std::string FormatPyFloat(double d);
 // json.dumps(v, ensure_ascii=False, indent, separators, sort_keys) as transformers' tojson.
 // `indent` is the per-level indent string, nullopt for None.
 Result<std::string> ToJson(const Value& v, const std::optional<std::string>& indent,
-                           const std::string& item_sep, const std::string& key_sep,
-                           bool sort_keys, bool ensure_ascii);
+                           const std::string& item_sep, const std::string& key_sep, bool sort_keys,
+                           bool ensure_ascii);
 // Python ==.
 bool PyEquals(const Value& a, const Value& b);
 const char* KindName(const Value& v);  // Python type name for messages: 'dict object', ...
@@ -187,33 +198,33 @@ using StmtPtr = std::unique_ptr<Stmt>;
 using Body = std::vector<StmtPtr>;
 
 enum class ExprKind {
-  kLiteral,     // value
-  kName,        // name
-  kList,        // children
-  kTuple,       // children
-  kDict,        // keys (children at even) and values (odd)
-  kGetAttr,     // children[0] . name
-  kGetItem,     // children[0] [ children[1] ]
-  kSlice,       // children[0] [ children[1] : children[2] : children[3] ] (null parts allowed)
-  kCall,        // children[0] ( args )
-  kFilter,      // children[0] | name ( args )
-  kTest,        // children[0] is [not] name ( args )
-  kUnary,       // op children[0]: "-", "+", "not"
-  kBinary,      // children[0] op children[1]
+  kLiteral,  // value
+  kName,     // name
+  kList,     // children
+  kTuple,    // children
+  kDict,     // keys (children at even) and values (odd)
+  kGetAttr,  // children[0] . name
+  kGetItem,  // children[0] [ children[1] ]
+  kSlice,    // children[0] [ children[1] : children[2] : children[3] ] (null parts allowed)
+  kCall,     // children[0] ( args )
+  kFilter,   // children[0] | name ( args )
+  kTest,     // children[0] is [not] name ( args )
+  kUnary,    // op children[0]: "-", "+", "not"
+  kBinary,   // children[0] op children[1]
   kAnd,
   kOr,
-  kCondExpr,    // children[1] if children[0] else children[2] (children[2] may be null)
+  kCondExpr,  // children[1] if children[0] else children[2] (children[2] may be null)
 };
 
 struct Expr {
   ExprKind kind;
   int line = 0;
-  std::string name;  // name, attribute, filter/test name, operator
-  Value value;       // literal
+  std::string name;      // name, attribute, filter/test name, operator
+  Value value;           // literal
   bool negated = false;  // `is not`
   std::vector<ExprPtr> children;
-  std::vector<ExprPtr> args;                                // call/filter/test positional
-  std::vector<std::pair<std::string, ExprPtr>> kwargs;      // call/filter/test keyword
+  std::vector<ExprPtr> args;                            // call/filter/test positional
+  std::vector<std::pair<std::string, ExprPtr>> kwargs;  // call/filter/test keyword
 };
 
 enum class StmtKind {

@@ -38,16 +38,21 @@ Value Value::MakeCallable(std::shared_ptr<Callable> fn) {
 
 Value Value::FromJson(const nlohmann::ordered_json& j) {
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return None();
-    case nlohmann::ordered_json::value_t::boolean: return Bool(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return Int(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::null:
+      return None();
+    case nlohmann::ordered_json::value_t::boolean:
+      return Bool(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return Int(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) return Float(static_cast<double>(u));
       return Int(static_cast<int64_t>(u));
     }
-    case nlohmann::ordered_json::value_t::number_float: return Float(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return Str(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::number_float:
+      return Float(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return Str(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
@@ -59,7 +64,8 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
       for (auto it = j.begin(); it != j.end(); ++it) d->Set(it.key(), FromJson(it.value()));
       return MakeDict(std::move(d));
     }
-    default: return None();  // binary / discarded do not come from JSON text
+    default:
+      return None();  // binary / discarded do not come from JSON text
   }
 }
 
@@ -68,20 +74,29 @@ const std::vector<Value>& Value::items() const {
   return list_ ? list_->items : kEmpty;
 }
 
-bool Value::is_tuple() const { return list_ && list_->tuple; }
+bool Value::is_tuple() const {
+  return list_ && list_->tuple;
+}
 
 bool Value::Truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
-    case Kind::kNone: return false;
+    case Kind::kNone:
+      return false;
     case Kind::kBool:
-    case Kind::kInt: return int_ != 0;
-    case Kind::kFloat: return float_ != 0.0;
-    case Kind::kString: return !str_.empty();
-    case Kind::kList: return !list_->items.empty();
-    case Kind::kDict: return !dict_->entries.empty();
+    case Kind::kInt:
+      return int_ != 0;
+    case Kind::kFloat:
+      return float_ != 0.0;
+    case Kind::kString:
+      return !str_.empty();
+    case Kind::kList:
+      return !list_->items.empty();
+    case Kind::kDict:
+      return !dict_->entries.empty();
     case Kind::kNamespace:
-    case Kind::kCallable: return true;
+    case Kind::kCallable:
+      return true;
   }
   return false;
 }
@@ -188,8 +203,8 @@ std::string EncodeUtf8(const std::u32string_view s) {
 
 bool IsPyWhitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 std::string PyStrip(std::string_view s, const std::string* chars, bool left, bool right) {
@@ -307,12 +322,18 @@ std::string ToPyRepr(const Value& v) {
 
 std::string ToPyStr(const Value& v) {
   switch (v.kind()) {
-    case Kind::kUndefined: return "";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return v.as_bool() ? "True" : "False";
-    case Kind::kInt: return std::to_string(v.as_int());
-    case Kind::kFloat: return FormatPyFloat(v.as_double());
-    case Kind::kString: return v.str();
+    case Kind::kUndefined:
+      return "";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return v.as_bool() ? "True" : "False";
+    case Kind::kInt:
+      return std::to_string(v.as_int());
+    case Kind::kFloat:
+      return FormatPyFloat(v.as_double());
+    case Kind::kString:
+      return v.str();
     case Kind::kList: {
       const auto& items = v.items();
       std::string out = v.is_tuple() ? "(" : "[";
@@ -334,24 +355,36 @@ std::string ToPyStr(const Value& v) {
       }
       return out + "}";
     }
-    case Kind::kNamespace: return "<Namespace>";
-    case Kind::kCallable: return "<function " + v.callable()->name + ">";
+    case Kind::kNamespace:
+      return "<Namespace>";
+    case Kind::kCallable:
+      return "<function " + v.callable()->name + ">";
   }
   return "";
 }
 
 const char* KindName(const Value& v) {
   switch (v.kind()) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "NoneType";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "str";
-    case Kind::kList: return v.is_tuple() ? "tuple" : "list";
-    case Kind::kDict: return "dict";
-    case Kind::kNamespace: return "Namespace";
-    case Kind::kCallable: return "function";
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return v.is_tuple() ? "tuple" : "list";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kNamespace:
+      return "Namespace";
+    case Kind::kCallable:
+      return "function";
   }
   return "object";
 }
@@ -364,8 +397,10 @@ bool PyEquals(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Kind::kUndefined:
-    case Kind::kNone: return true;
-    case Kind::kString: return a.str() == b.str();
+    case Kind::kNone:
+      return true;
+    case Kind::kString:
+      return a.str() == b.str();
     case Kind::kList: {
       if (a.is_tuple() != b.is_tuple()) return false;
       const auto& x = a.items();
@@ -386,9 +421,12 @@ bool PyEquals(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Kind::kNamespace: return a.dict() == b.dict();
-    case Kind::kCallable: return a.callable() == b.callable();
-    default: return false;
+    case Kind::kNamespace:
+      return a.dict() == b.dict();
+    case Kind::kCallable:
+      return a.callable() == b.callable();
+    default:
+      return false;
   }
 }
 
@@ -422,13 +460,27 @@ void JsonString(std::string& out, const std::string& s, bool ensure_ascii) {
   }
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -443,17 +495,23 @@ void JsonString(std::string& out, const std::string& s, bool ensure_ascii) {
 }
 
 Status JsonValue(std::string& out, const Value& v, const std::optional<std::string>& indent,
-                 int depth, const std::string& item_sep, const std::string& key_sep,
-                 bool sort_keys, bool ensure_ascii) {
+                 int depth, const std::string& item_sep, const std::string& key_sep, bool sort_keys,
+                 bool ensure_ascii) {
   auto newline = [&](int d) {
     if (!indent) return;
     out.push_back('\n');
     for (int i = 0; i < d; ++i) out += *indent;
   };
   switch (v.kind()) {
-    case Kind::kNone: out += "null"; return Status::Ok();
-    case Kind::kBool: out += v.as_bool() ? "true" : "false"; return Status::Ok();
-    case Kind::kInt: out += std::to_string(v.as_int()); return Status::Ok();
+    case Kind::kNone:
+      out += "null";
+      return Status::Ok();
+    case Kind::kBool:
+      out += v.as_bool() ? "true" : "false";
+      return Status::Ok();
+    case Kind::kInt:
+      out += std::to_string(v.as_int());
+      return Status::Ok();
     case Kind::kFloat: {
       double d = v.as_double();
       if (std::isnan(d)) {
@@ -465,7 +523,9 @@ Status JsonValue(std::string& out, const Value& v, const std::optional<std::stri
       }
       return Status::Ok();
     }
-    case Kind::kString: JsonString(out, v.str(), ensure_ascii); return Status::Ok();
+    case Kind::kString:
+      JsonString(out, v.str(), ensure_ascii);
+      return Status::Ok();
     case Kind::kList: {
       const auto& items = v.items();
       if (items.empty()) {
@@ -476,9 +536,8 @@ Status JsonValue(std::string& out, const Value& v, const std::optional<std::stri
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += item_sep;
         newline(depth + 1);
-        TRACE_RETURN_IF_ERROR(
-            JsonValue(out, items[i], indent, depth + 1, item_sep, key_sep, sort_keys,
-                      ensure_ascii));
+        TRACE_RETURN_IF_ERROR(JsonValue(out, items[i], indent, depth + 1, item_sep, key_sep,
+                                        sort_keys, ensure_ascii));
       }
       newline(depth);
       out.push_back(']');
@@ -501,9 +560,8 @@ Status JsonValue(std::string& out, const Value& v, const std::optional<std::stri
         newline(depth + 1);
         JsonString(out, entries[i]->first, ensure_ascii);
         out += key_sep;
-        TRACE_RETURN_IF_ERROR(
-            JsonValue(out, entries[i]->second, indent, depth + 1, item_sep, key_sep,
-                      sort_keys, ensure_ascii));
+        TRACE_RETURN_IF_ERROR(JsonValue(out, entries[i]->second, indent, depth + 1, item_sep,
+                                        key_sep, sort_keys, ensure_ascii));
       }
       newline(depth);
       out.push_back('}');
@@ -518,11 +576,10 @@ Status JsonValue(std::string& out, const Value& v, const std::optional<std::stri
 }  // namespace
 
 Result<std::string> ToJson(const Value& v, const std::optional<std::string>& indent,
-                           const std::string& item_sep, const std::string& key_sep,
-                           bool sort_keys, bool ensure_ascii) {
+                           const std::string& item_sep, const std::string& key_sep, bool sort_keys,
+                           bool ensure_ascii) {
   std::string out;
-  TRACE_RETURN_IF_ERROR(
-      JsonValue(out, v, indent, 0, item_sep, key_sep, sort_keys, ensure_ascii));
+  TRACE_RETURN_IF_ERROR(JsonValue(out, v, indent, 0, item_sep, key_sep, sort_keys, ensure_ascii));
   return out;
 }
 

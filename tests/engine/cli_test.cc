@@ -20,8 +20,7 @@ struct Ran {
 
 Ran RunTrace(const std::string& args, const std::string& scratch) {
   const std::string err_path = scratch + "/stderr.txt";
-  const std::string cmd =
-      std::string(TRACE_BINARY_DIR) + "/bin/trace " + args + " 2>" + err_path;
+  const std::string cmd = std::string(TRACE_BINARY_DIR) + "/bin/trace " + args + " 2>" + err_path;
   Ran r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;

@@ -103,7 +103,8 @@ TEST_F(TinyModelTest, BatchCompanionsDoNotChangeAnyBit) {
     size_t row = 0;
     for (auto& item : items) {
       if (item.seq == target_seq) {
-        for (size_t i = 0; i < target.size(); ++i) item.logits_at.push_back(static_cast<int32_t>(i));
+        for (size_t i = 0; i < target.size(); ++i)
+          item.logits_at.push_back(static_cast<int32_t>(i));
         break;
       }
       row += item.logits_at.size();
@@ -171,7 +172,8 @@ TEST_F(TinyModelTest, AccurateAgainstFloat64Reference) {
   double worst = 0, worst_fast = 0;
   for (size_t t = 0; t < tokens.size(); ++t) {
     std::vector<double> want = ref.Step(tokens[t]);
-    worst = std::max(worst, testing::RelativeL2({logits.data() + t * vocab(), (size_t)vocab()}, want));
+    worst =
+        std::max(worst, testing::RelativeL2({logits.data() + t * vocab(), (size_t)vocab()}, want));
     worst_fast = std::max(
         worst_fast, testing::RelativeL2({fast_logits.data() + t * vocab(), (size_t)vocab()}, want));
   }
@@ -186,7 +188,7 @@ TEST_F(TinyModelTest, AccurateAgainstFloat64Reference) {
 TEST_F(TinyModelTest, GoldenLogitsDigests) {
   ASSERT_STREQ(kernels::kNumericsVersion, "canonical-v1");
   const std::map<std::string, std::vector<int32_t>> prompts = {
-      {"short", {9707, 11, 1879, 0}},                       // "Hello, world!"
+      {"short", {9707, 11, 1879, 0}},  // "Hello, world!"
       {"chat", {151644, 872, 198, 3838, 374, 220, 17, 10, 17, 30, 151645, 198, 151644, 77091, 198}},
   };
   const std::map<std::string, std::string> golden = {

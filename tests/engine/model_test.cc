@@ -125,15 +125,15 @@ TEST(SafetensorsTest, RejectsBadHeaders) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("x.safetensors"), std::string::npos);
   EXPECT_NE(st.message().find("'w'"), std::string::npos);
-  EXPECT_FALSE(ParseRaw(std::string("\x05\x00", 2)).ok());           // under 8 bytes
-  EXPECT_FALSE(ParseRaw(RawFile(ok, 8).substr(0, 20)).ok());         // header cut short
-  EXPECT_FALSE(ParseRaw(RawFile("[1,2]", 0)).ok());                  // not an object
+  EXPECT_FALSE(ParseRaw(std::string("\x05\x00", 2)).ok());    // under 8 bytes
+  EXPECT_FALSE(ParseRaw(RawFile(ok, 8).substr(0, 20)).ok());  // header cut short
+  EXPECT_FALSE(ParseRaw(RawFile("[1,2]", 0)).ok());           // not an object
   EXPECT_FALSE(ParseRaw(RawFile(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8))
                    .ok());  // shape does not match bytes
-  EXPECT_FALSE(ParseRaw(RawFile(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8))
-                   .ok());
-  EXPECT_FALSE(ParseRaw(RawFile(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8))
-                   .ok());
+  EXPECT_FALSE(
+      ParseRaw(RawFile(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8)).ok());
+  EXPECT_FALSE(
+      ParseRaw(RawFile(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8)).ok());
   Status i8 = ParseRaw(RawFile(R"({"w":{"dtype":"I8","shape":[8],"data_offsets":[0,8]}})", 8));
   ASSERT_FALSE(i8.ok());
   EXPECT_EQ(i8.code(), StatusCode::kUnsupported);
@@ -172,8 +172,8 @@ TEST(ModelInitTest, TinyLoadsWithPresetShapesAndFingerprints) {
   EXPECT_EQ(fp.dtype, "bfloat16");
   // Parameters from the config: tied embeddings, Qwen3 q/k norms, no biases.
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  const int64_t per_layer = 2 * H + H * c.num_heads * D * 2 + H * c.num_kv_heads * D * 2 +
-                            3 * H * I + 2 * D;
+  const int64_t per_layer =
+      2 * H + H * c.num_heads * D * 2 + H * c.num_kv_heads * D * 2 + 3 * H * I + 2 * D;
   EXPECT_EQ(fp.parameter_count, c.vocab_size * H + c.num_layers * per_layer + H);
   EXPECT_EQ((*model)->weights().bytes, fp.parameter_count * 2);
 }
@@ -211,8 +211,7 @@ TEST(ModelInitTest, ShardedFolderLoadsTheSameTensors) {
   fs::remove(tmp.path() + "/three/model-00002-of-00003.safetensors");
   auto broken = Model::Load(tmp.path() + "/three");
   ASSERT_FALSE(broken.ok());
-  EXPECT_NE(broken.status().message().find("model-00002-of-00003.safetensors"),
-            std::string::npos);
+  EXPECT_NE(broken.status().message().find("model-00002-of-00003.safetensors"), std::string::npos);
 }
 
 class BrokenModelTest : public ::testing::Test {

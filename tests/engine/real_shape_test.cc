@@ -32,7 +32,8 @@ std::vector<float> LastLogits(Engine* engine, const std::vector<int32_t>& tokens
     std::vector<BatchItem> items;
     for (int i = 0; i < others; ++i) items.push_back({companions[i], other_tokens[i], {0}});
     items.insert(items.begin() + others / 2,
-                 BatchItem{seq, std::span<const int32_t>(tokens.data() + begin, n),
+                 BatchItem{seq,
+                           std::span<const int32_t>(tokens.data() + begin, n),
                            {static_cast<int32_t>(n - 1)}});
     Status st = engine->Forward(items, &out);
     EXPECT_TRUE(st.ok()) << st.ToString();
@@ -65,8 +66,7 @@ TEST_P(RealShapeTest, BitwiseInvariantAndAccurate) {
   EXPECT_EQ(Bits(LastLogits(engine.get(), tokens, tokens.size(), 7, &rng)), Bits(expected))
       << "batched with 7";
   auto one_thread = EngineOrDie(model, Numerics::kCanonical, Impl::kAuto, 1);
-  EXPECT_EQ(Bits(LastLogits(one_thread.get(), tokens, 2, 1, &rng)), Bits(expected))
-      << "1 thread";
+  EXPECT_EQ(Bits(LastLogits(one_thread.get(), tokens, 2, 1, &rng)), Bits(expected)) << "1 thread";
   auto ref = EngineOrDie(model, Numerics::kCanonical, Impl::kReference, 2);
   EXPECT_EQ(Bits(LastLogits(ref.get(), tokens, tokens.size(), 0, &rng)), Bits(expected))
       << "scalar reference";

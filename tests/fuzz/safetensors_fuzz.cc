@@ -55,8 +55,9 @@ std::vector<std::string> SeedCorpus() {
 
 std::string Mutate(std::string s, std::mt19937_64& rng) {
   const int ops = 1 + static_cast<int>(rng() % 4);
-  static const char* kTokens[] = {"\"", "[", "]", "{", "}", ",", ":", "-1", "1e30",
-                                  "18446744073709551615", "\"F32\"", "\"BF16\"", "null", "0"};
+  static const char* kTokens[] = {"\"",      "[",        "]",    "{",    "}",
+                                  ",",       ":",        "-1",   "1e30", "18446744073709551615",
+                                  "\"F32\"", "\"BF16\"", "null", "0"};
   for (int i = 0; i < ops; ++i) {
     const size_t pos = s.empty() ? 0 : rng() % s.size();
     switch (rng() % 6) {
@@ -91,8 +92,7 @@ int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 3.0;
   std::mt19937_64 rng(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20261129);
   std::vector<std::string> corpus = SeedCorpus();
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   uint64_t runs = 0;
   for (const auto& s : corpus) {
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());

@@ -78,11 +78,29 @@ std::string ReadFile(const std::filesystem::path& p) {
   return text;
 }
 
-const char* kTokens[] = {"{{", "}}", "{%", "%}", "{%-", "-%}", "{#", "#}", "if ", "endif",
-                         "for ", "endfor", " in ", "set ", "|", ".", "[", "]", "(", ")",
-                         "'", "\"", "\\", "::-1", "loop.", "namespace(", "macro ", "endmacro",
-                         "tojson", "is ", "not ", "else", "elif ", "\n", " ", "é", "😀",
-                         "raise_exception(", "range(", "1e308", "-", "*", "**", "//", "~"};
+const char* kTokens[] = {"{{",     "}}",
+                         "{%",     "%}",
+                         "{%-",    "-%}",
+                         "{#",     "#}",
+                         "if ",    "endif",
+                         "for ",   "endfor",
+                         " in ",   "set ",
+                         "|",      ".",
+                         "[",      "]",
+                         "(",      ")",
+                         "'",      "\"",
+                         "\\",     "::-1",
+                         "loop.",  "namespace(",
+                         "macro ", "endmacro",
+                         "tojson", "is ",
+                         "not ",   "else",
+                         "elif ",  "\n",
+                         " ",      "é",
+                         "😀",      "raise_exception(",
+                         "range(", "1e308",
+                         "-",      "*",
+                         "**",     "//",
+                         "~"};
 
 std::string Mutate(const std::string& in, std::mt19937_64& rng) {
   std::string s = in;
@@ -91,7 +109,8 @@ std::string Mutate(const std::string& in, std::mt19937_64& rng) {
     size_t pos = s.empty() ? 0 : rng() % (s.size() + 1);
     switch (rng() % 5) {
       case 0:  // delete a span
-        if (!s.empty() && pos < s.size()) s.erase(pos, 1 + rng() % std::min<size_t>(16, s.size() - pos));
+        if (!s.empty() && pos < s.size())
+          s.erase(pos, 1 + rng() % std::min<size_t>(16, s.size() - pos));
         break;
       case 1:  // insert a token
         s.insert(pos, kTokens[rng() % (sizeof(kTokens) / sizeof(kTokens[0]))]);

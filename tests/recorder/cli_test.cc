@@ -87,8 +87,8 @@ class RecordCliTest : public ::testing::Test {
     dir_ = new std::string(
         (fs::temp_directory_path() / ("trace_rec_cli_" + std::to_string(getpid()))).string());
     fs::create_directories(*dir_);
-    Status st = engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed,
-                                  *dir_ + "/model");
+    Status st =
+        engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed, *dir_ + "/model");
     ASSERT_TRUE(st.ok()) << st.message();
   }
   static void TearDownTestSuite() {
@@ -96,12 +96,13 @@ class RecordCliTest : public ::testing::Test {
     delete dir_;
   }
 
-  std::string StorePath() { return *dir_ + "/" + ::testing::UnitTest::GetInstance()
-                                                       ->current_test_info()->name() + ".db"; }
+  std::string StorePath() {
+    return *dir_ + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+  }
 
   std::vector<std::string> Record(const std::vector<std::string>& cmd) {
-    std::vector<std::string> args = {kTrace, "--store", StorePath(), "record",
-                                     "--model", *dir_ + "/model", "--seed", "7", "--"};
+    std::vector<std::string> args = {kTrace,           "--store", StorePath(), "record", "--model",
+                                     *dir_ + "/model", "--seed",  "7",         "--"};
     args.insert(args.end(), cmd.begin(), cmd.end());
     return args;
   }
@@ -190,8 +191,9 @@ TEST_F(RecordCliTest, FailingAgentRecordsItsStatus) {
 }
 
 TEST_F(RecordCliTest, ChildKilledBySignalIsRecorded) {
-  std::string script = Script("die.py", "print('dying', flush=True)\n"
-                                        "os.kill(os.getpid(), 9)\n");
+  std::string script = Script("die.py",
+                              "print('dying', flush=True)\n"
+                              "os.kill(os.getpid(), 9)\n");
   Proc p = Spawn(Record({"python3", script}));
   EXPECT_EQ(p.Wait(), 128 + 9);
   auto [summary, events] = OnlyRun();

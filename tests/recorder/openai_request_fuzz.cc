@@ -65,10 +65,18 @@ int main(int argc, char** argv) {
     for (int m = 0; m < mutations && !s.empty(); ++m) {
       size_t at = rng() % s.size();
       switch (rng() % 4) {
-        case 0: s[at] = alphabet[rng() % alphabet.size()]; break;
-        case 1: s.erase(at, 1 + rng() % 8); break;
-        case 2: s.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-        case 3: s.insert(at, corpus[rng() % corpus.size()].substr(0, rng() % 40)); break;
+        case 0:
+          s[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          s.erase(at, 1 + rng() % 8);
+          break;
+        case 2:
+          s.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        case 3:
+          s.insert(at, corpus[rng() % corpus.size()].substr(0, rng() % 40));
+          break;
       }
     }
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());

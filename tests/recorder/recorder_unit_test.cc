@@ -82,8 +82,8 @@ TEST(OpenAiApi, BadRequestsNameTheFieldAndStatus) {
        "messages[0].tool_call_id"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"})",
        400, "temperature"},
-      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": -1})",
-       422, "temperature"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": -1})", 422,
+       "temperature"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 0})", 422,
        "top_p"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_k": -2})", 422,
@@ -94,11 +94,12 @@ TEST(OpenAiApi, BadRequestsNameTheFieldAndStatus) {
        "stream"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2})", 422, "n"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
-           "tool_choice": "required"})", 422, "tool_choice"},
+           "tool_choice": "required"})",
+       422, "tool_choice"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
            "tools": [{"type": "function", "function": {"name": "f"}}],
-           "tool_choice": {"type": "function", "function": {"name": "g"}}})", 422,
-       "tool_choice.function.name"},
+           "tool_choice": {"type": "function", "function": {"name": "g"}}})",
+       422, "tool_choice.function.name"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "guided_choice": []})",
        400, "guided_choice"},
   };
@@ -246,8 +247,8 @@ TEST_F(ConstraintTest, MasksAreDeterministicAndRejectOthers) {
 }
 
 TEST(RunLog, RecordsEachToolResultOnceAndCountsEvents) {
-  std::string dir = std::filesystem::temp_directory_path() /
-                    ("trace_runlog_" + std::to_string(getpid()));
+  std::string dir =
+      std::filesystem::temp_directory_path() / ("trace_runlog_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   auto store = store::Store::Open(dir + "/t.db");
   ASSERT_TRUE(store.ok()) << store.status().message();

@@ -114,10 +114,11 @@ class ServerTest : public ::testing::Test {
   }
 
   static json Conversation(int k) {
-    return json::array({{{"role", "system"}, {"content", "You are terse."}},
-                        {{"role", "user"}, {"content", "Question number " + std::to_string(k) +
-                                                           ": what is " + std::to_string(k * 7) +
-                                                           " plus " + std::to_string(k) + "?"}}});
+    return json::array(
+        {{{"role", "system"}, {"content", "You are terse."}},
+         {{"role", "user"},
+          {"content", "Question number " + std::to_string(k) + ": what is " +
+                          std::to_string(k * 7) + " plus " + std::to_string(k) + "?"}}});
   }
 
   static json Tools() {
@@ -136,8 +137,7 @@ std::string* ServerTest::model_dir_ = nullptr;
 TEST_F(ServerTest, StreamingEqualsNonStreaming) {
   auto server = StartServer();
   ASSERT_TRUE(server);
-  json req = {{"messages", Conversation(1)}, {"max_tokens", 12}, {"seed", 5},
-              {"temperature", 0.9}};
+  json req = {{"messages", Conversation(1)}, {"max_tokens", 12}, {"seed", 5}, {"temperature", 0.9}};
   json plain = Chat(*server, req);
   json streamed = ChatStream(*server, req);
   const json& msg = plain["choices"][0]["message"];
@@ -148,8 +148,11 @@ TEST_F(ServerTest, StreamingEqualsNonStreaming) {
   EXPECT_EQ(plain["trace"]["token_ids"].size(), plain["usage"]["completion_tokens"]);
 
   // With tool_choice required the tool call is the same either way.
-  json treq = {{"messages", Conversation(2)}, {"tools", Tools()}, {"tool_choice", "required"},
-               {"max_tokens", 64}, {"seed", 9}};
+  json treq = {{"messages", Conversation(2)},
+               {"tools", Tools()},
+               {"tool_choice", "required"},
+               {"max_tokens", 64},
+               {"seed", 9}};
   json tplain = Chat(*server, treq);
   json tstream = ChatStream(*server, treq);
   EXPECT_EQ(tplain["choices"][0]["finish_reason"], "tool_calls");
@@ -169,8 +172,11 @@ TEST_F(ServerTest, ToolChoiceRequiredAndGuidedChoiceConstrainTheOutput) {
   ASSERT_TRUE(server);
   std::set<std::string> names;
   for (int seed = 0; seed < 4; ++seed) {
-    json r = Chat(*server, {{"messages", Conversation(seed)}, {"tools", Tools()},
-                            {"tool_choice", "required"}, {"max_tokens", 64}, {"seed", seed},
+    json r = Chat(*server, {{"messages", Conversation(seed)},
+                            {"tools", Tools()},
+                            {"tool_choice", "required"},
+                            {"max_tokens", 64},
+                            {"seed", seed},
                             {"temperature", 1.0}});
     const json& calls = r["choices"][0]["message"]["tool_calls"];
     ASSERT_EQ(calls.size(), 1u) << r.dump();
@@ -180,15 +186,17 @@ TEST_F(ServerTest, ToolChoiceRequiredAndGuidedChoiceConstrainTheOutput) {
     EXPECT_TRUE(args["customer_id"].is_number_integer()) << args.dump();
     names.insert(name);
   }
-  json named = Chat(*server, {{"messages", Conversation(1)}, {"tools", Tools()},
-                              {"tool_choice", {{"type", "function"},
-                                               {"function", {{"name", "delete_customer"}}}}},
-                              {"max_tokens", 64}});
-  EXPECT_EQ(named["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
-            "delete_customer");
+  json named =
+      Chat(*server,
+           {{"messages", Conversation(1)},
+            {"tools", Tools()},
+            {"tool_choice", {{"type", "function"}, {"function", {{"name", "delete_customer"}}}}},
+            {"max_tokens", 64}});
+  EXPECT_EQ(named["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "delete_customer");
   json guided = Chat(*server, {{"messages", Conversation(3)},
                                {"guided_choice", {"approve", "deny", "escalate"}},
-                               {"max_tokens", 16}, {"seed", 3}});
+                               {"max_tokens", 16},
+                               {"seed", 3}});
   std::string content = guided["choices"][0]["message"]["content"];
   EXPECT_TRUE(content == "approve" || content == "deny" || content == "escalate") << content;
 }
@@ -202,7 +210,9 @@ TEST_F(ServerTest, SixteenConcurrentClientsEqualEachAlone) {
   ASSERT_TRUE(alone && batched);
   constexpr int kClients = 16;
   auto request = [](int k) {
-    json r = {{"messages", Conversation(k)}, {"max_tokens", 4 + k % 4}, {"seed", 100 + k},
+    json r = {{"messages", Conversation(k)},
+              {"max_tokens", 4 + k % 4},
+              {"seed", 100 + k},
               {"temperature", k % 4 == 0 ? 0.0 : 0.8}};
     if (k % 3 == 0) r["top_k"] = 40;
     return r;
@@ -234,8 +244,8 @@ TEST_F(ServerTest, PrefixReuseEqualsColdComputation) {
   ASSERT_TRUE(warm && cold);
   json messages = Conversation(4);
   for (int turn = 0; turn < 3; ++turn) {
-    json req = {{"messages", messages}, {"max_tokens", 8}, {"seed", 42 + turn},
-                {"temperature", 0.7}};
+    json req = {
+        {"messages", messages}, {"max_tokens", 8}, {"seed", 42 + turn}, {"temperature", 0.7}};
     json w = Chat(*warm, req);
     json c = Chat(*cold, req);
     EXPECT_EQ(w["trace"]["token_ids"], c["trace"]["token_ids"]) << "turn " << turn;
@@ -244,8 +254,7 @@ TEST_F(ServerTest, PrefixReuseEqualsColdComputation) {
     if (turn > 0) {
       EXPECT_GT(w["trace"]["cached_prompt_tokens"].get<int>(), 10) << "no prefix reuse";
     }
-    messages.push_back({{"role", "assistant"},
-                        {"content", w["choices"][0]["message"]["content"]}});
+    messages.push_back({{"role", "assistant"}, {"content", w["choices"][0]["message"]["content"]}});
     messages.push_back({{"role", "user"}, {"content", "And then turn " + std::to_string(turn)}});
   }
 }
@@ -307,9 +316,12 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheRunKeepsRecording) {
   ASSERT_TRUE(clock);
   EXPECT_EQ(clock->status, 200);
   json with_tool = Conversation(1);
-  with_tool.push_back({{"role", "assistant"}, {"content", ""},
-                       {"tool_calls", {{{"id", "c9"}, {"type", "function"},
-                                        {"function", {{"name", "f"}, {"arguments", "{}"}}}}}}});
+  with_tool.push_back({{"role", "assistant"},
+                       {"content", ""},
+                       {"tool_calls",
+                        {{{"id", "c9"},
+                          {"type", "function"},
+                          {"function", {{"name", "f"}, {"arguments", "{}"}}}}}}});
   with_tool.push_back({{"role", "tool"}, {"tool_call_id", "c9"}, {"content", "42"}});
   Chat(*server, {{"messages", with_tool}, {"max_tokens", 2}});
   server->Stop();
@@ -342,6 +354,57 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheRunKeepsRecording) {
   EXPECT_EQ(kinds["tool_call"], 1);
   EXPECT_EQ(kinds["clock"], 1);
   EXPECT_EQ(kinds["agent"], 1);
+  fs::remove_all(dir);
+}
+
+
+TEST_F(ServerTest, ProxyModeForwardsAndRecordsAsGiven) {
+  auto upstream = StartServer();
+  ASSERT_TRUE(upstream);
+  std::string dir = TempDir("proxy");
+  auto store = store::Store::Open(dir + "/t.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  auto writer = (*store)->BeginRun(proto::RunHeader());
+  ASSERT_TRUE(writer.ok());
+  std::string run_id = (*writer)->run_id();
+  RunLog log(std::move(writer).value(), 3);
+  ServerOptions opts;
+  opts.api_key = kKey;
+  auto proxy = Server::CreateProxy(upstream->origin() + "/v1", opts);
+  ASSERT_TRUE(proxy.ok()) << proxy.status().message();
+  (*proxy)->SetRunLog(&log);
+  ASSERT_TRUE((*proxy)->Start().ok());
+  // The upstream checks no key here (the proxy's agent-facing key is kKey).
+  json req = {{"model", upstream->model_name()}, {"messages", Conversation(5)},
+              {"max_tokens", 6}, {"seed", 21}};
+  auto direct = Post(*upstream, "/v1/chat/completions", req);
+  auto via = Post(**proxy, "/v1/chat/completions", req);
+  ASSERT_TRUE(direct && via);
+  EXPECT_EQ(via->status, 200) << via->body;
+  json d = json::parse(direct->body), v = json::parse(via->body);
+  EXPECT_EQ(v["choices"], d["choices"]);
+  EXPECT_EQ(v["trace"]["token_ids"], d["trace"]["token_ids"]);
+  req["stream"] = true;
+  auto streamed = Post(**proxy, "/v1/chat/completions", req);
+  ASSERT_TRUE(streamed);
+  EXPECT_NE(streamed->body.find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(Post(**proxy, "/v1/chat/completions", req, "bad")->status, 401);
+  (*proxy)->Stop();
+  ASSERT_TRUE(log.writer().End(proto::RunEnd()).ok());
+  auto events = (*store)->LoadEvents(run_id);
+  ASSERT_TRUE(events.ok());
+  std::vector<proto::LlmCall> calls;
+  for (const proto::Event& e : *events) {
+    if (e.has_llm_call()) calls.push_back(e.llm_call());
+  }
+  ASSERT_EQ(calls.size(), 2u);
+  std::string text = d["choices"][0]["message"]["content"];
+  EXPECT_EQ(calls[0].response_json(), direct->body);
+  EXPECT_EQ(calls[0].output_text(), text);
+  EXPECT_FALSE(calls[0].stream());
+  EXPECT_TRUE(calls[1].stream());
+  EXPECT_EQ(calls[1].output_text(), text);  // reassembled from the stream's deltas
+  EXPECT_EQ(calls[1].http_status(), 200);
   fs::remove_all(dir);
 }
 

@@ -40,7 +40,8 @@ std::string WriteTemp(const std::string& name, const std::string& content) {
 }
 
 TEST(ChatTemplate, RendersBasicExpressions) {
-  auto r = RenderText("{{ 1 + 2 }}|{{ 'a' ~ 1 }}|{{ [1, 2][::-1] }}|{{ x.y }}", {{"x", {{"y", 1.5}}}});
+  auto r =
+      RenderText("{{ 1 + 2 }}|{{ 'a' ~ 1 }}|{{ [1, 2][::-1] }}|{{ x.y }}", {{"x", {{"y", 1.5}}}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, "3|a1|[2, 1]|1.5");
 }
@@ -100,7 +101,8 @@ TEST(ChatTemplate, RuntimeErrorsNameTheLine) {
 }
 
 TEST(ChatTemplate, RaiseExceptionBecomesStatusWithMessage) {
-  auto r = RenderText("ok\n{% if true %}{{ raise_exception('Conversation roles must alternate') }}{% endif %}");
+  auto r = RenderText(
+      "ok\n{% if true %}{{ raise_exception('Conversation roles must alternate') }}{% endif %}");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("raise_exception: Conversation roles must alternate"),
             std::string::npos)
@@ -154,11 +156,10 @@ TEST(ChatTemplateConfig, LoadsQwen3) {
   EXPECT_EQ((*t)->bos_token(), "");  // null in the config
   auto config = ordered_json::parse(std::ifstream(kQwen3Config));
   EXPECT_EQ((*t)->source(), config["chat_template"].get<std::string>());
-  auto r = (*t)->RenderOrdered(ordered_json::parse(R"([{"role":"user","content":"hi"}])"),
-                               nullptr, true, {{"enable_thinking", false}});
+  auto r = (*t)->RenderOrdered(ordered_json::parse(R"([{"role":"user","content":"hi"}])"), nullptr,
+                               true, {{"enable_thinking", false}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(*r,
-            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(*r, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }
 
 TEST(ChatTemplateConfig, ListFormAndAddedTokenObjects) {
@@ -199,7 +200,8 @@ TEST(ChatTemplateConfig, BrokenFilesGiveOneLineErrorsNamingFileAndField) {
   ASSERT_FALSE(r3.ok());
   EXPECT_NE(r3.status().message().find("'chat_template' must be"), std::string::npos);
 
-  std::string bad_template = WriteTemp("bad_template.json", "{\"chat_template\": \"a\\n{% if %}\"}");
+  std::string bad_template =
+      WriteTemp("bad_template.json", "{\"chat_template\": \"a\\n{% if %}\"}");
   auto r4 = ChatTemplate::FromTokenizerConfig(bad_template);
   ASSERT_FALSE(r4.ok());
   EXPECT_NE(r4.status().message().find(bad_template + ":chat_template line 2"), std::string::npos)

@@ -55,7 +55,8 @@ TEST(TemplateConformance, MatchesJinja2ByteForByte) {
   std::string gen = std::string(kPython) + " " + src + "/tests/template/gen_cases.py " + config +
                     " " + src + "/tests/template/templates " + cases_path;
   // TRACE_TEMPLATE_SEED=N draws other conversations (the default seed is fixed).
-  if (const char* seed = std::getenv("TRACE_TEMPLATE_SEED")) gen += " " + std::to_string(std::atoll(seed));
+  if (const char* seed = std::getenv("TRACE_TEMPLATE_SEED"))
+    gen += " " + std::to_string(std::atoll(seed));
   ASSERT_EQ(std::system(gen.c_str()), 0) << gen;
   std::string ref = std::string(kPython) + " " + src + "/tests/template/render_jinja.py " +
                     cases_path + " " + expected_path;
@@ -99,8 +100,7 @@ TEST(TemplateConformance, MatchesJinja2ByteForByte) {
       const std::string theirs = e["error"];
       const std::string kRaised = "TemplateError: ";
       if (theirs.rfind(kRaised, 0) == 0) {
-        EXPECT_NE(ours.find("raise_exception: " + theirs.substr(kRaised.size())),
-                  std::string::npos)
+        EXPECT_NE(ours.find("raise_exception: " + theirs.substr(kRaised.size())), std::string::npos)
             << name << ": " << ours;
       }
     } else {

@@ -12,9 +12,8 @@ Deterministic for a given seed (random.Random).
 """
 import json
 import os
-import sys
-
 import random
+import sys
 
 TEXTS = [
     "Hello!",
@@ -190,6 +189,56 @@ def gen_qwen3(rng, template, n):
                           "add_generation_prompt": gen, "kwargs": {"enable_thinking": gen},
                           "bos_token": "", "eos_token": "<|im_end|>"})
     return cases
+
+
+def check_qwen3_coverage(cases):
+    """Fails unless the Qwen3 cases reach every branch of its template."""
+    def count(pred):
+        return sum(1 for c in cases if pred(c))
+
+    def msgs(c, role=None):
+        return [m for m in c["messages"] if role is None or m["role"] == role]
+
+    def calls(c):
+        return [tc for m in msgs(c, "assistant") for tc in m.get("tool_calls", [])]
+
+    def args_of(tc):
+        return tc.get("function", tc)["arguments"]
+
+    def tool_runs(c):
+        roles = [m["role"] for m in c["messages"]]
+        return any(a == b == "tool" for a, b in zip(roles, roles[1:]))
+
+    features = {
+        "tools": count(lambda c: c["tools"]),
+        "no tools": count(lambda c: not c["tools"]),
+        "system + tools": count(lambda c: c["tools"] and c["messages"][0]["role"] == "system"),
+        "system, no tools": count(lambda c: not c["tools"] and c["messages"][0]["role"] == "system"),
+        "no system message": count(lambda c: c["messages"][0]["role"] != "system"),
+        "system not first": count(lambda c: any(m["role"] == "system" for m in c["messages"][1:])),
+        "reasoning_content": count(lambda c: any(isinstance(m.get("reasoning_content"), str) for m in msgs(c, "assistant"))),
+        "reasoning_content null": count(lambda c: any("reasoning_content" in m and m["reasoning_content"] is None for m in msgs(c, "assistant"))),
+        "<think> in content": count(lambda c: any("</think>" in (m.get("content") or "") for m in msgs(c, "assistant"))),
+        "multi-turn": count(lambda c: len(msgs(c, "user")) >= 3),
+        "arguments object": count(lambda c: any(isinstance(args_of(t), dict) for t in calls(c))),
+        "arguments string": count(lambda c: any(isinstance(args_of(t), str) for t in calls(c))),
+        "call without function wrapper": count(lambda c: any("function" not in t for t in calls(c))),
+        "several calls in one message": count(lambda c: any(len(m.get("tool_calls", [])) > 1 for m in msgs(c, "assistant"))),
+        "tool responses in a row": count(tool_runs),
+        "tool output as wrapped user message": count(lambda c: any(m["content"].startswith("<tool_response>") and m["content"].endswith("</tool_response>") for m in msgs(c, "user"))),
+        "conversation ends with assistant": count(lambda c: c["messages"][-1]["role"] == "assistant"),
+        "conversation starts with tool": count(lambda c: c["messages"][0]["role"] == "tool"),
+        "add_generation_prompt": count(lambda c: c["add_generation_prompt"]),
+        "no generation prompt": count(lambda c: not c["add_generation_prompt"]),
+        "enable_thinking false": count(lambda c: c["kwargs"].get("enable_thinking") is False and c["add_generation_prompt"]),
+        "enable_thinking true": count(lambda c: c["kwargs"].get("enable_thinking") is True),
+        "enable_thinking absent": count(lambda c: "enable_thinking" not in c["kwargs"]),
+        "non-ASCII text": count(lambda c: any(ord(ch) > 0x7f for m in c["messages"] for ch in (m.get("content") or ""))),
+    }
+    missing = [k for k, v in features.items() if v == 0]
+    if missing:
+        sys.exit(f"gen_cases.py: Qwen3 cases miss: {', '.join(missing)}")
+    return features
 
 
 def gen_llama3(rng, template, n):
@@ -396,7 +445,10 @@ def main():
         llama3 = f.read()
     with open(os.path.join(templates_dir, "qwen25.jinja"), encoding="utf-8") as f:
         qwen25 = f.read()
-    cases = (gen_qwen3(rng, qwen3, 260) + gen_llama3(rng, llama3, 60) +
+    qwen3_cases = gen_qwen3(rng, qwen3, 260)
+    for name, n in check_qwen3_coverage(qwen3_cases).items():
+        print(f"qwen3 cases with {name}: {n}", file=sys.stderr)
+    cases = (qwen3_cases + gen_llama3(rng, llama3, 60) +
              gen_qwen25(rng, qwen25, 60) + gen_snippets())
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump(cases, f, ensure_ascii=False)

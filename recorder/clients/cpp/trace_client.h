@@ -32,11 +32,21 @@ inline std::string Quote(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -65,28 +75,27 @@ class Client {
   // `arguments_json` is JSON text, e.g. R"({"id": 7})".
   bool ToolCall(const std::string& name, const std::string& arguments_json,
                 const std::string& call_id = "") {
-    return Post("{\"type\":\"tool_call\",\"name\":" + Quote(name) + ",\"call_id\":" +
-                Quote(call_id) + ",\"arguments\":" + Quote(arguments_json) + "}");
+    return Post("{\"type\":\"tool_call\",\"name\":" + Quote(name) +
+                ",\"call_id\":" + Quote(call_id) + ",\"arguments\":" + Quote(arguments_json) + "}");
   }
   bool ToolResult(const std::string& call_id, const std::string& content,
                   const std::string& name = "", bool is_error = false) {
-    return Post("{\"type\":\"tool_result\",\"call_id\":" + Quote(call_id) + ",\"name\":" +
-                Quote(name) + ",\"content\":" + Quote(content) +
+    return Post("{\"type\":\"tool_result\",\"call_id\":" + Quote(call_id) +
+                ",\"name\":" + Quote(name) + ",\"content\":" + Quote(content) +
                 ",\"is_error\":" + (is_error ? "true" : "false") + "}");
   }
   bool Context(const std::string& content, const std::string& source = "",
                const std::string& chunk_id = "") {
-    return Post("{\"type\":\"context\",\"content\":" + Quote(content) + ",\"source\":" +
-                Quote(source) + ",\"chunk_id\":" + Quote(chunk_id) + "}");
+    return Post("{\"type\":\"context\",\"content\":" + Quote(content) +
+                ",\"source\":" + Quote(source) + ",\"chunk_id\":" + Quote(chunk_id) + "}");
   }
   bool TemplateVar(const std::string& name, const std::string& value,
                    const std::string& template_name = "") {
-    return Post("{\"type\":\"template_var\",\"name\":" + Quote(name) + ",\"value\":" +
-                Quote(value) + ",\"template\":" + Quote(template_name) + "}");
+    return Post("{\"type\":\"template_var\",\"name\":" + Quote(name) +
+                ",\"value\":" + Quote(value) + ",\"template\":" + Quote(template_name) + "}");
   }
   bool Note(const std::string& text, const std::string& topic = "agent") {
-    return Post("{\"type\":\"note\",\"text\":" + Quote(text) + ",\"topic\":" + Quote(topic) +
-                "}");
+    return Post("{\"type\":\"note\",\"text\":" + Quote(text) + ",\"topic\":" + Quote(topic) + "}");
   }
   // The recorder's wall clock in Unix ns (recorded as a ClockRead); -1 on error.
   int64_t ClockNs() {
