@@ -78,12 +78,12 @@ void PrintProgress(const replayer::ReplayProgress& p) {
 
 int Run(const ReplayArgs& args) {
   if (args.require != "bitwise" && args.require != "tokens") {
-    return ReportError(InvalidArgument("--require '" + args.require +
-                                       "' is not one of bitwise, tokens"));
+    return ReportError(
+        InvalidArgument("--require '" + args.require + "' is not one of bitwise, tokens"));
   }
   if (args.batch < 1 || args.batch > 256) {
-    return ReportError(InvalidArgument("--batch " + std::to_string(args.batch) +
-                                       " is outside 1..256"));
+    return ReportError(
+        InvalidArgument("--batch " + std::to_string(args.batch) + " is outside 1..256"));
   }
   replayer::ReplayOptions options;
   options.device = args.device;
@@ -142,8 +142,7 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--batch", args->batch,
                   "Replay each call alongside N-1 random companion sequences (default 1)");
   cmd->add_option("--calls", args->calls, "Model calls to replay, 1-based: 1,3,5-7");
-  cmd->add_option("--require", args->require,
-                  "Level for exit 0: bitwise (default) | tokens");
+  cmd->add_option("--require", args->require, "Level for exit 0: bitwise (default) | tokens");
   cmd->add_option("--threads", args->threads, "Engine threads (default: all cores)");
   cmd->add_flag("--json", args->json, "Print the report as JSON");
   cmd->add_option("--html", args->html, "Also write a self-contained HTML report to FILE");

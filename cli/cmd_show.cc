@@ -243,11 +243,16 @@ int Run(const Options& options) {
                   m.weights_sha256().substr(0, 16).c_str());
     }
     const auto& eng = header->engine();
-    if (!eng.version().empty() || !eng.numerics().empty()) {
-      std::printf("engine: trace %s (%s), %s, numerics %s, device %s\n", eng.version().c_str(),
-                  eng.git_revision().c_str(), eng.compiler().c_str(), eng.numerics().c_str(),
-                  header->device().description().c_str());
-    }
+    std::string engine;
+    auto add = [&engine](const std::string& label, const std::string& value) {
+      if (!value.empty()) engine += (engine.empty() ? "" : ", ") + label + value;
+    };
+    add("trace ", eng.version());
+    add("revision ", eng.git_revision());
+    add("", eng.compiler());
+    add("numerics ", eng.numerics());
+    add("device ", header->device().description());
+    if (!engine.empty()) std::printf("engine: %s\n", engine.c_str());
     std::printf("events: %lld, model calls: %lld, sampled tokens: %lld\n\n",
                 static_cast<long long>(summary->events),
                 static_cast<long long>(summary->model_calls),

@@ -134,8 +134,8 @@ std::string Describe(const Event& a, const Event& b) {
         o << "params differ: " << params[0].field << " " << params[0].recorded << " vs "
           << params[0].current;
       } else if (!SamePrompt(x, y)) {
-        o << "prompts differ (" << x.prompt_token_ids_size() << " vs "
-          << y.prompt_token_ids_size() << " tokens)";
+        o << "prompts differ (" << x.prompt_token_ids_size() << " vs " << y.prompt_token_ids_size()
+          << " tokens)";
       } else {
         o << "same prompt and params, outputs differ";
       }
@@ -146,15 +146,13 @@ std::string Describe(const Event& a, const Event& b) {
         << " vs " << b.tool_call().name() << " " << Clip(b.tool_call().arguments_json());
       break;
     case Event::kToolResult:
-      o << "tool " << a.tool_result().name() << " returned \""
-        << Clip(a.tool_result().content()) << "\" vs \"" << Clip(b.tool_result().content())
-        << "\"";
+      o << "tool " << a.tool_result().name() << " returned \"" << Clip(a.tool_result().content())
+        << "\" vs \"" << Clip(b.tool_result().content()) << "\"";
       break;
     case Event::kContextChunk:
-      o << "chunk " << a.context_chunk().source() << "#" << a.context_chunk().chunk_id()
-        << " \"" << Clip(a.context_chunk().content()) << "\" vs "
-        << b.context_chunk().source() << "#" << b.context_chunk().chunk_id() << " \""
-        << Clip(b.context_chunk().content()) << "\"";
+      o << "chunk " << a.context_chunk().source() << "#" << a.context_chunk().chunk_id() << " \""
+        << Clip(a.context_chunk().content()) << "\" vs " << b.context_chunk().source() << "#"
+        << b.context_chunk().chunk_id() << " \"" << Clip(b.context_chunk().content()) << "\"";
       break;
     case Event::kTemplateVar:
       o << "template variable " << a.template_var().name() << " = \""
@@ -341,8 +339,7 @@ std::string LineDiff(const std::string& a, const std::string& b, size_t max_line
     std::vector<std::vector<uint16_t>> lcs(ma.size() + 1, std::vector<uint16_t>(mb.size() + 1));
     for (size_t i = ma.size(); i-- > 0;) {
       for (size_t j = mb.size(); j-- > 0;) {
-        lcs[i][j] = ma[i] == mb[j] ? lcs[i + 1][j + 1] + 1
-                                   : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+        lcs[i][j] = ma[i] == mb[j] ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
       }
     }
     size_t i = 0, j = 0;
@@ -394,10 +391,9 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
   CompareField("device.cpu_model", da.cpu_model(), db.cpu_model(), &fp);
   CompareField("device.os", da.os(), db.os(), &fp);
   CompareField("device.gpu_name", da.gpu_name(), db.gpu_name(), &fp);
-  CompareField("device.gpu_driver_version", da.gpu_driver_version(), db.gpu_driver_version(),
+  CompareField("device.gpu_driver_version", da.gpu_driver_version(), db.gpu_driver_version(), &fp);
+  CompareField("device.cuda_runtime_version", da.cuda_runtime_version(), db.cuda_runtime_version(),
                &fp);
-  CompareField("device.cuda_runtime_version", da.cuda_runtime_version(),
-               db.cuda_runtime_version(), &fp);
   CompareField("device.cublas_version", da.cublas_version(), db.cublas_version(), &fp);
   const auto& ma = ha.model();
   const auto& mb = hb.model();
@@ -405,8 +401,8 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
   CompareField("model.weights_sha256", ma.weights_sha256(), mb.weights_sha256(), &md);
   CompareField("model.config_sha256", ma.config_sha256(), mb.config_sha256(), &md);
   CompareField("model.tokenizer_sha256", ma.tokenizer_sha256(), mb.tokenizer_sha256(), &md);
-  CompareField("model.chat_template_sha256", ma.chat_template_sha256(),
-               mb.chat_template_sha256(), &md);
+  CompareField("model.chat_template_sha256", ma.chat_template_sha256(), mb.chat_template_sha256(),
+               &md);
   CompareField("model.architecture", ma.architecture(), mb.architecture(), &md);
   CompareField("model.dtype", ma.dtype(), mb.dtype(), &md);
   auto& hd = diff.header_differences;
@@ -448,8 +444,8 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
       d.description = "run A has a " + KindName(*a) + " where run B has a " + KindName(*b);
     } else {
       d.kind = KindName(a ? *a : *b);
-      d.description = std::string("run ") + (a ? "B" : "A") + " ends here; run " +
-                      (a ? "A" : "B") + " goes on with a " + d.kind;
+      d.description = std::string("run ") + (a ? "B" : "A") + " ends here; run " + (a ? "A" : "B") +
+                      " goes on with a " + d.kind;
     }
     diff.first_difference = d;
     break;
@@ -493,8 +489,8 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
     }
     note_any(p.order());
     CallDifference cd = DiffCall(number, *p.a, *p.b, tokenizer);
-    const std::string where = "call " + std::to_string(number) + " (seq " +
-                              std::to_string(p.a->seq()) + ")";
+    const std::string where =
+        "call " + std::to_string(number) + " (seq " + std::to_string(p.a->seq()) + ")";
     if (!cd.params.empty()) {
       mark(Source::kSampling, where + ": " + cd.params[0].field + " " + cd.params[0].recorded +
                                   " vs " + cd.params[0].current);
@@ -502,8 +498,8 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
     if (cd.first_prompt_token < 0 && cd.params.empty() && diff.model_differences.empty() &&
         (cd.first_output_token >= 0 || cd.first_logits_difference >= 0)) {
       // Same model, prompt, params and seed, different logits: the stack did it.
-      int step = cd.first_logits_difference >= 0 ? cd.first_logits_difference
-                                                 : cd.first_output_token;
+      int step =
+          cd.first_logits_difference >= 0 ? cd.first_logits_difference : cd.first_output_token;
       mark(Source::kKernels, where + ": same prompt, params and seed; logits differ from step " +
                                  std::to_string(step));
     }
@@ -554,8 +550,7 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
     bool same_query = p->a->context_chunk().query() == p->b->context_chunk().query() &&
                       (!p->a->context_chunk().query().empty() || earliest_output > p->order());
     if (same_query) {
-      mark(Source::kContext,
-           "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b));
+      mark(Source::kContext, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b));
     }
   }
   for (const Pair* p : collect(Event::kTemplateVar, &diff.template_differences)) {
@@ -578,8 +573,7 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
     if (cd.first_prompt_token < 0) continue;
     if (cd.seq_a <= earliest_any && cd.params.empty() && diff.model_differences.empty()) {
       mark(Source::kHistory, "call " + std::to_string(cd.call) + " (seq " +
-                                 std::to_string(cd.seq_a) +
-                                 "): the prompt differs from token " +
+                                 std::to_string(cd.seq_a) + "): the prompt differs from token " +
                                  std::to_string(cd.first_prompt_token) +
                                  " with no earlier difference to explain it");
     }
@@ -591,12 +585,12 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
     const auto& calls = pairs[Event::kLlmCall];
     if (options.call > static_cast<int>(calls.size()) || !calls[options.call - 1].a ||
         !calls[options.call - 1].b) {
-      return InvalidArgument("--call " + std::to_string(options.call) + ": run " +
-                             (options.call <= static_cast<int>(calls.size()) &&
-                                      calls[options.call - 1].a
-                                  ? diff.run_b
-                                  : diff.run_a) +
-                             " has no model call " + std::to_string(options.call));
+      return InvalidArgument(
+          "--call " + std::to_string(options.call) + ": run " +
+          (options.call <= static_cast<int>(calls.size()) && calls[options.call - 1].a
+               ? diff.run_b
+               : diff.run_a) +
+          " has no model call " + std::to_string(options.call));
     }
     const auto& a = calls[options.call - 1].a->llm_call();
     const auto& b = calls[options.call - 1].b->llm_call();
@@ -617,8 +611,8 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
   return diff;
 }
 
-Result<RunDiff> DiffRuns(store::Store& store, const std::string& run_a,
-                         const std::string& run_b, const DiffOptions& options) {
+Result<RunDiff> DiffRuns(store::Store& store, const std::string& run_a, const std::string& run_b,
+                         const DiffOptions& options) {
   TRACE_ASSIGN_OR_RETURN(std::string id_a, store.ResolveRunId(run_a));
   TRACE_ASSIGN_OR_RETURN(std::string id_b, store.ResolveRunId(run_b));
   TRACE_ASSIGN_OR_RETURN(proto::RunHeader ha, store.LoadHeader(id_a));
@@ -668,8 +662,7 @@ std::string RenderDiffText(const RunDiff& d) {
     if (v.empty()) return;
     o << title << ":\n";
     for (const auto& f : v) {
-      o << "  " << f.field << ": " << Clip(f.recorded, 80) << " | " << Clip(f.current, 80)
-        << "\n";
+      o << "  " << f.field << ": " << Clip(f.recorded, 80) << " | " << Clip(f.current, 80) << "\n";
     }
   };
   fields("fingerprint differences (A | B)", d.fingerprint_differences);
@@ -698,8 +691,8 @@ std::string RenderDiffText(const RunDiff& d) {
     }
     if (c.first_output_token >= 0) {
       o << "  sampled tokens first differ at step " << c.first_output_token << ": A "
-        << c.output_token_a << " " << QuoteToken(c.output_text_a) << " | B "
-        << c.output_token_b << " " << QuoteToken(c.output_text_b) << "\n";
+        << c.output_token_a << " " << QuoteToken(c.output_text_a) << " | B " << c.output_token_b
+        << " " << QuoteToken(c.output_text_b) << "\n";
     }
   }
   auto events = [&](const char* title, const std::vector<EventDifference>& v) {
@@ -835,8 +828,8 @@ std::string RenderDiffHtml(const RunDiff& d) {
       << "<tr><th>step</th><th>A</th><th>B</th></tr>\n";
     for (const auto& r : d.side_by_side) {
       const char* cls = r.id_a != r.id_b ? "changed" : (r.logits_differ ? "differ" : "");
-      o << "<tr class=\"" << cls << "\"><td>" << r.step << "</td><td>"
-        << HtmlEscape(r.text_a) << "</td><td>" << HtmlEscape(r.text_b) << "</td></tr>\n";
+      o << "<tr class=\"" << cls << "\"><td>" << r.step << "</td><td>" << HtmlEscape(r.text_a)
+        << "</td><td>" << HtmlEscape(r.text_b) << "</td></tr>\n";
     }
     o << "</table>\n";
   }

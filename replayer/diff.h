@@ -74,7 +74,7 @@ struct CallDifference {
   int first_prompt_token = -1;          // index of the first differing prompt token; -1 same
   int32_t prompt_token_a = -1;          // -1: that prompt is shorter
   int32_t prompt_token_b = -1;
-  std::string prompt_text_diff;  // line diff of the rendered prompts ("-"/"+"/" " lines)
+  std::string prompt_text_diff;      // line diff of the rendered prompts ("-"/"+"/" " lines)
   int first_logits_difference = -1;  // first step whose logits digest differs
   int first_output_token = -1;       // first step whose sampled token differs; -1 same
   int32_t output_token_a = -1;
@@ -108,8 +108,8 @@ struct DiffOptions {
 };
 
 // Diffs runs given by id or unique prefix, both in `store`.
-Result<RunDiff> DiffRuns(store::Store& store, const std::string& run_a,
-                         const std::string& run_b, const DiffOptions& options);
+Result<RunDiff> DiffRuns(store::Store& store, const std::string& run_a, const std::string& run_b,
+                         const DiffOptions& options);
 
 // Diffs two runs already loaded. `tokenizer` (may be null) gives token texts.
 Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& header_a,

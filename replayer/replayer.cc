@@ -154,8 +154,7 @@ Result<std::vector<int>> ParseCallList(const std::string& text) {
   return std::vector<int>(calls.begin(), calls.end());
 }
 
-Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
-                                    uint64_t seq) {
+Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number, uint64_t seq) {
   RecordedCall out;
   out.index = call_number;
   out.event_id = "seq " + std::to_string(seq);
@@ -170,15 +169,16 @@ Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
   out.constraint_json = call.constraint_json();
   const int n = call.token_ids_size();
   auto where = [&](const char* field, int size) {
-    return Corruption("call " + std::to_string(call_number) + " (event seq " +
-                      std::to_string(seq) + "): " + field + " has " + std::to_string(size) +
-                      " entries for " + std::to_string(n) + " sampled tokens");
+    return Corruption("call " + std::to_string(call_number) + " (event seq " + std::to_string(seq) +
+                      "): " + field + " has " + std::to_string(size) + " entries for " +
+                      std::to_string(n) + " sampled tokens");
   };
   // Optional columns are either absent or one entry per sampled token.
   if (call.logits_digests_size() != 0 && call.logits_digests_size() != n) {
     return where("logits_digests", call.logits_digests_size());
   }
-  if (call.logits_size() != 0 && call.logits_size() != n) return where("logits", call.logits_size());
+  if (call.logits_size() != 0 && call.logits_size() != n)
+    return where("logits", call.logits_size());
   if (call.runner_up_ids_size() != 0 && call.runner_up_ids_size() != n) {
     return where("runner_up_ids", call.runner_up_ids_size());
   }
@@ -225,14 +225,12 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
   const std::string recorded_dir = header.model().model_dir();
   report.model_dir = options.model_dir.empty() ? recorded_dir : options.model_dir;
   if (report.model_dir.empty()) {
-    return InvalidArgument("run " + run_id +
-                           " does not name its model folder; pass --model DIR");
+    return InvalidArgument("run " + run_id + " does not name its model folder; pass --model DIR");
   }
   if (!std::filesystem::exists(report.model_dir + "/config.json")) {
-    return NotFound("model folder " + report.model_dir + " (run " + run_id +
-                    ") has no config.json" +
-                    (options.model_dir.empty() ? "; pass --model DIR to replay against another"
-                                               : ""));
+    return NotFound(
+        "model folder " + report.model_dir + " (run " + run_id + ") has no config.json" +
+        (options.model_dir.empty() ? "; pass --model DIR to replay against another" : ""));
   }
   auto model = engine::Model::Load(report.model_dir, /*hash_weights=*/true);
   if (!model.ok()) return model.status().WithContext("loading model for run " + run_id);
@@ -284,8 +282,8 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
     }
     if (call.http_status() != 0 && call.http_status() != 200) {
       report.skipped.push_back({number, event.seq(),
-                                "the request failed (HTTP " +
-                                    std::to_string(call.http_status()) + "): " + call.error()});
+                                "the request failed (HTTP " + std::to_string(call.http_status()) +
+                                    "): " + call.error()});
       continue;
     }
     if (call.prompt_token_ids_size() == 0) {

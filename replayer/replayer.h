@@ -61,8 +61,8 @@ struct SkippedCall {
 
 struct RunReport {
   std::string run_id;
-  std::string run_status;  // "complete" | "incomplete" | "crashed" (store::RunStatusName)
-  std::string model_dir;   // the folder replayed against
+  std::string run_status;       // "complete" | "incomplete" | "crashed" (store::RunStatusName)
+  std::string model_dir;        // the folder replayed against
   bool model_override = false;  // --model given and its hashes differ from the recording
   std::vector<FieldDifference> model_differences;
   std::vector<FieldDifference> fingerprint_differences;
@@ -81,8 +81,7 @@ struct RunReport {
 };
 
 // Converts a recorded LlmCall to the verifier's form. `call_number` is 1-based.
-Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
-                                    uint64_t seq);
+Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number, uint64_t seq);
 
 // Replays run `run_id_or_prefix` (a full id or a unique prefix).
 Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_prefix,

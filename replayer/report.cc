@@ -191,15 +191,15 @@ std::string RenderReplayText(const RunReport& r) {
     o << "  replayed: token " << d->replayed_token << " " << QuoteToken(d->replayed_text)
       << "  logit " << FormatFloat(d->replayed_logit) << "  margin to runner-up "
       << FormatFloat(d->replayed_margin) << "\n";
-    o << "  the recorded token's logit on replay: "
-      << FormatFloat(d->recorded_token_replayed_logit) << "\n";
+    o << "  the recorded token's logit on replay: " << FormatFloat(d->recorded_token_replayed_logit)
+      << "\n";
     o << "  recorded candidates (runner-up first): " << Candidates(d->recorded_top) << "\n";
     o << "  replayed top 5: " << Candidates(d->replayed_top) << "\n";
     o << "  output before it: " << QuoteToken(d->text_before) << "\n";
     if (d->layer_digests_recorded) {
       if (d->first_differing_layer >= 0) {
-        o << "  first layer whose output differs at this token: layer "
-          << d->first_differing_layer << " (0-based)\n";
+        o << "  first layer whose output differs at this token: layer " << d->first_differing_layer
+          << " (0-based)\n";
       } else {
         o << "  every layer's output matches at this token: the difference is after the last "
              "layer (final norm or output head)\n";
@@ -276,9 +276,9 @@ std::string RenderReplayHtml(const RunReport& r) {
     << "</style></head><body>\n";
   o << "<h1>trace replay <code>" << HtmlEscape(r.run_id) << "</code></h1>\n";
   o << "<p id=\"summary\" data-level=\"" << LevelName(r.level) << "\">Result: <b>"
-    << LevelName(r.level) << "</b>. Run " << HtmlEscape(r.run_status) << ", "
-    << r.calls_in_run << " model calls, " << r.tokens_verified << " tokens verified on "
-    << HtmlEscape(r.device) << ", numerics " << HtmlEscape(r.numerics)
+    << LevelName(r.level) << "</b>. Run " << HtmlEscape(r.run_status) << ", " << r.calls_in_run
+    << " model calls, " << r.tokens_verified << " tokens verified on " << HtmlEscape(r.device)
+    << ", numerics " << HtmlEscape(r.numerics)
     << (r.model_override ? ", <b>against another model (--model)</b>" : "") << ".</p>\n";
   o << "<p>Token background: margin between the chosen token's logit and the runner-up's "
        "on replay: <span class=\"m0\">&lt; 0.5</span> <span class=\"m1\">&lt; 1.5</span> "
@@ -296,8 +296,8 @@ std::string RenderReplayHtml(const RunReport& r) {
   }
   const Divergence* first = r.first_divergence();
   for (const auto& c : r.calls) {
-    o << "<h2>Call " << c.call << " <small>(" << HtmlEscape(c.event_id) << ")</small>: "
-      << LevelName(c.level) << "</h2>\n<div class=\"tokens\">";
+    o << "<h2>Call " << c.call << " <small>(" << HtmlEscape(c.event_id)
+      << ")</small>: " << LevelName(c.level) << "</h2>\n<div class=\"tokens\">";
     for (size_t i = 0; i < c.tokens.size(); ++i) {
       const TokenOutcome& t = c.tokens[i];
       bool is_div = c.divergence && static_cast<int>(i) == c.divergence->step;

@@ -317,8 +317,8 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
   }
 
   if (!diverged_at) {
-    report.level = (report.digests_recorded && report.digests_differ == 0) ? Level::kBitwise
-                                                                           : Level::kTokens;
+    report.level =
+        (report.digests_recorded && report.digests_differ == 0) ? Level::kBitwise : Level::kTokens;
     if (n == 0) report.level = Level::kBitwise;
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -402,8 +402,8 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
       constraint->AllowedMask(&mask);
       allowed = mask;
     }
-    engine::SampleResult next = engine::Sample(out.row(0), call.params, call.seed,
-                                               call.first_step + produced, allowed);
+    engine::SampleResult next =
+        engine::Sample(out.row(0), call.params, call.seed, call.first_step + produced, allowed);
     last = next.token;
     if (constraint && !constraint->Advance(last).ok()) can_continue = false;
     d.replay_continuation.push_back(last);

@@ -40,8 +40,8 @@ struct RecordedToken {
   std::optional<float> logit;             // the chosen token's raw logit
   int32_t runner_up = -1;                 // highest-logit other token, -1 if not recorded
   float runner_up_logit = 0.0f;
-  std::vector<Candidate> top;             // further candidates, when recorded
-  std::vector<uint64_t> layer_digests;    // XXH3-64 of each layer's output, when recorded
+  std::vector<Candidate> top;           // further candidates, when recorded
+  std::vector<uint64_t> layer_digests;  // XXH3-64 of each layer's output, when recorded
 };
 
 // What replay needs of one recorded model call, independent of the on-disk format.
@@ -69,11 +69,11 @@ const char* LevelName(Level level);  // "bitwise" | "tokens" | "diverged"
 
 // Per output token, what the replay saw (for reports and the HTML page).
 struct TokenOutcome {
-  int32_t id = -1;          // the recorded token
-  std::string text;         // its text (empty without a tokenizer)
-  int32_t replayed_id = -1; // what the sampler drew from the replayed logits
-  float replayed_logit = 0.0f;   // the recorded token's logit under replay
-  float margin = 0.0f;           // replayed: chosen logit minus runner-up logit
+  int32_t id = -1;              // the recorded token
+  std::string text;             // its text (empty without a tokenizer)
+  int32_t replayed_id = -1;     // what the sampler drew from the replayed logits
+  float replayed_logit = 0.0f;  // the recorded token's logit under replay
+  float margin = 0.0f;          // replayed: chosen logit minus runner-up logit
   bool digest_checked = false;
   bool digest_equal = false;
 };
@@ -86,8 +86,8 @@ struct Divergence {
   int32_t replayed_token = -1;
   std::string recorded_text;
   std::string replayed_text;
-  std::optional<float> recorded_logit;  // as recorded (recorded token, recorded side)
-  float replayed_logit = 0.0f;          // replayed token's logit under replay
+  std::optional<float> recorded_logit;         // as recorded (recorded token, recorded side)
+  float replayed_logit = 0.0f;                 // replayed token's logit under replay
   float recorded_token_replayed_logit = 0.0f;  // the recorded token's logit under replay
   std::optional<float> recorded_margin;        // recorded chosen minus recorded runner-up
   float replayed_margin = 0.0f;                // replayed chosen minus replayed runner-up
@@ -96,7 +96,7 @@ struct Divergence {
   std::string text_before;                     // up to 80 characters of output before it
   int first_differing_layer = -1;              // 0-based; -1 unknown or none recorded
   bool layer_digests_recorded = false;
-  std::vector<int32_t> replay_continuation;    // step-by-step output from the divergence on
+  std::vector<int32_t> replay_continuation;  // step-by-step output from the divergence on
   std::string replay_continuation_text;
 };
 
@@ -105,7 +105,7 @@ struct CallReport {
   std::string event_id;
   Level level = Level::kBitwise;
   int tokens_recorded = 0;
-  int tokens_verified = 0;      // tokens compared before the divergence (inclusive)
+  int tokens_verified = 0;  // tokens compared before the divergence (inclusive)
   bool digests_recorded = false;
   int digests_differ = 0;       // tokens whose logits digest differs but token agrees
   float max_logit_diff = 0.0f;  // largest |recorded - replayed| logit of a chosen token

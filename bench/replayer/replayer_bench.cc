@@ -10,8 +10,8 @@
 #include <cstring>
 #include <string>
 
-#include "replayer/verifier.h"
 #include "replayer/replayer.h"
+#include "replayer/verifier.h"
 #include "tests/replayer/replay_test_util.h"
 
 using namespace trace;
@@ -21,11 +21,16 @@ int main(int argc, char** argv) {
   int calls = 4, tokens = 128, threads = 0, batch = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--preset") preset = argv[i + 1];
-    else if (flag == "--calls") calls = std::atoi(argv[i + 1]);
-    else if (flag == "--tokens") tokens = std::atoi(argv[i + 1]);
-    else if (flag == "--threads") threads = std::atoi(argv[i + 1]);
-    else if (flag == "--batch") batch = std::atoi(argv[i + 1]);
+    if (flag == "--preset")
+      preset = argv[i + 1];
+    else if (flag == "--calls")
+      calls = std::atoi(argv[i + 1]);
+    else if (flag == "--tokens")
+      tokens = std::atoi(argv[i + 1]);
+    else if (flag == "--threads")
+      threads = std::atoi(argv[i + 1]);
+    else if (flag == "--batch")
+      batch = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "replayer_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -60,16 +65,15 @@ int main(int argc, char** argv) {
   for (int c = 0; c < calls; ++c) {
     std::string text = "Call " + std::to_string(c) +
                        ": summarise the quarterly report for the finance team, please.";
-    auto call = replayer::testing::GenerateCall(**eng, (*tokenizer)->Encode(text), params,
-                                                100 + c, false);
+    auto call =
+        replayer::testing::GenerateCall(**eng, (*tokenizer)->Encode(text), params, 100 + c, false);
     if (!call.ok()) {
       std::fprintf(stderr, "replayer_bench: %s\n", call.status().ToString().c_str());
       return 2;
     }
     recorded.push_back(std::move(*call));
   }
-  double generate_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double generate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   int64_t n_tokens = 0;
   replayer::VerifyOptions vopts;

@@ -208,8 +208,7 @@ inline proto::Event LlmEvent(proto::LlmCall call, const std::string& rendered) {
   return e;
 }
 
-inline Result<AgentRun> RunScriptedAgent(engine::Engine& engine,
-                                         const engine::Tokenizer& tokenizer,
+inline Result<AgentRun> RunScriptedAgent(engine::Engine& engine, const engine::Tokenizer& tokenizer,
                                          const AgentInputs& in) {
   AgentRun run;
   run.header = HeaderFor(engine);
@@ -235,8 +234,8 @@ inline Result<AgentRun> RunScriptedAgent(engine::Engine& engine,
   params.max_tokens = in.max_tokens;
   std::string prompt1 = "System: you help " + in.user_name + ". Today is " + in.clock_text +
                         ".\nContext: " + in.chunk + "\nUser: what is my balance?\nAssistant:";
-  TRACE_ASSIGN_OR_RETURN(proto::LlmCall c1, GenerateCall(engine, tokenizer.Encode(prompt1),
-                                                         params, in.seed, in.layer_digests));
+  TRACE_ASSIGN_OR_RETURN(proto::LlmCall c1, GenerateCall(engine, tokenizer.Encode(prompt1), params,
+                                                         in.seed, in.layer_digests));
   std::vector<int32_t> out1(c1.token_ids().begin(), c1.token_ids().end());
   std::string answer1 = tokenizer.Decode(out1);
   add(LlmEvent(std::move(c1), prompt1));
@@ -253,11 +252,10 @@ inline Result<AgentRun> RunScriptedAgent(engine::Engine& engine,
   result.mutable_tool_result()->set_content(in.tool_result);
   add(result);
 
-  std::string prompt2 = prompt1 + answer1 + "\nTool get_balance: " + in.tool_result +
-                        "\nAssistant:";
-  TRACE_ASSIGN_OR_RETURN(proto::LlmCall c2, GenerateCall(engine, tokenizer.Encode(prompt2),
-                                                         params, in.seed + 1,
-                                                         in.layer_digests));
+  std::string prompt2 =
+      prompt1 + answer1 + "\nTool get_balance: " + in.tool_result + "\nAssistant:";
+  TRACE_ASSIGN_OR_RETURN(proto::LlmCall c2, GenerateCall(engine, tokenizer.Encode(prompt2), params,
+                                                         in.seed + 1, in.layer_digests));
   add(LlmEvent(std::move(c2), prompt2));
   return run;
 }

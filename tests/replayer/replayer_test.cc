@@ -115,13 +115,12 @@ TEST_F(ReplayTest, RecordedRunReplaysBitwise) {
     EXPECT_EQ(c.digests_differ, 0);
     EXPECT_FALSE(c.divergence.has_value());
   }
-  EXPECT_TRUE(report->fingerprint_differences.empty())
-      << report->fingerprint_differences[0].field;
+  EXPECT_TRUE(report->fingerprint_differences.empty()) << report->fingerprint_differences[0].field;
 
   // The same through the CLI: exit 0, JSON says bitwise.
   std::string out, err;
-  int rc = RunTrace("--store " + dir_->file("traces.db") + " replay " + *id + " --json", &out,
-                    &err);
+  int rc =
+      RunTrace("--store " + dir_->file("traces.db") + " replay " + *id + " --json", &out, &err);
   EXPECT_EQ(rc, 0) << err << out;
   auto json = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(json.is_discarded()) << out;
@@ -207,8 +206,7 @@ TEST_F(ReplayTest, ChangedWeightDivergesWhereGenerationDiffersAndNamesTheLayer) 
   // The text report names the place; the CLI exits 1 (diverged) and writes an HTML page.
   std::string text = RenderReplayText(*report);
   if (std::getenv("TRACE_TEST_VERBOSE")) std::cout << text;
-  EXPECT_NE(text.find("first divergence: call " + std::to_string(expected.call)),
-            std::string::npos)
+  EXPECT_NE(text.find("first divergence: call " + std::to_string(expected.call)), std::string::npos)
       << text;
   std::string out, err;
   std::string html = dir_->file("replay.html");
@@ -306,8 +304,7 @@ TEST_F(ReplayTest, UnknownAmbiguousAndMissingRunsAreClearErrors) {
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   rc = RunTrace("--store " + dir_->file("errors.db") + " diff " + prefix + " " + *a, &out, &err);
   EXPECT_EQ(rc, 2) << out;
-  rc = RunTrace("--store " + dir_->file("errors.db") + " replay " + *a + " --calls 9", &out,
-                &err);
+  rc = RunTrace("--store " + dir_->file("errors.db") + " replay " + *a + " --calls 9", &out, &err);
   EXPECT_EQ(rc, 2);
   EXPECT_NE(err.find("call 9"), std::string::npos) << err;
 }
@@ -317,11 +314,10 @@ TEST_F(ReplayTest, UnknownAmbiguousAndMissingRunsAreClearErrors) {
 // model call bit for bit, also batched with companions.
 TEST_F(ReplayTest, RecordedExampleAgentReplaysBitwiseThroughTheCli) {
   const std::string db = dir_->file("recorded.db");
-  const std::string agent =
-      std::string(TRACE_SOURCE_DIR) + "/examples/support_agent/agent.py";
+  const std::string agent = std::string(TRACE_SOURCE_DIR) + "/examples/support_agent/agent.py";
   std::string out, err;
-  int rc = RunTrace("--store " + db + " -q record --model " + model_dir_ +
-                        " -- python3 " + agent + " --turns 3 --max-tokens 12",
+  int rc = RunTrace("--store " + db + " -q record --model " + model_dir_ + " -- python3 " + agent +
+                        " --turns 3 --max-tokens 12",
                     &out, &err);
   ASSERT_EQ(rc, 0) << err << out;
   auto store = store::Store::Open(db);
@@ -418,8 +414,7 @@ INSTANTIATE_TEST_SUITE_P(
         DiffCase{"tool_result", Source::kTools, "tool_result",
                  [](AgentInputs* in) { in->tool_result = "{\"balance\": -5}"; }, false},
         DiffCase{"context_chunk", Source::kContext, "context_chunk",
-                 [](AgentInputs* in) { in->chunk = "Invoices are deleted after a year."; },
-                 false},
+                 [](AgentInputs* in) { in->chunk = "Invoices are deleted after a year."; }, false},
         DiffCase{"template_var", Source::kPrompt, "template_var",
                  [](AgentInputs* in) { in->user_name = "Grace"; }, false},
         DiffCase{"clock_read", Source::kTime, "clock_read",
@@ -442,14 +437,13 @@ TEST_F(ReplayTest, IdenticalRunsDiffToNothingAndCliExitsZero) {
   ASSERT_TRUE(diff.ok());
   EXPECT_TRUE(diff->identical()) << RenderDiffText(*diff);
   std::string out, err;
-  EXPECT_EQ(RunTrace("--store " + dir_->file("same.db") + " diff " + *id_a + " " + *id_b, &out,
-                     &err),
-            0)
+  EXPECT_EQ(
+      RunTrace("--store " + dir_->file("same.db") + " diff " + *id_a + " " + *id_b, &out, &err), 0)
       << err << out;
-  EXPECT_EQ(RunTrace("--store " + dir_->file("same.db") + " diff " + *id_a + " " + *id_b +
-                         " --call 3",
-                     &out, &err),
-            2);
+  EXPECT_EQ(
+      RunTrace("--store " + dir_->file("same.db") + " diff " + *id_a + " " + *id_b + " --call 3",
+               &out, &err),
+      2);
 }
 
 TEST(LineDiffTest, ShowsChangedLinesWithContext) {

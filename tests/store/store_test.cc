@@ -258,7 +258,7 @@ TEST(StoreWriter, CommitsWithinTheIntervalWithoutFlush) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                   start)
                 .count();
-  EXPECT_LE(ms, 1000);  // 100 ms nominal; generous for a loaded CI machine
+  EXPECT_LE(ms, 2000);  // 100 ms nominal; generous for a loaded shared CI machine
   auto other = OpenOrDie(dir.file("t.db"));
   auto events = other->LoadEvents((*w)->run_id());
   ASSERT_TRUE(events.ok());
