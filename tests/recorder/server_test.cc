@@ -374,7 +374,8 @@ TEST_F(ServerTest, ProxyModeForwardsAndRecordsAsGiven) {
   ASSERT_TRUE(proxy.ok()) << proxy.status().message();
   (*proxy)->SetRunLog(&log);
   ASSERT_TRUE((*proxy)->Start().ok());
-  // The upstream checks no key here (the proxy's agent-facing key is kKey).
+  // The upstream wants kKey too; the proxy passes it from $TRACE_UPSTREAM_API_KEY.
+  setenv("TRACE_UPSTREAM_API_KEY", kKey, 1);
   json req = {{"model", upstream->model_name()}, {"messages", Conversation(5)},
               {"max_tokens", 6}, {"seed", 21}};
   auto direct = Post(*upstream, "/v1/chat/completions", req);
@@ -399,7 +400,7 @@ TEST_F(ServerTest, ProxyModeForwardsAndRecordsAsGiven) {
   }
   ASSERT_EQ(calls.size(), 2u);
   std::string text = d["choices"][0]["message"]["content"];
-  EXPECT_EQ(calls[0].response_json(), direct->body);
+  EXPECT_EQ(calls[0].response_json(), via->body);  // as given to the agent
   EXPECT_EQ(calls[0].output_text(), text);
   EXPECT_FALSE(calls[0].stream());
   EXPECT_TRUE(calls[1].stream());

@@ -352,6 +352,11 @@ struct DiffCase {
   bool changed_model;
 };
 
+// Names the case in test listings instead of dumping its bytes.
+void PrintTo(const DiffCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
 class DiffTest : public ReplayTest, public ::testing::WithParamInterface<DiffCase> {};
 
 TEST_P(DiffTest, PairDiffersInExactlyThatSource) {
