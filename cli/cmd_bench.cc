@@ -216,6 +216,9 @@ struct DeterminismArgs {
   int max_others = 15;
   int other_max_len = 48;
   bool json = false;
+  // Hidden, for the tests of the divergence report: at every main-request step computed in
+  // a batch of B > 1 sequences, lift the runner-up's logit above the best by this * B.
+  float test_perturb = 0;
 };
 
 // One request of the simulated server: a prompt prefilled in chunks, then decode steps.
@@ -361,6 +364,15 @@ class DeterminismBench {
         if (prefill) r.prefilled += items[k].tokens.size();
         if (items[k].logits_at.empty()) continue;
         std::span<const float> logits = fwd.row(row++);
+        if (r.is_main && args_.test_perturb > 0 && batch > 1) {
+          perturbed_.assign(logits.begin(), logits.end());
+          std::vector<Candidate> top = TopCandidates(logits, 2);
+          if (top.size() == 2) {
+            perturbed_[static_cast<size_t>(top[1].id)] =
+                top[0].logit + args_.test_perturb * static_cast<float>(batch);
+          }
+          logits = perturbed_;
+        }
         if (!r.is_main) {
           r.next = Argmax(logits);
           if (r.next < 0) r.next = 0;
@@ -421,6 +433,7 @@ class DeterminismBench {
   std::vector<std::vector<float>> reference_;  // per step, the batch-1 logits
   std::vector<int32_t> reference_tokens_;
   std::map<int64_t, BatchStat> stats_;
+  std::vector<float> perturbed_;
 };
 
 struct Loaded {
@@ -590,14 +603,16 @@ int RunDeterminism(const DeterminismArgs& args) {
     j["architecture"] = config.architecture;
     j["device"] = device_desc;
     j["numerics"] = numerics_name;
-    j["numerics_version"] = kernels::kNumericsVersion;
+    if (options.numerics == kernels::Numerics::kCanonical) {
+      j["numerics_version"] = kernels::kNumericsVersion;
+    }
     j["runs"] = args.runs;
     j["max_tokens"] = args.max_tokens;
     j["max_others"] = args.max_others;
     j["seed"] = args.seed;
     j["prompt"] = args.prompt;
     j["prompt_tokens"] = prompt.size();
-    j["batch_sizes"] = {{"min", batch_lo}, {"max", batch_hi}};
+    j["largest_batch"] = {{"min", batch_lo}, {"max", batch_hi}};
     j["distinct_completions"] = variants.size();
     nlohmann::ordered_json completions = nlohmann::ordered_json::array();
     for (const auto& v : variants) {
@@ -652,12 +667,14 @@ int RunDeterminism(const DeterminismArgs& args) {
     return kExitOk;
   }
 
-  std::printf("model     %s (%s), %s, %s numerics (%s)\n", loaded->dir.c_str(),
+  std::printf("model     %s (%s), %s, %s numerics%s\n", loaded->dir.c_str(),
               config.architecture.c_str(), device_desc.c_str(), numerics_name,
-              kernels::kNumericsVersion);
+              options.numerics == kernels::Numerics::kCanonical
+                  ? (std::string(" (") + kernels::kNumericsVersion + ")").c_str()
+                  : "");
   std::printf("prompt    \"%s\" (%zu tokens), greedy, up to %d tokens\n",
               Printable(args.prompt).c_str(), prompt.size(), args.max_tokens);
-  std::printf("batching  each run with 0..%d random other requests (batch sizes seen %lld..%lld), "
+  std::printf("batching  each run with 0..%d random other requests (largest batch per run %lld..%lld), "
               "seed %llu, %.1fs\n\n",
               args.max_others, static_cast<long long>(batch_lo), static_cast<long long>(batch_hi),
               static_cast<unsigned long long>(args.seed), seconds);
@@ -980,6 +997,7 @@ void Setup(CLI::App& app, int* exit_code) {
   det->add_option("--seed", d->seed, "Seed of the random other requests")->capture_default_str();
   det->add_option("--threads", d->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   det->add_flag("--json", d->json, "Print one JSON object");
+  det->add_option("--test-perturb", d->test_perturb, "")->group("");
   det->callback([d, exit_code] { *exit_code = RunDeterminism(*d); });
 
   auto t = std::make_shared<ThroughputArgs>();

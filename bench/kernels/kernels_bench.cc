@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
   // Four variants per shape: {canonical, fast} x {row-major, interleaved-8 weights}.
   // Figures in GFLOP/s; for M = 1 also the weight stream rate in GB/s. Ratios compare
   // canonical with the fast row-major baseline (the conventional layout and loop).
-  std::printf("\n%-20s %4s | %9s %9s %9s %9s | %8s %8s | %s\n", "matmul (bf16) GF/s", "M",
-              "canon-rm", "canon-il", "fast-rm", "fast-il", "c-rm/f", "c-il/f",
+  std::printf("\n%-20s %4s | %9s %9s %9s %9s | %8s %8s %8s | %s\n", "matmul (bf16) GF/s", "M",
+              "canon-rm", "canon-il", "fast-rm", "fast-il", "c-rm/f", "c-il/f", "cil/fil",
               "decode GB/s canon-il / fast-rm");
   for (const Shape& s : shapes) {
     std::vector<uint16_t> w(static_cast<size_t>(s.K * s.N));
@@ -96,9 +96,10 @@ int main(int argc, char** argv) {
         t[variant] = Seconds([&] { tk::MatMul(ctx, x.data(), M, wv, nullptr, y.data()); }, min_s);
       }
       const double flops = 2.0 * M * s.K * s.N, bytes = 2.0 * s.K * s.N;
-      std::printf("%-20s %4lld | %9.1f %9.1f %9.1f %9.1f | %8.2f %8.2f |", s.name,
+      std::printf("%-20s %4lld | %9.1f %9.1f %9.1f %9.1f | %8.2f %8.2f %8.2f |", s.name,
                   static_cast<long long>(M), flops / t[0] * 1e-9, flops / t[1] * 1e-9,
-                  flops / t[2] * 1e-9, flops / t[3] * 1e-9, t[2] / t[0], t[2] / t[1]);
+                  flops / t[2] * 1e-9, flops / t[3] * 1e-9, t[2] / t[0], t[2] / t[1],
+                  t[3] / t[1]);
       if (M == 1) std::printf(" %.1f / %.1f", bytes / t[1] * 1e-9, bytes / t[2] * 1e-9);
       std::printf("\n");
     }

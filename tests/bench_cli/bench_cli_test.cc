@@ -141,7 +141,7 @@ TEST_F(BenchCliTest, CanonicalGivesOneCompletionAndBitwiseEqualLogits) {
     EXPECT_EQ(b["max_abs_diff"].get<double>(), 0.0);
   }
   // The runs were really batched: some step ran alongside other sequences.
-  EXPECT_GT(j["batch_sizes"]["max"].get<int>(), 1);
+  EXPECT_GT(j["largest_batch"]["max"].get<int>(), 1);
   EXPECT_GT(j["logits_vs_batch1"].size(), 1u);
 }
 
@@ -169,7 +169,37 @@ TEST_F(BenchCliTest, FastModeReportIsConsistentAndSeeded) {
   ASSERT_EQ(b.exit_code, 0) << b.err;
   auto k = nlohmann::json::parse(b.out);
   EXPECT_EQ(j["completions"], k["completions"]);
-  EXPECT_EQ(j["batch_sizes"], k["batch_sizes"]);
+  EXPECT_EQ(j["largest_batch"], k["largest_batch"]);
+}
+
+// CPU fast mode is row-independent too, so divergences are provoked with the hidden
+// --test-perturb hook (the runner-up wins at every step computed in a batch).
+TEST_F(BenchCliTest, DivergenceReportNamesRunStepTokensAndMargins) {
+  Ran r = Bench("determinism --model " + model_ +
+                " --runs 8 --max-tokens 6 --max-others 6 --seed 5 --test-perturb 0.5 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ExpectConsistent(j, 8);
+  ASSERT_GT(j["distinct_completions"].get<int>(), 1) << r.out;
+  EXPECT_FALSE(j["bitwise_equal"].get<bool>());
+  EXPECT_GT(j["max_abs_diff"].get<double>(), 0.0);
+  for (const auto& d : j["divergences"]) {
+    const auto& base = d["base"];
+    const auto& var = d["variant_step"];
+    EXPECT_EQ(base["run"].get<int>(), d["base_run"].get<int>());
+    EXPECT_EQ(var["run"].get<int>(), d["run"].get<int>());
+    if (!base["id"].is_null() && !var["id"].is_null()) {
+      EXPECT_NE(base["id"], var["id"]) << d.dump();
+      ASSERT_TRUE(base.contains("margin")) << d.dump();
+      EXPECT_GE(base["margin"].get<double>(), 0.0);
+    }
+  }
+  Ran text = Bench("determinism --model " + model_ +
+                   " --runs 8 --max-tokens 6 --max-others 6 --seed 5 --test-perturb 0.5");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("2 distinct completions out of 8 runs"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("diverged from #1 at step"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("margin"), std::string::npos) << text.out;
 }
 
 TEST_F(BenchCliTest, ThroughputReportsBothModesForEachBatchSize) {
