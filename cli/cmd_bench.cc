@@ -831,7 +831,9 @@ int RunThroughput(const ThroughputArgs& args) {
     options.numerics = modes[m];
     options.threads = args.threads;
     options.device = args.device;
-    options.max_context = args.prompt_len + args.decode_tokens + 1;
+    options.max_context = std::min<int64_t>(
+        config.max_position_embeddings,
+        std::max(args.prompt_len + args.decode_tokens + 1, 16));  // 16: the warm-up
     auto e = engine::Engine::Create(loaded->model, options);
     if (!e.ok()) return ReportError(e.status().WithContext(what));
     engines[m] = std::move(e).value();
@@ -932,8 +934,7 @@ int RunThroughput(const ThroughputArgs& args) {
   std::printf("shape   prefill %d tokens per sequence in one forward; decode %d steps; "
               "best of %d; tokens/s of the forward pass\n\n",
               args.prompt_len, args.decode_tokens, args.repeat);
-  std::printf("%6s | %13s %13s %7s | %13s %13s %7s\n", "", "prefill tok/s", "", "", "decode tok/s",
-              "", "");
+  std::printf("%6s | %-35s | %-35s\n", "", "prefill tokens/s", "decode tokens/s");
   std::printf("%6s | %13s %13s %7s | %13s %13s %7s\n", "batch", "canonical", "fast", "c/f",
               "canonical", "fast", "c/f");
   for (const auto& r : rows) {

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
 
   const Shape shapes[] = {{"q_proj 896x896", 896, 896},
+                          {"k_proj 896x128", 896, 128},
                           {"gate_proj 896x4864", 896, 4864},
                           {"down_proj 4864x896", 4864, 896},
                           {"lm_head 896x151936", 896, 151936}};
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
     const tk::WeightView view{w.data(), tk::DType::kBF16, s.N, s.K};
     std::vector<uint8_t> packed(tk::InterleavedWeightsBytes(view));
     const tk::WeightView interleaved = tk::InterleaveWeights(view, packed.data());
-    for (int64_t M : {1, 64, 512}) {
+    for (int64_t M : {1, 4, 64, 512}) {
       if (quick && M == 512) continue;
       // lm_head (272 MB of bf16, beyond any cache): decode only, the DRAM-bound case.
       if (s.N > 100000 && M > 1) continue;

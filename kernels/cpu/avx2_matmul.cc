@@ -192,34 +192,8 @@ void DecodeColumns8(const float* x, const WeightView& w, int64_t n0, const float
 }
 
 // Decode on kInterleaved32 weights: one group of 32 columns, 4 registers of 8 columns side
-// by side. Q consecutive whole blocks (Q distinct lanes, 32 % Q == 0) are run at once, so
-// 4 * Q independent fma chains hide the fma latency; each chain still visits its block's k
-// in increasing order, and each lane's blocks are visited in increasing order.
-template <DType D, int Q>
-inline void DecodeInterleavedBlocks(const float* x, const void* base, __m256 (*lanes)[4],
-                                    int64_t& b, int64_t full_blocks) {
-  constexpr int G = 4;
-  for (; b + Q <= full_blocks; b += Q) {
-    __m256 acc[Q][G];
-    for (int q = 0; q < Q; ++q) {
-      for (int g = 0; g < G; ++g) acc[q][g] = lanes[(b + q) & 31][g];
-    }
-    const int64_t k0 = b * 32;
-    for (int64_t i = 0; i < 32; ++i) {
-      for (int q = 0; q < Q; ++q) {
-        const int64_t k = k0 + q * 32 + i;
-        const __m256 xv = _mm256_broadcast_ss(x + k);
-        for (int g = 0; g < G; ++g) {
-          acc[q][g] = _mm256_fmadd_ps(xv, LoadWeights8<D>(base, k * 32 + g * 8), acc[q][g]);
-        }
-      }
-    }
-    for (int q = 0; q < Q; ++q) {
-      for (int g = 0; g < G; ++g) lanes[(b + q) & 31][g] = acc[q][g];
-    }
-  }
-}
-
+// by side, one block at a time: 4 independent fma chains reading one sequential stream
+// (one 64-byte line per k in bf16), which DRAM and the prefetcher serve best.
 template <DType D>
 void DecodeInterleaved4(const float* x, int64_t K, const void* panels, const float* bias,
                         float* y) {
@@ -229,11 +203,8 @@ void DecodeInterleaved4(const float* x, int64_t K, const void* panels, const flo
   for (auto& l : lanes) {
     for (int g = 0; g < G; ++g) l[g] = _mm256_setzero_ps();
   }
-  const int64_t full_blocks = K / 32;
-  int64_t b = 0;
-  DecodeInterleavedBlocks<D, 2>(x, base, lanes, b, full_blocks);
   const int64_t n_blocks = (K + 31) / 32;
-  for (; b < n_blocks; ++b) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
     __m256 acc[G];
     for (int g = 0; g < G; ++g) acc[g] = lanes[b & 31][g];
     const int64_t k_end = std::min(K, b * 32 + 32);
