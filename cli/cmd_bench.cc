@@ -137,9 +137,10 @@ Result<std::string> ResolveModelDir(const std::string& given, const std::string&
   const std::string demo = engine::DefaultDemoModelDir();
   std::error_code ec;
   if (!std::filesystem::exists(demo + "/config.json", ec)) {
-    std::fprintf(stderr, "trace: no --model given; writing the demo model (preset %s, seed %llu) to %s\n",
-                 engine::kDemoModelPreset,
-                 static_cast<unsigned long long>(engine::kDemoModelSeed), demo.c_str());
+    std::fprintf(stderr,
+                 "trace: no --model given; writing the demo model (preset %s, seed %llu) to %s\n",
+                 engine::kDemoModelPreset, static_cast<unsigned long long>(engine::kDemoModelSeed),
+                 demo.c_str());
   }
   return engine::EnsureDemoModel();
 }
@@ -226,10 +227,10 @@ struct Request {
   bool is_main = false;
   engine::SeqId seq = -1;
   std::vector<int32_t> prompt;
-  int64_t arrival = 0;      // the tick it joins the batch
-  int64_t budget = 0;       // decode steps before it leaves (others)
-  size_t prefilled = 0;     // prompt tokens already in the cache
-  int32_t next = -1;        // the token to feed at the next decode step
+  int64_t arrival = 0;   // the tick it joins the batch
+  int64_t budget = 0;    // decode steps before it leaves (others)
+  size_t prefilled = 0;  // prompt tokens already in the cache
+  int32_t next = -1;     // the token to feed at the next decode step
   int64_t decoded = 0;
   bool done = false;
   std::vector<int32_t> feed;  // the tokens of this tick's item (kept alive over Forward)
@@ -247,17 +248,17 @@ struct BatchStat {
 };
 
 struct RunResult {
-  std::vector<int32_t> tokens;       // the main request's completion
-  std::vector<StepRecord> steps;     // one per main step
-  int64_t first_step_batch = 0;      // sequences in the Forward of the first step
-  int64_t others = 0;                // other requests in this run
+  std::vector<int32_t> tokens;    // the main request's completion
+  std::vector<StepRecord> steps;  // one per main step
+  int64_t first_step_batch = 0;   // sequences in the Forward of the first step
+  int64_t others = 0;             // other requests in this run
   int64_t max_batch = 0;
 };
 
 class DeterminismBench {
  public:
-  DeterminismBench(engine::Engine* engine, const DeterminismArgs& args,
-                   std::vector<int32_t> prompt, std::vector<int32_t> eos, int32_t token_upper,
+  DeterminismBench(engine::Engine* engine, const DeterminismArgs& args, std::vector<int32_t> prompt,
+                   std::vector<int32_t> eos, int32_t token_upper,
                    const engine::Tokenizer* tokenizer)
       : engine_(engine),
         args_(args),
@@ -392,9 +393,9 @@ class DeterminismBench {
           ++s.forwards;
           if (step == 0) ++s.first_step_forwards;
           // Comparable with the reference only while the completion follows its path.
-          const bool same_path = step < reference_.size() && step <= reference_tokens_.size() &&
-                                 std::equal(out->tokens.begin(), out->tokens.end(),
-                                            reference_tokens_.begin());
+          const bool same_path =
+              step < reference_.size() && step <= reference_tokens_.size() &&
+              std::equal(out->tokens.begin(), out->tokens.end(), reference_tokens_.begin());
           if (same_path) {
             ++s.compared;
             const double d = MaxAbsDiff(logits, reference_[step]);
@@ -486,10 +487,10 @@ int RunDeterminism(const DeterminismArgs& args) {
   options.numerics = ParseNumerics(args.numerics);
   options.threads = args.threads;
   options.device = args.device;
-  options.max_context = std::min<int64_t>(
-      config.max_position_embeddings,
-      std::max<int64_t>(static_cast<int64_t>(prompt.size()), args.other_max_len) +
-          2 * args.max_tokens + 2);
+  options.max_context =
+      std::min<int64_t>(config.max_position_embeddings,
+                        std::max<int64_t>(static_cast<int64_t>(prompt.size()), args.other_max_len) +
+                            2 * args.max_tokens + 2);
   auto engine = engine::Engine::Create(loaded->model, options);
   if (!engine.ok()) return ReportError(engine.status().WithContext(what));
 
@@ -636,11 +637,11 @@ int RunDeterminism(const DeterminismArgs& args) {
       e["base"] = step_view(d.base_run, d.step, token_at(d.run, d.step));
       e["variant_step"] = step_view(d.run, d.step, token_at(d.base_run, d.step));
       e["text_before"] = engine::SanitizeUtf8(Text(
-          tokenizer, std::vector<int32_t>(runs[static_cast<size_t>(d.run)].tokens.begin(),
-                                          runs[static_cast<size_t>(d.run)].tokens.begin() +
-                                              static_cast<ptrdiff_t>(std::min(
-                                                  d.step, runs[static_cast<size_t>(d.run)]
-                                                              .tokens.size())))));
+          tokenizer,
+          std::vector<int32_t>(runs[static_cast<size_t>(d.run)].tokens.begin(),
+                               runs[static_cast<size_t>(d.run)].tokens.begin() +
+                                   static_cast<ptrdiff_t>(std::min(
+                                       d.step, runs[static_cast<size_t>(d.run)].tokens.size())))));
       divs.push_back(e);
     }
     j["divergences"] = divs;
@@ -674,10 +675,11 @@ int RunDeterminism(const DeterminismArgs& args) {
                   : "");
   std::printf("prompt    \"%s\" (%zu tokens), greedy, up to %d tokens\n",
               Printable(args.prompt).c_str(), prompt.size(), args.max_tokens);
-  std::printf("batching  each run with 0..%d random other requests (largest batch per run %lld..%lld), "
-              "seed %llu, %.1fs\n\n",
-              args.max_others, static_cast<long long>(batch_lo), static_cast<long long>(batch_hi),
-              static_cast<unsigned long long>(args.seed), seconds);
+  std::printf(
+      "batching  each run with 0..%d random other requests (largest batch per run %lld..%lld), "
+      "seed %llu, %.1fs\n\n",
+      args.max_others, static_cast<long long>(batch_lo), static_cast<long long>(batch_hi),
+      static_cast<unsigned long long>(args.seed), seconds);
   std::printf("%zu distinct completions out of %d runs\n", variants.size(), args.runs);
   for (size_t v = 0; v < variants.size() && v < 10; ++v) {
     std::string text = Printable(Text(tokenizer, variants[v].tokens));
@@ -820,9 +822,9 @@ int RunThroughput(const ThroughputArgs& args) {
   if (!loaded.ok()) return ReportError(loaded.status());
   const engine::ModelConfig& config = loaded->model->config();
   if (args.prompt_len + args.decode_tokens + 1 > config.max_position_embeddings) {
-    return ReportError(InvalidArgument(what + ": --prompt-len + --decode-tokens exceeds the model's " +
-                                       std::to_string(config.max_position_embeddings) +
-                                       " positions"));
+    return ReportError(
+        InvalidArgument(what + ": --prompt-len + --decode-tokens exceeds the model's " +
+                        std::to_string(config.max_position_embeddings) + " positions"));
   }
   const kernels::Numerics modes[2] = {kernels::Numerics::kCanonical, kernels::Numerics::kFast};
   std::unique_ptr<engine::Engine> engines[2];
@@ -915,11 +917,10 @@ int RunThroughput(const ThroughputArgs& args) {
       nlohmann::ordered_json e;
       e["batch"] = r.batch;
       for (int m = 0; m < 2; ++m) {
-        e[kernels::NumericsName(modes[m])] = {
-            {"prefill_tokens_per_s", r.t[m].prefill_tps},
-            {"decode_tokens_per_s", r.t[m].decode_tps},
-            {"prefill_seconds", r.t[m].prefill_seconds},
-            {"decode_seconds", r.t[m].decode_seconds}};
+        e[kernels::NumericsName(modes[m])] = {{"prefill_tokens_per_s", r.t[m].prefill_tps},
+                                              {"decode_tokens_per_s", r.t[m].decode_tps},
+                                              {"prefill_seconds", r.t[m].prefill_seconds},
+                                              {"decode_seconds", r.t[m].decode_seconds}};
       }
       e["prefill_ratio"] = ratio(r.t[0].prefill_tps, r.t[1].prefill_tps);
       e["decode_ratio"] = ratio(r.t[0].decode_tps, r.t[1].decode_tps);
@@ -931,17 +932,18 @@ int RunThroughput(const ThroughputArgs& args) {
   }
   std::printf("model   %s (%s), %s\n", loaded->dir.c_str(), config.architecture.c_str(),
               device_desc.c_str());
-  std::printf("shape   prefill %d tokens per sequence in one forward; decode %d steps; "
-              "best of %d; tokens/s of the forward pass\n\n",
-              args.prompt_len, args.decode_tokens, args.repeat);
+  std::printf(
+      "shape   prefill %d tokens per sequence in one forward; decode %d steps; "
+      "best of %d; tokens/s of the forward pass\n\n",
+      args.prompt_len, args.decode_tokens, args.repeat);
   std::printf("%6s | %-35s | %-35s\n", "", "prefill tokens/s", "decode tokens/s");
   std::printf("%6s | %13s %13s %7s | %13s %13s %7s\n", "batch", "canonical", "fast", "c/f",
               "canonical", "fast", "c/f");
   for (const auto& r : rows) {
     std::printf("%6lld | %13.1f %13.1f %7.3f | %13.1f %13.1f %7.3f\n",
                 static_cast<long long>(r.batch), r.t[0].prefill_tps, r.t[1].prefill_tps,
-                ratio(r.t[0].prefill_tps, r.t[1].prefill_tps), r.t[0].decode_tps,
-                r.t[1].decode_tps, ratio(r.t[0].decode_tps, r.t[1].decode_tps));
+                ratio(r.t[0].prefill_tps, r.t[1].prefill_tps), r.t[0].decode_tps, r.t[1].decode_tps,
+                ratio(r.t[0].decode_tps, r.t[1].decode_tps));
   }
   return kExitOk;
 }
@@ -1003,8 +1005,7 @@ void Setup(CLI::App& app, int* exit_code) {
 
   auto t = std::make_shared<ThroughputArgs>();
   auto* thr = bench->add_subcommand(
-      "throughput",
-      "Prefill and decode tokens/s at given batch sizes, canonical vs fast numerics");
+      "throughput", "Prefill and decode tokens/s at given batch sizes, canonical vs fast numerics");
   thr->footer(
       "For each batch size B: B sequences of --prompt-len random tokens prefilled in one\n"
       "forward (prefill tokens/s), then --decode-tokens greedy decode steps of all B together\n"

@@ -16,6 +16,7 @@ struct EngineFlags {
   std::string numerics = "canonical";
   int threads = 0;
   int max_batch = 64;
+  bool layer_digests = false;
 };
 
 struct RecordArgs {
@@ -42,6 +43,7 @@ Result<recorder::SessionOptions> SessionFrom(const EngineFlags& f) {
   }
   if (f.max_batch < 1) return InvalidArgument("--max-batch must be at least 1");
   o.scheduler.max_active_sequences = f.max_batch;
+  o.scheduler.layer_digests = f.layer_digests;
   if (Globals().quiet) o.log = [](const std::string&) {};
   return o;
 }
@@ -79,6 +81,9 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", args->engine.threads, "Engine threads (0: all cores)");
   cmd->add_option("--max-batch", args->engine.max_batch,
                   "Most sequences batched together (1: one request at a time)");
+  cmd->add_flag("--layer-digests", args->engine.layer_digests,
+               "Also record a digest of every layer's hidden state per sampled token, so\n"
+               "`trace replay` can name the first differing layer (costs a little)");
   cmd->add_option("--port", args->port, "Port on 127.0.0.1 (0: a free one)");
   cmd->add_option("command", args->command, "The agent command, after --")
       ->required()

@@ -16,6 +16,7 @@ struct ServeArgs {
   std::string numerics = "canonical";
   int threads = 0;
   int max_batch = 64;
+  bool layer_digests = false;
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
@@ -38,6 +39,7 @@ int Run(const ServeArgs& a) {
   }
   if (a.max_batch < 1) return ReportError(InvalidArgument("--max-batch must be at least 1"));
   o.scheduler.max_active_sequences = a.max_batch;
+  o.scheduler.layer_digests = a.layer_digests;
   o.host = a.host;
   o.port = a.port;
   o.api_key = a.api_key;
@@ -74,6 +76,9 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", args->threads, "Engine threads (0: all cores)");
   cmd->add_option("--max-batch", args->max_batch,
                   "Most sequences batched together (1: one request at a time)");
+  cmd->add_flag("--layer-digests", args->layer_digests,
+               "Record a digest of every layer's hidden state per sampled token (with\n"
+               "--record), so `trace replay` can name the first differing layer");
   cmd->callback([args, exit_code] { *exit_code = Run(*args); });
 }
 

@@ -231,7 +231,20 @@ class SchedulerImpl : public Scheduler {
     if (items.empty()) return;
 
     engine::ForwardOutput out;
-    Status st = engine_->Forward(items, &out);
+    // Per item: the layer digests of its (only) logits row, [layer].
+    std::vector<std::vector<uint64_t>> layer_digests;
+    engine::LayerProbe probe;
+    if (options_.layer_digests) {
+      layer_digests.resize(items.size());
+      probe = [&](size_t item, int32_t token_index, int layer, std::span<const float> hidden) {
+        if (item >= items.size() || layer < 0) return;
+        if (items[item].logits_at.empty() || items[item].logits_at.back() != token_index) return;
+        auto& v = layer_digests[item];
+        if (static_cast<int>(v.size()) <= layer) v.resize(layer + 1);
+        v[layer] = Digest64(hidden.data(), hidden.size_bytes());
+      };
+    }
+    Status st = engine_->Forward(items, &out, options_.layer_digests ? &probe : nullptr);
     {
       std::lock_guard<std::mutex> lock(stats_mu_);
       ++stats_.forward_calls;
@@ -264,7 +277,8 @@ class SchedulerImpl : public Scheduler {
             static_cast<int64_t>(a->req.prompt.size()) - a->result.reused_prompt_tokens;
       }
       std::span<const float> logits = out.row(row++);
-      SampleOne(a, logits, &mask);
+      SampleOne(a, logits, &mask,
+                options_.layer_digests ? std::move(layer_digests[i]) : std::vector<uint64_t>{});
     }
     for (auto& a : active_) {
       if (a && !a->result.finish_reason.empty()) Retire(a, /*keep_cache=*/true);
@@ -272,7 +286,8 @@ class SchedulerImpl : public Scheduler {
     std::erase(active_, nullptr);
   }
 
-  void SampleOne(Active* a, std::span<const float> logits, std::vector<uint8_t>* mask) {
+  void SampleOne(Active* a, std::span<const float> logits, std::vector<uint8_t>* mask,
+                 std::vector<uint64_t> layer_digests) {
     uint64_t step_index = a->result.steps.size();
     std::span<const uint8_t> allowed;
     if (a->req.constraint) {
@@ -288,6 +303,7 @@ class SchedulerImpl : public Scheduler {
     step.logprob = s.logprob;
     step.runner_up = s.runner_up;
     step.runner_up_logit = s.runner_up_logit;
+    step.layer_digests = std::move(layer_digests);
     if (a->req.want_logprobs && s.token >= 0) {
       ModelLogprobs(logits, s.token, a->req.top_logprobs, &step);
     }

@@ -36,6 +36,9 @@ struct TokenStep {
   float runner_up_logit = 0.0f;
   float model_logprob = 0.0f;                  // log-softmax of the raw logits (OpenAI "logprob")
   std::vector<std::pair<int32_t, float>> top;  // top_logprobs, raw log-softmax
+  // SchedulerOptions::layer_digests: Digest64 of the float32 hidden state after each layer
+  // at the row whose logits this token was sampled from ([num_layers]); else empty.
+  std::vector<uint64_t> layer_digests;
 };
 
 struct GenerationRequest {
@@ -85,6 +88,9 @@ struct SchedulerOptions {
   int prefill_chunk = 256;        // most prompt tokens of one sequence per Forward
   int max_cached_sequences = 16;  // finished sequences kept for prefix reuse
   bool prefix_reuse = true;
+  // Record per-layer hidden-state digests for every sampled token (TokenStep::layer_digests),
+  // through the engine's LayerProbe; read-only, so logits and tokens are unchanged.
+  bool layer_digests = false;
 };
 
 struct SchedulerStats {

@@ -529,6 +529,19 @@ class LocalServer : public Server {
       c.add_runner_up_ids(s.runner_up);
       c.add_runner_up_logits(s.runner_up_logit);
     }
+    // Layer digests (--layer-digests): token-major, num_layers per sampled token; stored
+    // only when every token has the same, non-zero count.
+    if (!g.steps.empty() && !g.steps[0].layer_digests.empty()) {
+      const size_t layers = g.steps[0].layer_digests.size();
+      bool uniform = true;
+      for (const TokenStep& s : g.steps) uniform = uniform && s.layer_digests.size() == layers;
+      if (uniform) {
+        c.set_num_layers(static_cast<int32_t>(layers));
+        for (const TokenStep& s : g.steps) {
+          for (uint64_t d : s.layer_digests) c.add_layer_digests(d);
+        }
+      }
+    }
     c.set_finish_reason(status == 200 ? r.finish_reason : "error");
     c.set_output_text(call->text);
     c.set_response_json(body);

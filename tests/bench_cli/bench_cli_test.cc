@@ -79,9 +79,7 @@ class BenchCliTest : public ::testing::Test {
     tmp_ = nullptr;
   }
   void SetUp() override { ASSERT_TRUE(std::filesystem::exists(model_ + "/config.json")); }
-  Ran Bench(const std::string& args) {
-    return RunTrace("bench " + args, scratch_.path());
-  }
+  Ran Bench(const std::string& args) { return RunTrace("bench " + args, scratch_.path()); }
   static TempDir* tmp_;
   static std::string model_;
   TempDir scratch_;
@@ -221,8 +219,7 @@ TEST_F(BenchCliTest, ThroughputReportsBothModesForEachBatchSize) {
                     row["fast"]["decode_tokens_per_s"].get<double>(),
                 1e-9);
   }
-  Ran text = Bench("throughput --model " + model_ +
-                   " --batch 2 --prompt-len 4 --decode-tokens 2");
+  Ran text = Bench("throughput --model " + model_ + " --batch 2 --prompt-len 4 --decode-tokens 2");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("canonical"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("fast"), std::string::npos) << text.out;

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -244,6 +246,130 @@ time.sleep(120)
   }
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(notes, 1);
+}
+
+// Copies model folder `from` to `to`, adding `delta` to element `index` of the BF16 tensor
+// `name` in model.safetensors (found through the safetensors JSON header).
+bool CopyModelChangingOneWeight(const std::string& from, const std::string& to,
+                                const std::string& name, size_t index, float delta) {
+  fs::create_directories(to);
+  for (const auto& entry : fs::directory_iterator(from)) {
+    fs::copy_file(entry.path(), fs::path(to) / entry.path().filename(),
+                  fs::copy_options::overwrite_existing);
+  }
+  std::string path = to + "/model.safetensors";
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  if (bytes.size() < 8) return false;
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  json header = json::parse(bytes.substr(8, header_len), nullptr, false);
+  if (header.is_discarded() || !header.contains(name) || header[name]["dtype"] != "BF16") {
+    return false;
+  }
+  size_t at = 8 + header_len + header[name]["data_offsets"][0].get<size_t>() + index * 2;
+  if (at + 2 > bytes.size()) return false;
+  uint16_t bf16 = 0;
+  std::memcpy(&bf16, bytes.data() + at, 2);
+  uint32_t bits = static_cast<uint32_t>(bf16) << 16;
+  float value = 0;
+  std::memcpy(&value, &bits, 4);
+  value += delta;
+  std::memcpy(&bits, &value, 4);
+  bf16 = static_cast<uint16_t>(bits >> 16);  // truncation: any change will do
+  std::memcpy(bytes.data() + at, &bf16, 2);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  return true;
+}
+
+// Runs `args` to completion; returns (exit status, stdout).
+std::pair<int, std::string> RunToEnd(const std::vector<std::string>& args) {
+  Proc p = Spawn(args);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(p.out_fd, buf, sizeof buf)) > 0) out.append(buf, n);
+  int status = p.Wait();
+  return {status, out};
+}
+
+TEST_F(RecordCliTest, LayerDigestsAreRecordedStableAndNameTheChangedLayer) {
+  std::string script = Script("layers.py", R"(
+for content in ["hello there", "tell me a story"]:
+    req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+        data=json.dumps({"model": os.environ["OPENAI_MODEL"], "max_tokens": 6, "seed": 3,
+                         "temperature": 0.7,
+                         "messages": [{"role": "user", "content": content}]}).encode(),
+        headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                 "Content-Type": "application/json"})
+    urllib.request.urlopen(req).read()
+)");
+  json config;
+  std::ifstream(*dir_ + "/model/config.json") >> config;
+  const int layers = config.at("num_hidden_layers").get<int>();
+  ASSERT_GE(layers, 2);
+
+  // Two recordings of the same seeded requests, each into its own store.
+  std::vector<std::vector<uint64_t>> digests[2];
+  std::string run_id;
+  for (int r = 0; r < 2; ++r) {
+    std::string store_path = StorePath() + std::to_string(r);
+    auto [code, out] = RunToEnd({kTrace, "--store", store_path, "record", "--model",
+                                 *dir_ + "/model", "--seed", "7", "--layer-digests", "--",
+                                 "python3", script});
+    ASSERT_EQ(code, 0) << out;
+    store::StoreOptions o;
+    o.create_if_missing = false;
+    auto s = store::Store::Open(store_path, o);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    auto runs = (*s)->ListRuns();
+    ASSERT_TRUE(runs.ok() && runs->size() == 1u);
+    if (r == 0) run_id = runs->front().run_id;
+    auto events = (*s)->LoadEvents(runs->front().run_id);
+    ASSERT_TRUE(events.ok()) << events.status().message();
+    for (const proto::Event& e : *events) {
+      if (!e.has_llm_call()) continue;
+      const proto::LlmCall& c = e.llm_call();
+      ASSERT_GT(c.token_ids_size(), 0);
+      EXPECT_EQ(c.num_layers(), layers);
+      EXPECT_EQ(c.layer_digests_size(), c.token_ids_size() * layers);
+      digests[r].emplace_back(c.layer_digests().begin(), c.layer_digests().end());
+    }
+    EXPECT_EQ(digests[r].size(), 2u);
+  }
+  EXPECT_EQ(digests[0], digests[1]);
+  ASSERT_FALSE(digests[0].empty());
+  EXPECT_NE(digests[0][0][0], digests[0][0][1]);  // layers 0 and 1 of token 0 differ
+
+  // The unchanged model replays bit for bit.
+  auto [same_code, same_out] = RunToEnd({kTrace, "--store", StorePath() + "0", "replay",
+                                         run_id, "--json"});
+  EXPECT_EQ(same_code, 0) << same_out;
+  json same = json::parse(same_out, nullptr, false);
+  ASSERT_FALSE(same.is_discarded()) << same_out;
+  EXPECT_EQ(same["level"], "bitwise") << same.dump(2);
+
+  // A model with one weight of layer 1 changed: the replay names layer 1 first.
+  std::string changed = *dir_ + "/model-layer1";
+  ASSERT_TRUE(CopyModelChangingOneWeight(*dir_ + "/model", changed,
+                                         "model.layers.1.mlp.down_proj.weight", 5, 40.0f));
+  auto [code, out] = RunToEnd({kTrace, "--store", StorePath() + "0", "replay", run_id,
+                               "--model", changed, "--json"});
+  EXPECT_NE(code, 0);
+  json report = json::parse(out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << out;
+  ASSERT_TRUE(report["first_divergence"].is_object()) << report.dump(2);
+  EXPECT_EQ(report["first_divergence"]["layer_digests_recorded"], true);
+  EXPECT_EQ(report["first_divergence"]["first_differing_layer"], 1) << report.dump(2);
+
+  // Off by default: no layer digests.
+  auto [plain_code, plain_out] = RunToEnd(Record({"python3", script}));
+  ASSERT_EQ(plain_code, 0) << plain_out;
+  auto [summary, events] = OnlyRun();
+  for (const proto::Event& e : events) {
+    if (e.has_llm_call()) EXPECT_EQ(e.llm_call().layer_digests_size(), 0);
+  }
 }
 
 TEST_F(RecordCliTest, UnknownCommandIsAClearError) {
