@@ -1,6 +1,9 @@
 #include "recorder/server.h"
 
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -111,6 +114,34 @@ struct Call {
   std::shared_ptr<Generation> gen;
 };
 
+// Debian's compiled cpp-httplib listens with a backlog of 5. A burst of concurrent
+// clients (an agent running 16 sessions) then overflows the accept queue while the
+// machine is busy, and Linux drops the handshakes' last ACKs: those clients see their
+// connection reset ("Read" errors). Calling listen() again on the bound socket raises the
+// backlog; the socket is found among our own descriptors by its local port.
+void WidenListenBacklog(int port) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  while (dirent* entry = readdir(dir)) {
+    const int fd = std::atoi(entry->d_name);
+    if (fd <= 2 || fd == dirfd(dir)) continue;
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    len = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    int bound_port = -1;
+    if (addr.ss_family == AF_INET) {
+      bound_port = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    } else if (addr.ss_family == AF_INET6) {
+      bound_port = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+    }
+    if (bound_port == port) ::listen(fd, SOMAXCONN);
+  }
+  closedir(dir);
+}
+
 class LocalServer : public Server {
  public:
   LocalServer(LocalBackend backend, const ServerOptions& options, std::string upstream = "")
@@ -149,6 +180,7 @@ class LocalServer : public Server {
       return IOError("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
     }
     port_ = port;
+    WidenListenBacklog(port);
     thread_ = std::thread([this] { http_.listen_after_bind(); });
     return Status::Ok();
   }

@@ -368,7 +368,9 @@ for content in ["hello there", "tell me a story"]:
   ASSERT_EQ(plain_code, 0) << plain_out;
   auto [summary, events] = OnlyRun();
   for (const proto::Event& e : events) {
-    if (e.has_llm_call()) EXPECT_EQ(e.llm_call().layer_digests_size(), 0);
+    if (e.has_llm_call()) {
+      EXPECT_EQ(e.llm_call().layer_digests_size(), 0);
+    }
   }
 }
 

@@ -68,7 +68,7 @@ class ServerTest : public ::testing::Test {
   static json Chat(Server& s, json body) {
     body["model"] = s.model_name();
     auto r = Post(s, "/v1/chat/completions", body);
-    EXPECT_TRUE(r) << "no response";
+    EXPECT_TRUE(r) << "no response: " << httplib::to_string(r.error());
     if (!r) return json();
     EXPECT_EQ(r->status, 200) << r->body;
     return json::parse(r->body);
