@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "engine/cuda/cuda_engine.h"
+#include "engine/batch_validation.h"
 #include "engine/engine.h"
 #include "kernels/thread_pool.h"
 
@@ -198,41 +199,13 @@ Status CpuEngine::Forward(std::span<const BatchItem> items, ForwardOutput* out,
                           const LayerProbe* probe) {
   const ModelConfig& c = model_->config();
   // Validate everything before any cache changes, so a bad request leaves no trace.
-  std::unordered_set<SeqId> seen;
-  int64_t total_rows = 0, total_logits = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const BatchItem& item = items[i];
-    const std::string where =
-        "forward item " + std::to_string(i) + " (sequence " + std::to_string(item.seq) + ")";
-    auto it = seqs_.find(item.seq);
-    if (it == seqs_.end()) return NotFound(where + ": sequence does not exist");
-    if (!seen.insert(item.seq).second) {
-      return InvalidArgument(where + ": sequence appears twice in one batch");
-    }
-    if (it->second.length + static_cast<int64_t>(item.tokens.size()) > options_.max_context) {
-      return InvalidArgument(where + ": " + std::to_string(it->second.length) + " + " +
-                             std::to_string(item.tokens.size()) + " tokens exceed the context of " +
-                             std::to_string(options_.max_context));
-    }
-    for (size_t t = 0; t < item.tokens.size(); ++t) {
-      if (item.tokens[t] < 0 || item.tokens[t] >= c.vocab_size) {
-        return InvalidArgument(where + ": token " + std::to_string(t) + " id " +
-                               std::to_string(item.tokens[t]) + " is outside the vocabulary of " +
-                               std::to_string(c.vocab_size));
-      }
-    }
-    for (size_t j = 0; j < item.logits_at.size(); ++j) {
-      int32_t at = item.logits_at[j];
-      if (at < 0 || at >= static_cast<int64_t>(item.tokens.size()) ||
-          (j > 0 && at <= item.logits_at[j - 1])) {
-        return InvalidArgument(where + ": logits_at[" + std::to_string(j) + "] = " +
-                               std::to_string(at) + " is not an ascending index into its " +
-                               std::to_string(item.tokens.size()) + " tokens");
-      }
-    }
-    total_rows += static_cast<int64_t>(item.tokens.size());
-    total_logits += static_cast<int64_t>(item.logits_at.size());
-  }
+  TRACE_ASSIGN_OR_RETURN(
+      const BatchShape shape,
+      ValidateBatch(items, c.vocab_size, options_.max_context, [this](SeqId seq) -> int64_t {
+        auto it = seqs_.find(seq);
+        return it == seqs_.end() ? -1 : it->second.length;
+      }));
+  const int64_t total_rows = shape.total_rows, total_logits = shape.total_logits;
 
   // Flatten: one row per token, items in order.
   std::vector<Sequence*> row_seq;

@@ -270,6 +270,37 @@ bool BoolField(const json& body, const char* key, bool* out, std::optional<ApiEr
   return true;
 }
 
+// After ParseMessages succeeded on the same body: tool-call arguments sent as objects
+// become JSON text with their keys in the order received (ParseToolCalls, on the sorted
+// json, dumped them sorted).
+void KeepArgumentsOrder(const nlohmann::ordered_json& msgs, std::vector<ChatMessage>* out) {
+  if (!msgs.is_array() || msgs.size() != out->size()) return;
+  for (size_t i = 0; i < out->size(); ++i) {
+    const nlohmann::ordered_json& m = msgs[i];
+    auto tc = m.find("tool_calls");
+    if (tc == m.end() || !tc->is_array()) continue;
+    std::vector<ToolCall>& calls = (*out)[i].tool_calls;
+    if (tc->size() != calls.size()) continue;
+    for (size_t j = 0; j < calls.size(); ++j) {
+      auto fn = (*tc)[j].find("function");
+      if (fn == (*tc)[j].end() || !fn->is_object()) continue;
+      auto args = fn->find("arguments");
+      if (args != fn->end() && args->is_object()) calls[j].arguments = args->dump();
+    }
+  }
+}
+
+// After ParseTools succeeded on the same body: each schema with its keys as received.
+void KeepParametersOrder(const nlohmann::ordered_json& tools, std::vector<ToolSpec>* out) {
+  if (!tools.is_array() || tools.size() != out->size()) return;
+  for (size_t i = 0; i < out->size(); ++i) {
+    auto fn = tools[i].find("function");
+    if (fn == tools[i].end() || !fn->is_object()) continue;
+    auto params = fn->find("parameters");
+    if (params != fn->end() && params->is_object()) (*out)[i].parameters_ordered = *params;
+  }
+}
+
 }  // namespace
 
 std::string ApiError::Body() const {
@@ -291,12 +322,16 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
                                                                  bool chat) {
   CompletionRequest req;
   req.chat = chat;
-  json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
+  // Parsed once keeping the client's key order (for what the chat template sees) and
+  // converted for validation and the rest, which do not depend on key order.
+  nlohmann::ordered_json ordered =
+      nlohmann::ordered_json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (ordered.is_discarded()) {
     ApiError e = BadRequest("", "request body is not valid JSON");
     e.code = "invalid_json";
     return e;
   }
+  json body = ordered;
   if (!body.is_object()) return WrongType("body", "a JSON object", body);
   req.raw = body;
 
@@ -310,8 +345,10 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
     auto msgs = body.find("messages");
     if (msgs == body.end()) return BadRequest("messages", "'messages' is required");
     if (auto err = ParseMessages(*msgs, &req.messages)) return *err;
+    KeepArgumentsOrder(ordered["messages"], &req.messages);
     if (auto t = body.find("tools"); t != body.end()) {
       if (auto err = ParseTools(*t, &req.tools)) return *err;
+      KeepParametersOrder(ordered["tools"], &req.tools);
     }
     if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
       if (auto err = ParseToolChoice(*tc, &req)) return *err;
@@ -432,19 +469,21 @@ std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_vie
                         "tool_choice");
     }
   }
+  req.raw_ordered = std::move(ordered);
   return req;
 }
 
-json MessagesForTemplate(const std::vector<ChatMessage>& messages) {
-  json out = json::array();
+nlohmann::ordered_json MessagesForTemplateOrdered(const std::vector<ChatMessage>& messages) {
+  using ojson = nlohmann::ordered_json;
+  ojson out = ojson::array();
   for (const ChatMessage& m : messages) {
-    json j = {{"role", m.role}, {"content", m.content}};
+    ojson j = {{"role", m.role}, {"content", m.content}};
     if (!m.name.empty()) j["name"] = m.name;
     if (m.role == "tool") j["tool_call_id"] = m.tool_call_id;
     if (!m.tool_calls.empty()) {
-      json calls = json::array();
+      ojson calls = ojson::array();
       for (const ToolCall& c : m.tool_calls) {
-        json args = json::parse(c.arguments, nullptr, false);
+        ojson args = ojson::parse(c.arguments, nullptr, false);
         if (args.is_discarded()) args = c.arguments;
         calls.push_back({{"id", c.id},
                          {"type", "function"},
@@ -457,16 +496,28 @@ json MessagesForTemplate(const std::vector<ChatMessage>& messages) {
   return out;
 }
 
-json ToolsForTemplate(const std::vector<ToolSpec>& tools) {
+nlohmann::ordered_json ToolsForTemplateOrdered(const std::vector<ToolSpec>& tools) {
+  using ojson = nlohmann::ordered_json;
   if (tools.empty()) return nullptr;
-  json out = json::array();
+  ojson out = ojson::array();
   for (const ToolSpec& t : tools) {
-    json fn = {{"name", t.name}};
+    ojson fn = {{"name", t.name}};
     if (!t.description.empty()) fn["description"] = t.description;
-    fn["parameters"] = t.parameters;
+    // parameters_ordered is set from the body; a ToolSpec built in code may set only
+    // parameters.
+    bool have_ordered = !t.parameters_ordered.empty() || t.parameters.empty();
+    fn["parameters"] = have_ordered ? t.parameters_ordered : ojson(t.parameters);
     out.push_back({{"type", "function"}, {"function", fn}});
   }
   return out;
+}
+
+json MessagesForTemplate(const std::vector<ChatMessage>& messages) {
+  return json(MessagesForTemplateOrdered(messages));
+}
+
+json ToolsForTemplate(const std::vector<ToolSpec>& tools) {
+  return json(ToolsForTemplateOrdered(tools));
 }
 
 namespace {

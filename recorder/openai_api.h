@@ -51,6 +51,9 @@ struct ToolSpec {
   std::string name;
   std::string description;
   nlohmann::json parameters = nlohmann::json::object();  // JSON schema
+  // The same schema with its object keys in the order the client sent them: what the chat
+  // template sees (its `tojson` prints keys in this order, as Python's dicts keep them).
+  nlohmann::ordered_json parameters_ordered = nlohmann::ordered_json::object();
 };
 
 enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
@@ -71,14 +74,22 @@ struct CompletionRequest {
   bool include_usage_in_stream = false;
   bool logprobs = false;
   int top_logprobs = 0;
-  nlohmann::json raw;  // the request body as received (recorded)
+  nlohmann::json raw;  // the request body as received, parsed (keys sorted)
+  nlohmann::ordered_json raw_ordered;  // the same, object keys in the order received
 };
 
 // Parses and validates a request body. `chat` selects the endpoint's schema.
 std::variant<CompletionRequest, ApiError> ParseCompletionRequest(std::string_view body, bool chat);
 
 // The messages and tools as the chat template wants them (OpenAI shapes, tool-call
-// arguments parsed back to objects as Qwen's template expects).
+// arguments parsed back to objects as Qwen's template expects). The Ordered forms keep
+// the object keys of tool-call arguments and tool parameter schemas in the order the
+// client sent them, as Hugging Face's apply_chat_template (Python dicts) does; render
+// them with ChatTemplate::RenderOrdered. Tool-call arguments sent as objects are kept as
+// JSON text in that order (ToolCall::arguments). The json forms are the same with keys
+// sorted (nlohmann::json), which changes what a template's `tojson` prints.
+nlohmann::ordered_json MessagesForTemplateOrdered(const std::vector<ChatMessage>& messages);
+nlohmann::ordered_json ToolsForTemplateOrdered(const std::vector<ToolSpec>& tools);
 nlohmann::json MessagesForTemplate(const std::vector<ChatMessage>& messages);
 nlohmann::json ToolsForTemplate(const std::vector<ToolSpec>& tools);
 

@@ -167,6 +167,7 @@ Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
   out.params.stop.assign(p.stop().begin(), p.stop().end());
   out.seed = call.seed_used();
   out.constraint_json = call.constraint_json();
+  out.numerics = call.numerics();
   const int n = call.token_ids_size();
   auto where = [&](const char* field, int size) {
     return Corruption("call " + std::to_string(call_number) + " (event seq " + std::to_string(seq) +
@@ -291,6 +292,7 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
       continue;
     }
     TRACE_ASSIGN_OR_RETURN(RecordedCall rc, ToRecordedCall(call, number, event.seq()));
+    if (rc.numerics.empty()) rc.numerics = header.engine().numerics();
     calls.push_back(std::move(rc));
   }
   report.calls_in_run = number;

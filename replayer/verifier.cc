@@ -10,6 +10,7 @@
 #include <random>
 
 #include "base/hash.h"
+#include "kernels/kernels.h"
 
 namespace trace::replayer {
 namespace {
@@ -101,6 +102,26 @@ class Companions {
   int64_t max_context_;
   std::list<std::vector<int32_t>> tokens_;  // stable addresses for the item spans
 };
+
+// What Sample reports as the margin of `token` (its logit minus the highest logit of any
+// other eligible id: allowed, neither NaN nor -inf; 0 when there is none), by one scan.
+float MarginOver(std::span<const float> logits, std::span<const uint8_t> allowed, int32_t token) {
+  float best = -INFINITY;
+  const size_t t = static_cast<size_t>(token);
+  if (allowed.empty()) {
+    for (size_t i = 0; i < t; ++i) best = logits[i] > best ? logits[i] : best;
+    for (size_t i = t + 1; i < logits.size(); ++i) best = logits[i] > best ? logits[i] : best;
+  } else {
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (i == t || i >= allowed.size() || allowed[i] == 0) continue;
+      best = logits[i] > best ? logits[i] : best;
+    }
+  }
+  // NaN never compares greater and -inf never beats the -inf start: best stays -inf
+  // exactly when no other id is eligible.
+  const float runner_up = best == -INFINITY ? 0.0f : best;
+  return logits[t] - runner_up;
+}
 
 struct SequenceGuard {
   engine::Engine& engine;
@@ -240,6 +261,11 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
     return {};
   };
 
+  // The sampler may be skipped where the logits are bitwise the recorded ones only when it
+  // is the one that drew them (same numerics contract version) and the mask is the
+  // recorded one (no constraint rebuilt or unknown).
+  const bool same_sampler =
+      call.numerics == kernels::kNumericsVersion && call.constraint_json.empty();
   std::optional<size_t> diverged_at;
   std::vector<float> divergence_logits;
   std::vector<uint64_t> divergence_layers;
@@ -265,14 +291,10 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
       std::span<const float> logits = out.row(r);
       const RecordedToken& rec = call.output[step];
       std::span<const uint8_t> allowed = mask_for(step);
-      engine::SampleResult sampled =
-          engine::Sample(logits, call.params, call.seed, call.first_step + step, allowed);
       TokenOutcome outcome;
       outcome.id = rec.id;
       outcome.text = TokenText(tokenizer, rec.id);
-      outcome.replayed_id = sampled.token;
       outcome.replayed_logit = logits[rec.id];
-      outcome.margin = sampled.logit - sampled.runner_up_logit;
       bool logits_differ = false;
       if (rec.logits_digest) {
         outcome.digest_checked = true;
@@ -281,9 +303,20 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
       } else if (rec.logit) {
         logits_differ = std::memcmp(&*rec.logit, &logits[rec.id], sizeof(float)) != 0;
       }
-      if (sampled.token != rec.id && unknown_constraint && outcome.digest_checked &&
-          outcome.digest_equal) {
-        outcome.replayed_id = rec.id;  // same logits, same prefix: the same constrained draw
+      if (same_sampler && outcome.digest_equal) {
+        // Bitwise the recorded logits, same sampler, params, seed, step and mask: the draw
+        // is the recorded token (docs/replay.md, "Skipping the sampler").
+        outcome.replayed_id = rec.id;
+        outcome.margin = MarginOver(logits, allowed, rec.id);
+      } else {
+        engine::SampleResult sampled =
+            engine::Sample(logits, call.params, call.seed, call.first_step + step, allowed);
+        outcome.replayed_id = sampled.token;
+        outcome.margin = sampled.logit - sampled.runner_up_logit;
+        if (sampled.token != rec.id && unknown_constraint && outcome.digest_checked &&
+            outcome.digest_equal) {
+          outcome.replayed_id = rec.id;  // same logits, same prefix: the same constrained draw
+        }
       }
       report.tokens.push_back(outcome);
       report.tokens_verified = static_cast<int>(step + 1);

@@ -62,6 +62,12 @@ struct RecordedCall {
   // without the constraint.
   std::string constraint_json;
   std::vector<RecordedToken> output;
+  // The numerics contract version the call was drawn under (LlmCall.numerics, else the run
+  // header's engine.numerics); empty when unknown. When it is this build's
+  // kernels::kNumericsVersion and the call is unconstrained or carries explicit masks, a
+  // token whose logits digest matches is accepted as drawn again without re-running the
+  // sampler; every other token is re-drawn.
+  std::string numerics;
 };
 
 enum class Level { kBitwise = 0, kTokens = 1, kDiverged = 2 };

@@ -143,6 +143,9 @@ inline Result<proto::LlmCall> GenerateCall(engine::Engine& engine,
   p->set_seed(seed);
   call.set_seed_used(seed);
   call.set_http_status(200);
+  call.set_numerics(engine.options().numerics == kernels::Numerics::kCanonical
+                        ? kernels::kNumericsVersion
+                        : "fast");
   const int layers = static_cast<int>(engine.model().config().num_layers);
   if (layer_digests) call.set_num_layers(layers);
   const auto& eos = engine.model().config().eos_token_ids;
