@@ -385,14 +385,20 @@ class LocalServer : public Server {
   std::optional<ApiError> Prepare(Call* call) {
     CompletionRequest& req = call->req;
     if (req.chat) {
-      json kwargs = nullptr;
-      if (req.raw.contains("chat_template_kwargs") && req.raw["chat_template_kwargs"].is_object()) {
-        kwargs = req.raw["chat_template_kwargs"];
+      // Everything the template sees keeps the client's key order (RenderOrdered), as
+      // Hugging Face's apply_chat_template does with Python dicts: a tool schema's
+      // properties print in the order sent, not sorted.
+      nlohmann::ordered_json kwargs = nullptr;
+      if (auto k = req.raw_ordered.find("chat_template_kwargs");
+          k != req.raw_ordered.end() && k->is_object()) {
+        kwargs = *k;
       }
-      json tools = ToolsForTemplate(req.tools);
-      if (req.tool_choice == ToolChoice::kNone) tools = nullptr;
-      Result<std::string> prompt = backend_.chat_template->Render(
-          MessagesForTemplate(req.messages), tools, /*add_generation_prompt=*/true, kwargs);
+      nlohmann::ordered_json ordered_tools = ToolsForTemplateOrdered(req.tools);
+      if (req.tool_choice == ToolChoice::kNone) ordered_tools = nullptr;
+      json tools = ordered_tools;
+      Result<std::string> prompt = backend_.chat_template->RenderOrdered(
+          MessagesForTemplateOrdered(req.messages), ordered_tools,
+          /*add_generation_prompt=*/true, kwargs);
       if (!prompt.ok()) {
         ApiError e = BadRequest("messages", "chat template: " + prompt.status().message());
         e.http_status = 422;

@@ -34,6 +34,44 @@ CompletionRequest ParseOk(const std::string& body, bool chat = true) {
   return std::get<CompletionRequest>(r);
 }
 
+// What the chat template sees keeps the client's key order (as Python dicts do for
+// apply_chat_template): tool parameter schemas and tool-call arguments given as objects
+// or as JSON text; the sorted json forms stay available.
+TEST(OpenAiApi, TemplateInputsKeepTheKeyOrderReceived) {
+  CompletionRequest r = ParseOk(R"({"model": "m", "messages": [
+      {"role": "user", "content": "u"},
+      {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"b": 1, "a": {"y": 2, "x": 3}}}},
+        {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{\"d\": 1, \"c\": 2}"}}]}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters":
+      {"type": "object", "properties": {"name": {"type": "string"}, "email": {"type": "string"}}}}}],
+    "chat_template_kwargs": {"z": 1, "enable_thinking": false}})");
+  ASSERT_EQ(r.messages.size(), 2u);
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 2u);
+  EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"b":1,"a":{"y":2,"x":3}})");
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].parameters_ordered.dump(),
+            R"({"type":"object","properties":{"name":{"type":"string"},"email":{"type":"string"}}})");
+  EXPECT_EQ(r.tools[0].parameters, json::parse(r.tools[0].parameters_ordered.dump()));
+  EXPECT_EQ(r.raw_ordered["chat_template_kwargs"].dump(), R"({"z":1,"enable_thinking":false})");
+  EXPECT_EQ(r.raw, json::parse(r.raw_ordered.dump()));
+  nlohmann::ordered_json m = MessagesForTemplateOrdered(r.messages);
+  EXPECT_EQ(m[1]["tool_calls"][0]["function"]["arguments"].dump(), R"({"b":1,"a":{"y":2,"x":3}})");
+  EXPECT_EQ(m[1]["tool_calls"][1]["function"]["arguments"].dump(), R"({"d":1,"c":2})");
+  EXPECT_EQ(ToolsForTemplateOrdered(r.tools).dump(),
+            R"([{"type":"function","function":{"name":"f","parameters":{"type":"object",)"
+            R"("properties":{"name":{"type":"string"},"email":{"type":"string"}}}}}])");
+  // The json forms: the same values, keys sorted.
+  EXPECT_EQ(MessagesForTemplate(r.messages), json(m));
+  EXPECT_EQ(ToolsForTemplate(r.tools), json(ToolsForTemplateOrdered(r.tools)));
+  // A ToolSpec built in code with only `parameters` still renders them.
+  ToolSpec spec;
+  spec.name = "g";
+  spec.parameters = {{"type", "object"}};
+  EXPECT_EQ(ToolsForTemplateOrdered({spec})[0]["function"]["parameters"].dump(),
+            R"({"type":"object"})");
+}
+
 TEST(OpenAiApi, ParsesAFullChatRequest) {
   CompletionRequest r = ParseOk(R"({"model": "m", "messages": [
       {"role": "system", "content": "s"},

@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "engine/model_init.h"
+#include "engine/template/chat_template.h"
 #include "recorder/server.h"
 #include "store/store.h"
 
@@ -357,6 +361,110 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheRunKeepsRecording) {
   fs::remove_all(dir);
 }
 
+
+// The rendered prompt is what Hugging Face's apply_chat_template renders for the same
+// request: Python dicts keep the client's key order, so a tool schema's properties and a
+// prior tool call's arguments print in the order sent (Qwen3's template `tojson`s both),
+// not sorted. The reference is python jinja2 as transformers configures it
+// (tests/template/render_jinja.py) over the demo model's real (Qwen3) chat template.
+TEST_F(ServerTest, RenderedPromptKeepsClientKeyOrderLikeApplyChatTemplate) {
+  using ojson = nlohmann::ordered_json;
+  std::string dir = TempDir("order");
+  auto store = store::Store::Open(dir + "/t.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  auto writer = (*store)->BeginRun(proto::RunHeader());
+  ASSERT_TRUE(writer.ok());
+  std::string run_id = (*writer)->run_id();
+  RunLog log(std::move(writer).value(), 3);
+  auto server = StartServer({}, &log);
+  ASSERT_TRUE(server);
+
+  // Non-alphabetical keys at every level the template prints. The shapes are those the
+  // recorder passes to the template (OpenAI messages/tools), so the same JSON is the
+  // reference renderer's input.
+  ojson tools = ojson::parse(R"([{"type": "function", "function": {
+      "name": "add_contact", "description": "Adds a contact.",
+      "parameters": {"type": "object",
+                     "properties": {"name": {"type": "string", "description": "Full name"},
+                                    "email": {"type": "string"},
+                                    "age": {"type": "integer", "minimum": 0}},
+                     "required": ["name", "email"]}}}])");
+  ojson messages = ojson::parse(R"([
+      {"role": "system", "content": "You manage contacts."},
+      {"role": "user", "content": "Add Zed."},
+      {"role": "assistant", "content": "",
+       "tool_calls": [{"id": "call_1", "type": "function",
+                       "function": {"name": "add_contact",
+                                    "arguments": {"zip": "10001", "name": "Zed",
+                                                  "email": "zed@example.com"}}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+      {"role": "user", "content": "Now add Ada."}])");
+  ojson body = {{"model", server->model_name()},
+                {"messages", messages},
+                {"tools", tools},
+                {"max_tokens", 2}};
+  auto r = Post(*server, "/v1/chat/completions", json(body.dump()));  // sent as is, unsorted
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  server->Stop();
+  ASSERT_TRUE(log.writer().End(proto::RunEnd()).ok());
+  auto events = (*store)->LoadEvents(run_id);
+  ASSERT_TRUE(events.ok()) << events.status().message();
+  std::string rendered;
+  for (const proto::Event& e : *events) {
+    if (e.has_llm_call()) {
+      rendered = e.llm_call().rendered_prompt();
+      EXPECT_EQ(e.llm_call().request_json(), body.dump());  // recorded as received
+    }
+  }
+  ASSERT_FALSE(rendered.empty());
+
+  // The reference: render_jinja.py over the model's own chat template and special tokens.
+  auto tmpl = engine::ChatTemplate::FromTokenizerConfig(*model_dir_ + "/tokenizer_config.json");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().message();
+  ojson cases = ojson::array({{{"name", "key_order"},
+                               {"template", (*tmpl)->source()},
+                               {"messages", messages},
+                               {"tools", tools},
+                               {"add_generation_prompt", true},
+                               {"kwargs", ojson::object()},
+                               {"bos_token", (*tmpl)->bos_token()},
+                               {"eos_token", (*tmpl)->eos_token()}}});
+  std::string cases_path = dir + "/cases.json", out_path = dir + "/out.json";
+  {
+    std::ofstream f(cases_path, std::ios::binary);
+    f << cases.dump();
+  }
+  std::string cmd = std::string("/usr/bin/python3 ") + TRACE_SOURCE_DIR +
+                    "/tests/template/render_jinja.py " + cases_path + " " + out_path;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << " failed (python3 with jinja2 is required)";
+  std::ifstream in(out_path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json out = json::parse(ss.str());
+  ASSERT_TRUE(out.is_array() && out.size() == 1u) << ss.str();
+  ASSERT_TRUE(out[0]["ok"].get<bool>()) << out[0].dump();
+  std::string reference = out[0]["output"];
+  EXPECT_EQ(rendered, reference);
+  // The case discriminates: with keys sorted (nlohmann::json) the template prints otherwise.
+  auto sorted = (*tmpl)->Render(json(messages), json(tools), true, nullptr);
+  ASSERT_TRUE(sorted.ok()) << sorted.status().message();
+  EXPECT_NE(*sorted, reference);
+
+  // And in the order sent, which sorting would have changed.
+  const std::string props =
+      R"("properties": {"name": {"type": "string", "description": "Full name"}, )"
+      R"("email": {"type": "string"}, "age": {"type": "integer", "minimum": 0}})";
+  EXPECT_NE(rendered.find(props), std::string::npos) << rendered;
+  EXPECT_NE(rendered.find(R"({"zip": "10001", "name": "Zed", "email": "zed@example.com"})"),
+            std::string::npos)
+      << rendered;
+  EXPECT_NE(rendered.find(R"({"type": "function", "function": {"name": "add_contact", )"
+                          R"("description": "Adds a contact.", "parameters": {"type": )"),
+            std::string::npos)
+      << rendered;
+  fs::remove_all(dir);
+}
 
 TEST_F(ServerTest, ProxyModeForwardsAndRecordsAsGiven) {
   auto upstream = StartServer();
