@@ -252,6 +252,47 @@ TEST_F(ReplayTest, ChangedWeightDivergesWhereGenerationDiffersAndNamesTheLayer) 
   EXPECT_NE(err.find("model.safetensors"), std::string::npos) << err;
 }
 
+// The verifier accepts a token without re-running the sampler only where the replayed
+// logits digest equals the recorded one; wherever it differs the sampler must draw again.
+TEST_F(ReplayTest, DifferingDigestIsRedrawnNotAccepted) {
+  auto store = OpenStore();
+  AgentRun run = Record(model_dir_, AgentInputs{});
+  std::vector<proto::LlmCall*> calls;
+  for (auto& e : run.events) {
+    if (e.has_llm_call()) calls.push_back(e.mutable_llm_call());
+  }
+  ASSERT_EQ(calls.size(), 2u);
+  // Call 1: every digest altered, tokens kept: the same tokens, but not bitwise.
+  const int n1 = calls[0]->token_ids_size();
+  ASSERT_GT(n1, 0);
+  for (int i = 0; i < n1; ++i) calls[0]->set_logits_digests(i, calls[0]->logits_digests(i) ^ 1);
+  // Call 2: the last token replaced (it feeds nothing, so its logits replay exactly) and its
+  // digest altered: only the sampler can tell that this token would not be drawn.
+  const int n2 = calls[1]->token_ids_size();
+  ASSERT_GT(n2, 0);
+  const int32_t drawn = calls[1]->token_ids(n2 - 1);
+  const int32_t other = drawn == 0 ? 1 : 0;
+  calls[1]->set_token_ids(n2 - 1, other);
+  calls[1]->set_logits_digests(n2 - 1, calls[1]->logits_digests(n2 - 1) ^ 1);
+  auto id = testing::WriteRun(*store, run);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+
+  auto report = ReplayRun(*store, *id, ReplayOptions{});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->calls.size(), 2u);
+  const CallReport& c1 = report->calls[0];
+  EXPECT_EQ(c1.level, Level::kTokens) << RenderReplayText(*report);
+  EXPECT_EQ(c1.digests_differ, n1);
+  EXPECT_FALSE(c1.divergence.has_value());
+  const CallReport& c2 = report->calls[1];
+  EXPECT_EQ(c2.level, Level::kDiverged) << RenderReplayText(*report);
+  ASSERT_TRUE(c2.divergence.has_value());
+  EXPECT_EQ(c2.divergence->step, n2 - 1);
+  EXPECT_EQ(c2.divergence->recorded_token, other);
+  EXPECT_EQ(c2.divergence->replayed_token, drawn);
+  EXPECT_EQ(report->level, Level::kDiverged);
+}
+
 TEST_F(ReplayTest, IncompleteRunReplaysWhatExistsAndSaysSo) {
   auto store = OpenStore();
   AgentRun run = Record(model_dir_, AgentInputs{});
