@@ -52,7 +52,9 @@ Result<std::string> Sha256File(const std::string& path) {
   return ToHex(md, len);
 }
 
-uint64_t Digest64(const void* data, size_t size) { return XXH3_64bits(data, size); }
+uint64_t Digest64(const void* data, size_t size) {
+  return XXH3_64bits(data, size);
+}
 
 std::string DigestHex(uint64_t digest) {
   char buf[17];

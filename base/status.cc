@@ -4,16 +4,26 @@ namespace trace {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kAlreadyExists: return "already exists";
-    case StatusCode::kCorruption: return "corruption";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kIOError: return "i/o error";
-    case StatusCode::kFailedPrecondition: return "failed precondition";
-    case StatusCode::kUnavailable: return "unavailable";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kAlreadyExists:
+      return "already exists";
+    case StatusCode::kCorruption:
+      return "corruption";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kIOError:
+      return "i/o error";
+    case StatusCode::kFailedPrecondition:
+      return "failed precondition";
+    case StatusCode::kUnavailable:
+      return "unavailable";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

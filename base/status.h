@@ -16,8 +16,8 @@ namespace trace {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,     // the caller's input is wrong (bad flag, bad request field)
-  kNotFound,            // unknown run id, missing file, missing tensor
+  kInvalidArgument,  // the caller's input is wrong (bad flag, bad request field)
+  kNotFound,         // unknown run id, missing file, missing tensor
   kAlreadyExists,
   kCorruption,          // a file or row that exists but cannot be decoded
   kUnsupported,         // a valid input we do not handle (architecture, dtype, construct)
@@ -49,24 +49,40 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
-inline Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
-inline Status Unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
-inline Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status NotFound(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status AlreadyExists(std::string m) {
+  return {StatusCode::kAlreadyExists, std::move(m)};
+}
+inline Status Corruption(std::string m) {
+  return {StatusCode::kCorruption, std::move(m)};
+}
+inline Status Unsupported(std::string m) {
+  return {StatusCode::kUnsupported, std::move(m)};
+}
+inline Status IOError(std::string m) {
+  return {StatusCode::kIOError, std::move(m)};
+}
 inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
-inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status Unavailable(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
+inline Status Internal(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
 
 // Result<T>: a T or a non-ok Status.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}         // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
     static const Status kOk;
@@ -90,10 +106,10 @@ class [[nodiscard]] Result {
 #define TRACE_CONCAT_(a, b) TRACE_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function when `expr` is not ok.
-#define TRACE_RETURN_IF_ERROR(expr)               \
-  do {                                            \
-    ::trace::Status _trace_st = (expr);           \
-    if (!_trace_st.ok()) return _trace_st;        \
+#define TRACE_RETURN_IF_ERROR(expr)        \
+  do {                                     \
+    ::trace::Status _trace_st = (expr);    \
+    if (!_trace_st.ok()) return _trace_st; \
   } while (0)
 
 // `TRACE_ASSIGN_OR_RETURN(auto x, MakeX());` binds the value or returns the error.

@@ -82,8 +82,8 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-batch", args->engine.max_batch,
                   "Most sequences batched together (1: one request at a time)");
   cmd->add_flag("--layer-digests", args->engine.layer_digests,
-               "Also record a digest of every layer's hidden state per sampled token, so\n"
-               "`trace replay` can name the first differing layer (costs a little)");
+                "Also record a digest of every layer's hidden state per sampled token, so\n"
+                "`trace replay` can name the first differing layer (costs a little)");
   cmd->add_option("--port", args->port, "Port on 127.0.0.1 (0: a free one)");
   cmd->add_option("command", args->command, "The agent command, after --")
       ->required()

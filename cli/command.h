@@ -51,7 +51,8 @@ struct CommandRegistration {
 };
 
 // Commands are listed in `trace --help` by `order` (lower first).
-#define TRACE_REGISTER_COMMAND(order, setup_fn) \
-  static ::trace::cli::CommandRegistration TRACE_CONCAT_(trace_cmd_registration_, __LINE__)(order, setup_fn)
+#define TRACE_REGISTER_COMMAND(order, setup_fn)                                              \
+  static ::trace::cli::CommandRegistration TRACE_CONCAT_(trace_cmd_registration_, __LINE__)( \
+      order, setup_fn)
 
 }  // namespace trace::cli

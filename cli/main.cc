@@ -31,7 +31,9 @@ CommandRegistration::CommandRegistration(int order, CommandSetup setup) {
   Registry().push_back({order, std::move(setup)});
 }
 
-const GlobalOptions& Globals() { return MutableGlobals(); }
+const GlobalOptions& Globals() {
+  return MutableGlobals();
+}
 
 std::string ResolveStorePath() {
   if (!Globals().store_path.empty()) return Globals().store_path;

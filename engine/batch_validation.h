@@ -52,9 +52,9 @@ Result<BatchShape> ValidateBatch(std::span<const BatchItem> items, int64_t vocab
     for (size_t j = 0; j < item.logits_at.size(); ++j) {
       const int32_t at = item.logits_at[j];
       if (at < 0 || at >= n || (j > 0 && at <= item.logits_at[j - 1])) {
-        return InvalidArgument(where + ": logits_at[" + std::to_string(j) + "] = " +
-                               std::to_string(at) + " is not an ascending index into its " +
-                               std::to_string(n) + " tokens");
+        return InvalidArgument(
+            where + ": logits_at[" + std::to_string(j) + "] = " + std::to_string(at) +
+            " is not an ascending index into its " + std::to_string(n) + " tokens");
       }
     }
     shape.total_rows += n;

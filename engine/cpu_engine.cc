@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "engine/cuda/cuda_engine.h"
 #include "engine/batch_validation.h"
+#include "engine/cuda/cuda_engine.h"
 #include "engine/engine.h"
 #include "kernels/thread_pool.h"
 
@@ -152,15 +152,16 @@ class CpuEngine final : public Engine {
       if (buf == nullptr) return;  // out of memory: keep reading the row-major mapping
       repacked_.emplace_back(buf, &std::free);
       kernels::WeightView packed = kernels::InterleaveWeights(*w, buf);
-      DropMappedPages(w->data, static_cast<size_t>(w->rows * w->cols) * kernels::DTypeSize(w->dtype));
+      DropMappedPages(w->data,
+                      static_cast<size_t>(w->rows * w->cols) * kernels::DTypeSize(w->dtype));
       done.emplace(w->data, packed);
       *w = packed;
     };
     repack(&weights_.embed_tokens);
     repack(&weights_.lm_head);
     for (LayerWeights& lw : weights_.layers) {
-      for (kernels::WeightView* w : {&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.o_proj,
-                                     &lw.gate_proj, &lw.up_proj, &lw.down_proj}) {
+      for (kernels::WeightView* w : {&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.o_proj, &lw.gate_proj,
+                                     &lw.up_proj, &lw.down_proj}) {
         repack(w);
       }
     }
@@ -351,7 +352,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Model> mode
   if (model == nullptr) return InvalidArgument("engine: no model");
   if (IsCudaDevice(options.device)) return CreateCudaEngine(std::move(model), options);
   if (options.device != "cpu") {
-    return InvalidArgument("unknown device '" + options.device + "' (expected cpu, cuda or cuda:N)");
+    return InvalidArgument("unknown device '" + options.device +
+                           "' (expected cpu, cuda or cuda:N)");
   }
   if (options.threads < 0) return InvalidArgument("engine: threads must be >= 0");
   return std::unique_ptr<Engine>(new CpuEngine(std::move(model), options));

@@ -36,8 +36,8 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   float rms_norm_eps = 1e-6f;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // q/k/v bias (Qwen2)
-  bool qk_norm = false;         // per-head q/k RMSNorm (Qwen3)
+  bool attention_bias = false;                   // q/k/v bias (Qwen2)
+  bool qk_norm = false;                          // per-head q/k RMSNorm (Qwen3)
   kernels::DType dtype = kernels::DType::kBF16;  // torch_dtype of the stored weights
   std::vector<int32_t> eos_token_ids;            // from config.json / generation_config.json
 };

@@ -33,15 +33,14 @@ float PhiloxUniform(uint64_t seed, uint64_t step);
 
 // The Philox4x32-10 block function of Salmon et al. (Random123), exposed for its
 // known-answer test.
-std::array<uint32_t, 4> Philox4x32_10(std::array<uint32_t, 4> counter,
-                                      std::array<uint32_t, 2> key);
+std::array<uint32_t, 4> Philox4x32_10(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 
 struct SampleResult {
   int32_t token = -1;
-  float logit = 0.0f;        // the chosen token's raw logit
-  float logprob = 0.0f;      // log-probability under the sampling distribution
-                             // (after temperature, before top-k/top-p cut)
-  int32_t runner_up = -1;    // the highest-logit other token
+  float logit = 0.0f;      // the chosen token's raw logit
+  float logprob = 0.0f;    // log-probability under the sampling distribution
+                           // (after temperature, before top-k/top-p cut)
+  int32_t runner_up = -1;  // the highest-logit other token
   float runner_up_logit = 0.0f;
 };
 
@@ -49,13 +48,12 @@ struct SampleResult {
 // tokens with allowed[id] == 0 are never drawn and do not enter the softmax.
 // `params` must have passed ValidateSamplingParams. NaN and -inf logits are never drawn;
 // when no token can be drawn the result has token == -1.
-SampleResult Sample(std::span<const float> logits, const SamplingParams& params,
-                    uint64_t seed, uint64_t step, std::span<const uint8_t> allowed = {});
+SampleResult Sample(std::span<const float> logits, const SamplingParams& params, uint64_t seed,
+                    uint64_t step, std::span<const uint8_t> allowed = {});
 
 // The candidates a draw at temperature > 0 chooses among, after the top-k and top-p cuts,
 // in the contract's order (probability desc, token id asc). Greedy: the argmax alone.
-std::vector<int32_t> SamplingCandidates(std::span<const float> logits,
-                                        const SamplingParams& params,
+std::vector<int32_t> SamplingCandidates(std::span<const float> logits, const SamplingParams& params,
                                         std::span<const uint8_t> allowed = {});
 
 }  // namespace trace::engine

@@ -100,8 +100,8 @@ void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
              const WeightView& weight, float eps, float* out);
 
 // Row lookup: out[m, :] = f32(table[ids[m], :]).
-void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids,
-               int64_t M, float* out);
+void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
+               float* out);
 
 // RoPE (rotate-half, the Hugging Face layout) in place on x: [M, n_heads, head_dim];
 // positions[m] is the position of row m. cos/sin tables: [max_pos, head_dim / 2] floats,
@@ -114,8 +114,7 @@ void MakeRopeTables(int64_t max_pos, int64_t head_dim, double theta, float* cos_
                     float* sin_table);
 
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1.0f + Exp(-g)). out may alias gate.
-void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n,
-             float* out);
+void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n, float* out);
 
 // y[i] = a[i] + b[i]. y may alias a or b.
 void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, float* y);
@@ -134,8 +133,8 @@ void ExpArray(const KernelContext& ctx, const float* x, int64_t n, float* out);
 // j of (p_j, v_j[d]) / sum. Two passes, no online rescaling, so prefill == decode.
 // Fast: online softmax, any order. `scratch` holds at least (pos + 1) * 2 floats; when
 // ctx.pool splits the heads over threads, each thread uses its own buffer instead.
-void Attention(const KernelContext& ctx, const float* q, const float* k_cache,
-               const float* v_cache, int64_t pos, int64_t n_heads, int64_t n_kv_heads,
-               int64_t head_dim, float* scratch, float* out);
+void Attention(const KernelContext& ctx, const float* q, const float* k_cache, const float* v_cache,
+               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
+               float* out);
 
 }  // namespace trace::kernels

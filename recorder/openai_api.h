@@ -74,7 +74,7 @@ struct CompletionRequest {
   bool include_usage_in_stream = false;
   bool logprobs = false;
   int top_logprobs = 0;
-  nlohmann::json raw;  // the request body as received, parsed (keys sorted)
+  nlohmann::json raw;                  // the request body as received, parsed (keys sorted)
   nlohmann::ordered_json raw_ordered;  // the same, object keys in the order received
 };
 

@@ -99,8 +99,7 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * M * s.K * s.N, bytes = 2.0 * s.K * s.N;
       std::printf("%-20s %4lld | %9.1f %9.1f %9.1f %9.1f | %8.2f %8.2f %8.2f |", s.name,
                   static_cast<long long>(M), flops / t[0] * 1e-9, flops / t[1] * 1e-9,
-                  flops / t[2] * 1e-9, flops / t[3] * 1e-9, t[2] / t[0], t[2] / t[1],
-                  t[3] / t[1]);
+                  flops / t[2] * 1e-9, flops / t[3] * 1e-9, t[2] / t[0], t[2] / t[1], t[3] / t[1]);
       if (M == 1) std::printf(" %.1f / %.1f", bytes / t[1] * 1e-9, bytes / t[2] * 1e-9);
       std::printf("\n");
     }

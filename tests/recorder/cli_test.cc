@@ -10,9 +10,9 @@
 
 #include <chrono>
 #include <cstring>
-#include <iterator>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <thread>
 
@@ -315,9 +315,9 @@ for content in ["hello there", "tell me a story"]:
   std::string run_id;
   for (int r = 0; r < 2; ++r) {
     std::string store_path = StorePath() + std::to_string(r);
-    auto [code, out] = RunToEnd({kTrace, "--store", store_path, "record", "--model",
-                                 *dir_ + "/model", "--seed", "7", "--layer-digests", "--",
-                                 "python3", script});
+    auto [code, out] =
+        RunToEnd({kTrace, "--store", store_path, "record", "--model", *dir_ + "/model", "--seed",
+                  "7", "--layer-digests", "--", "python3", script});
     ASSERT_EQ(code, 0) << out;
     store::StoreOptions o;
     o.create_if_missing = false;
@@ -343,8 +343,8 @@ for content in ["hello there", "tell me a story"]:
   EXPECT_NE(digests[0][0][0], digests[0][0][1]);  // layers 0 and 1 of token 0 differ
 
   // The unchanged model replays bit for bit.
-  auto [same_code, same_out] = RunToEnd({kTrace, "--store", StorePath() + "0", "replay",
-                                         run_id, "--json"});
+  auto [same_code, same_out] =
+      RunToEnd({kTrace, "--store", StorePath() + "0", "replay", run_id, "--json"});
   EXPECT_EQ(same_code, 0) << same_out;
   json same = json::parse(same_out, nullptr, false);
   ASSERT_FALSE(same.is_discarded()) << same_out;
@@ -354,8 +354,8 @@ for content in ["hello there", "tell me a story"]:
   std::string changed = *dir_ + "/model-layer1";
   ASSERT_TRUE(CopyModelChangingOneWeight(*dir_ + "/model", changed,
                                          "model.layers.1.mlp.down_proj.weight", 5, 40.0f));
-  auto [code, out] = RunToEnd({kTrace, "--store", StorePath() + "0", "replay", run_id,
-                               "--model", changed, "--json"});
+  auto [code, out] = RunToEnd(
+      {kTrace, "--store", StorePath() + "0", "replay", run_id, "--model", changed, "--json"});
   EXPECT_NE(code, 0);
   json report = json::parse(out, nullptr, false);
   ASSERT_FALSE(report.is_discarded()) << out;

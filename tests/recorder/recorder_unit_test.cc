@@ -50,8 +50,9 @@ TEST(OpenAiApi, TemplateInputsKeepTheKeyOrderReceived) {
   ASSERT_EQ(r.messages[1].tool_calls.size(), 2u);
   EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"b":1,"a":{"y":2,"x":3}})");
   ASSERT_EQ(r.tools.size(), 1u);
-  EXPECT_EQ(r.tools[0].parameters_ordered.dump(),
-            R"({"type":"object","properties":{"name":{"type":"string"},"email":{"type":"string"}}})");
+  EXPECT_EQ(
+      r.tools[0].parameters_ordered.dump(),
+      R"({"type":"object","properties":{"name":{"type":"string"},"email":{"type":"string"}}})");
   EXPECT_EQ(r.tools[0].parameters, json::parse(r.tools[0].parameters_ordered.dump()));
   EXPECT_EQ(r.raw_ordered["chat_template_kwargs"].dump(), R"({"z":1,"enable_thinking":false})");
   EXPECT_EQ(r.raw, json::parse(r.raw_ordered.dump()));

@@ -361,7 +361,6 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheRunKeepsRecording) {
   fs::remove_all(dir);
 }
 
-
 // The rendered prompt is what Hugging Face's apply_chat_template renders for the same
 // request: Python dicts keep the client's key order, so a tool schema's properties and a
 // prior tool call's arguments print in the order sent (Qwen3's template `tojson`s both),
@@ -399,10 +398,8 @@ TEST_F(ServerTest, RenderedPromptKeepsClientKeyOrderLikeApplyChatTemplate) {
                                                   "email": "zed@example.com"}}}]},
       {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
       {"role": "user", "content": "Now add Ada."}])");
-  ojson body = {{"model", server->model_name()},
-                {"messages", messages},
-                {"tools", tools},
-                {"max_tokens", 2}};
+  ojson body = {
+      {"model", server->model_name()}, {"messages", messages}, {"tools", tools}, {"max_tokens", 2}};
   auto r = Post(*server, "/v1/chat/completions", json(body.dump()));  // sent as is, unsorted
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
@@ -484,8 +481,10 @@ TEST_F(ServerTest, ProxyModeForwardsAndRecordsAsGiven) {
   ASSERT_TRUE((*proxy)->Start().ok());
   // The upstream wants kKey too; the proxy passes it from $TRACE_UPSTREAM_API_KEY.
   setenv("TRACE_UPSTREAM_API_KEY", kKey, 1);
-  json req = {{"model", upstream->model_name()}, {"messages", Conversation(5)},
-              {"max_tokens", 6}, {"seed", 21}};
+  json req = {{"model", upstream->model_name()},
+              {"messages", Conversation(5)},
+              {"max_tokens", 6},
+              {"seed", 21}};
   auto direct = Post(*upstream, "/v1/chat/completions", req);
   auto via = Post(**proxy, "/v1/chat/completions", req);
   ASSERT_TRUE(direct && via);
