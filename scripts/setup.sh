@@ -11,7 +11,7 @@ APT_PACKAGES=(
   libsqlite3-dev sqlite3 libprotobuf-dev protobuf-compiler libcli11-dev libzstd-dev
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev libssl-dev
   libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-jinja2 nodejs npm
+  python3 python3-jinja2
   chromium
 )
 
@@ -19,6 +19,12 @@ missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm run the JS reference tokenizer. A machine may already have them from
+# another source (whose nodejs package conflicts with Debian's npm): take Debian's only when
+# the commands are missing.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 if ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
