@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   const int batched = argc > 1 ? std::atoi(argv[1]) : 300000;
   const int single = argc > 2 ? std::atoi(argv[2]) : 3000;
   const int calls = argc > 3 ? std::atoi(argv[3]) : 300;
-  testing::TempDir dir;
+  store::testing::TempDir dir;
 
   double cpu_batched, cpu_single;
   double rate_batched = IngestRate(dir.file("batched.db"), batched, false, &cpu_batched);
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   // Whole realistic calls (prompt, request, rendered prompt, output, response) for context.
   auto store = Store::Open(dir.file("conv.db"));
   auto w = (*store)->BeginRun({});
-  auto conv = testing::MakeConversation(50, 200);
+  auto conv = store::testing::MakeConversation(50, 200);
   int64_t tokens = 0;
   for (const auto& e : conv.calls) {
     tokens += e.llm_call().token_ids_size();

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "tests/common/temp_dir.h"
+
 namespace {
 
 struct Ran {
@@ -27,21 +29,7 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "trace-bench-XXXXXX").string();
-    if (char* made = mkdtemp(tmpl.data())) path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::trace::testing::TempDir;
 
 // Runs `env trace args` with stdout captured and stderr in a file.
 Ran RunTrace(const std::string& args, const std::string& scratch, const std::string& env = "") {

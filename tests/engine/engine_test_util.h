@@ -16,25 +16,11 @@
 
 #include "engine/engine.h"
 #include "engine/model_init.h"
+#include "tests/common/temp_dir.h"
 
 namespace trace::engine::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "trace-engine-XXXXXX").string();
-    char* made = mkdtemp(tmpl.data());
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::trace::testing::TempDir;
 
 inline std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

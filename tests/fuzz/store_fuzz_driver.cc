@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> corpus;
   int salt = 1;
   for (int kind = 10; kind <= 18; ++kind) {
-    proto::Event e = testing::MakeFullEvent(static_cast<proto::Event::KindCase>(kind), salt++);
+    proto::Event e =
+        store::testing::MakeFullEvent(static_cast<proto::Event::KindCase>(kind), salt++);
     int encoding;
     std::string row = StoredRow(e, 42, &encoding);
     // The decoder must accept what the writer's layout produces.

@@ -27,26 +27,11 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "proto/trace.pb.h"
 #include "store/store.h"
+#include "tests/common/temp_dir.h"
 
 namespace trace::replayer::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "trace-rep-XXXXXX").string();
-    char* made = mkdtemp(tmpl.data());
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ::trace::testing::TempDir;
 
 inline std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -17,26 +17,11 @@
 #include <vector>
 
 #include "proto/trace.pb.h"
+#include "tests/common/temp_dir.h"
 
 namespace trace::store::testing {
 
-// A fresh directory under $TMPDIR, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "trace-store-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ::trace::testing::TempDir;
 
 // Sets every field of `msg` (recursively, one level of sub-messages per field) to a
 // value derived from `salt` and the field number, so a lost or swapped field shows.
