@@ -1,0 +1,55 @@
+// The HTTP front of the recorder's server, shared by every API served on it (the local
+// engine or the upstream proxy, and the trace event API): the listening socket and its
+// thread pool, bearer-token checks, OpenAI-style replies for unknown routes and handler
+// exceptions, GET /health, and the note that records every rejected request.
+//
+// Ownership: owns the httplib::Server and its listening thread; the RunLog is borrowed
+// (SetRunLog before Start) and must outlive Stop(). Thread safety: Start, Stop and
+// SetRunLog are for the owning thread; Authorized, Reject and log() are called from the
+// handler threads. Errors: Start fails with IOError naming host:port.
+#pragma once
+
+#include <httplib.h>
+
+#include <string>
+#include <thread>
+
+#include "base/status.h"
+#include "recorder/openai_api.h"
+#include "recorder/run_log.h"
+#include "recorder/server.h"
+
+namespace trace::recorder {
+
+class HttpFrontend {
+ public:
+  explicit HttpFrontend(const ServerOptions& options);
+  ~HttpFrontend();  // stops if running
+
+  httplib::Server& http() { return http_; }
+  const ServerOptions& options() const { return options_; }
+
+  void SetRunLog(RunLog* log) { log_ = log; }
+  // The run being recorded, null when not recording.
+  RunLog* log() const { return log_; }
+
+  Status Start();
+  void Stop();
+  int port() const { return port_; }
+  std::string origin() const;
+
+  // True when the request carries the bearer token (or none is required); otherwise
+  // answers 401 and records the rejection.
+  bool Authorized(const httplib::Request& req, httplib::Response& res);
+  // A rejected request is recorded as a note, so the run shows it and keeps going.
+  void Reject(const httplib::Request& req, const ApiError& e);
+
+ private:
+  ServerOptions options_;
+  RunLog* log_ = nullptr;
+  httplib::Server http_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace trace::recorder
