@@ -2,9 +2,9 @@
 
 namespace trace::recorder {
 
-void RecordLocalCall(RunLog* log, const Call& call, const GenerationResult& g,
-                     const CompletionResult& r, int status, const std::string& body,
-                     const std::string& error, const std::string& numerics) {
+void RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g, const CompletionResult& r,
+                     int status, const std::string& body, const std::string& error,
+                     const std::string& numerics) {
   const CompletionRequest& req = call.req;
   proto::LlmCall c;
   c.set_endpoint(call.endpoint);
@@ -47,7 +47,7 @@ void RecordLocalCall(RunLog* log, const Call& call, const GenerationResult& g,
     }
   }
   c.set_finish_reason(status == 200 ? r.finish_reason : "error");
-  c.set_output_text(call.text);
+  c.set_output_text(call.FinalText());
   c.set_response_json(body);
   proto::Timings* t = c.mutable_timings();
   t->set_queue_ms(g.queue_ms);

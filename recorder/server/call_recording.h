@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "recorder/openai_api.h"
+#include "recorder/api/model_call.h"
 #include "recorder/run_log.h"
 #include "recorder/scheduler.h"
 #include "recorder/server/local_call.h"
@@ -20,10 +20,12 @@
 namespace trace::recorder {
 
 // Records an LlmCall for `call` (served with HTTP `status` and response `body`; `error`
-// set when the generation failed), then the tool calls in `r` pointing at it.
-void RecordLocalCall(RunLog* log, const Call& call, const GenerationResult& g,
-                     const CompletionResult& r, int status, const std::string& body,
-                     const std::string& error, const std::string& numerics);
+// set when the generation failed; finish_reason "cancelled" when its client went away),
+// then the tool calls in `r` pointing at it. Every token sampled is recorded, so a replay
+// verifies a cancelled call as far as it went.
+void RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g, const CompletionResult& r,
+                     int status, const std::string& body, const std::string& error,
+                     const std::string& numerics);
 
 // ToolCall events (source "model") for calls the model made in the LlmCall at `seq`.
 void RecordModelToolCalls(RunLog* log, uint64_t llm_call_seq, const std::vector<ToolCall>& calls);

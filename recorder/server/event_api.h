@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "proto/trace.pb.h"
-#include "recorder/openai_api.h"
+#include "recorder/api/model_call.h"
 #include "recorder/server/frontend.h"
 
 namespace trace::recorder {

@@ -1,7 +1,8 @@
 // The HTTP front of the recorder's server, shared by every API served on it (the local
 // engine or the upstream proxy, and the trace event API): the listening socket and its
-// thread pool, bearer-token checks, OpenAI-style replies for unknown routes and handler
-// exceptions, GET /health, and the note that records every rejected request.
+// thread pool (TCP_NODELAY on every accepted socket), bearer-token checks, OpenAI-style
+// replies for unknown routes and handler exceptions, an x-request-id header on every reply,
+// GET /health, and the note that records every rejected request.
 //
 // Ownership: owns the httplib::Server and its listening thread; the RunLog is borrowed
 // (SetRunLog before Start) and must outlive Stop(). Thread safety: Start, Stop and
@@ -11,11 +12,12 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 
 #include "base/status.h"
-#include "recorder/openai_api.h"
+#include "recorder/api/model_call.h"
 #include "recorder/run_log.h"
 #include "recorder/server.h"
 
@@ -46,6 +48,8 @@ class HttpFrontend {
 
  private:
   ServerOptions options_;
+  std::string request_id_prefix_;
+  std::atomic<uint64_t> next_request_{0};
   RunLog* log_ = nullptr;
   httplib::Server http_;
   int port_ = 0;

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "base/status.h"
-#include "recorder/openai_api.h"
+#include "recorder/api/model_call.h"
 
 namespace trace::recorder {
 

@@ -4,6 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "recorder/api/openai_chat.h"
+#include "recorder/api/openai_completions.h"
+#include "recorder/api/qwen_tool_calls.h"
+#include "recorder/api/template_input.h"
 #include "recorder/server/call_recording.h"
 
 namespace trace::recorder {
@@ -13,7 +17,6 @@ using json = nlohmann::json;
 LocalEngineApi::LocalEngineApi(LocalBackend backend, HttpFrontend* frontend,
                                const std::string& id_prefix)
     : backend_(std::move(backend)), frontend_(frontend), id_prefix_(id_prefix) {
-  classes_ = std::make_unique<TokenClasses>(*backend_.tokenizer);
   const engine::Tokenizer& tok = *backend_.tokenizer;
   if (auto id = tok.TokenId("<|im_end|>")) end_tokens_.push_back(*id);
   if (auto id = tok.eos_token_id()) end_tokens_.push_back(*id);
@@ -26,54 +29,87 @@ LocalEngineApi::LocalEngineApi(LocalBackend backend, HttpFrontend* frontend,
   max_context_ =
       eo.max_context > 0 ? eo.max_context : backend_.model->config().max_position_embeddings;
   numerics_ = eo.numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion : "fast";
+  constraints_ = std::make_unique<ConstraintFactory>(tok, turn_end_token_);
 }
 
 void LocalEngineApi::Register() {
   httplib::Server& http = frontend_->http();
   http.Get("/v1/models",
            [this](const httplib::Request& req, httplib::Response& res) { HandleModels(req, res); });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleCompletion(req, res, /*chat=*/true);
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleCompletion(req, res, /*chat=*/false);
-  });
+  http.Get(R"(/v1/models/(.+))",
+           [this](const httplib::Request& req, httplib::Response& res) { HandleModel(req, res); });
+  for (const WireFormat* format : {&OpenAiChatFormat(), &OpenAiCompletionsFormat()}) {
+    http.Post(format->endpoint(),
+              [this, format](const httplib::Request& req, httplib::Response& res) {
+                HandleCompletion(*format, req, res);
+              });
+  }
 }
+
+namespace {
+
+json ModelObject(const std::string& id) {
+  return {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "trace"}};
+}
+
+}  // namespace
 
 void LocalEngineApi::HandleModels(const httplib::Request& req, httplib::Response& res) {
   if (!frontend_->Authorized(req, res)) return;
-  json body = {{"object", "list"},
-               {"data", json::array({{{"id", backend_.model_name},
-                                      {"object", "model"},
-                                      {"created", 0},
-                                      {"owned_by", "trace"}}})}};
-  res.set_content(body.dump(), "application/json");
+  json data = json::array();
+  const auto& names = frontend_->options().served_model_names;
+  if (names.empty()) {
+    data.push_back(ModelObject(backend_.model_name));
+  } else {
+    for (const std::string& n : names) data.push_back(ModelObject(n));
+  }
+  res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
 }
 
-void LocalEngineApi::HandleCompletion(const httplib::Request& http_req, httplib::Response& res,
-                                      bool chat) {
+void LocalEngineApi::HandleModel(const httplib::Request& req, httplib::Response& res) {
+  if (!frontend_->Authorized(req, res)) return;
+  std::string id = req.matches[1];
+  if (std::optional<ApiError> e = CheckModelName(id)) {
+    frontend_->Reject(req, *e);
+    return SendError(res, *e);
+  }
+  res.set_content(ModelObject(id).dump(), "application/json");
+}
+
+std::optional<ApiError> LocalEngineApi::CheckModelName(const std::string& name) const {
+  const auto& names = frontend_->options().served_model_names;
+  if (names.empty() || std::find(names.begin(), names.end(), name) != names.end()) {
+    return std::nullopt;
+  }
+  ApiError e;
+  e.http_status = 404;
+  e.code = "model_not_found";
+  e.param = "model";
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "\"" : ", \"") + n + "\"";
+  e.message = "The model \"" + name + "\" does not exist or is not served here; served: " + list;
+  return e;
+}
+
+void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::Request& http_req,
+                                      httplib::Response& res) {
   if (!frontend_->Authorized(http_req, res)) return;
-  auto call = std::make_shared<Call>();
+  auto call = std::make_shared<Call>(backend_.tokenizer.get());
+  call->format = &format;
   call->start = SteadyClock::now();
   call->start_ns = NowNs();
   call->body = http_req.body;
-  call->endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
-  auto parsed = ParseCompletionRequest(http_req.body, chat);
+  call->endpoint = format.endpoint();
+  auto parsed = format.Parse(http_req.body);
   if (auto* err = std::get_if<ApiError>(&parsed)) {
     frontend_->Reject(http_req, *err);
     return SendError(res, *err);
   }
   call->req = std::move(std::get<CompletionRequest>(parsed));
   CompletionRequest& req = call->req;
-  if (req.model != backend_.model_name) {
-    ApiError e;
-    e.http_status = 404;
-    e.code = "model_not_found";
-    e.param = "model";
-    e.message = "model \"" + req.model + "\" is not served here; this server serves \"" +
-                backend_.model_name + "\"";
-    frontend_->Reject(http_req, e);
-    return SendError(res, e);
+  if (std::optional<ApiError> e = CheckModelName(req.model)) {
+    frontend_->Reject(http_req, *e);
+    return SendError(res, *e);
   }
   if (std::optional<ApiError> err = Prepare(call.get())) {
     frontend_->Reject(http_req, *err);
@@ -88,32 +124,30 @@ void LocalEngineApi::HandleCompletion(const httplib::Request& http_req, httplib:
   gen_req.want_logprobs = req.logprobs;
   gen_req.top_logprobs = req.top_logprobs;
   if (!call->constraint_json.empty()) {
-    auto c = Constraint::Create(json::parse(call->constraint_json), *backend_.tokenizer, *classes_,
-                                turn_end_token_);
+    // Compiled once per distinct schema (the factory caches by the spec's hash).
+    auto c = constraints_->Create(call->constraint_json);
     if (!c.ok()) {
-      ApiError e = BadRequest("tool_choice", c.status().message());
+      const bool forced =
+          req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed;
+      ApiError e = BadRequest(!req.guided_choice.empty() ? "guided_choice"
+                              : forced                   ? "tools"
+                                                         : "response_format",
+                              c.status().message());
+      e.code = "invalid_schema";
       frontend_->Reject(http_req, e);
       return SendError(res, e);
     }
     gen_req.constraint = std::move(c).value();
   }
-  call->decoder = std::make_unique<engine::IncrementalDecoder>(*backend_.tokenizer, true);
   if (req.stream) call->stream = std::make_shared<StreamQueue>();
-  Call* raw = call.get();
-  gen_req.on_token = [raw](const TokenStep& step) { return OnToken(raw, step); };
-  if (call->stream) {
-    gen_req.on_finish = [q = call->stream] {
-      {
-        std::lock_guard<std::mutex> lock(q->mu);
-        q->finished = true;
-      }
-      q->cv.notify_all();
-    };
-  }
+  gen_req.observer = call;
   call->gen = backend_.scheduler->Submit(std::move(gen_req));
 
   if (!req.stream) {
+    // A client that leaves meanwhile is not noticed here: the call runs to its end and is
+    // recorded as generated; only the write of the answer fails.
     const GenerationResult& result = call->gen->Wait();
+    call->TryClaimFinalize();
     auto [status, body] = Finalize(call.get(), result);
     res.status = status;
     res.set_content(body, "application/json");
@@ -122,11 +156,14 @@ void LocalEngineApi::HandleCompletion(const httplib::Request& http_req, httplib:
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, call](size_t, httplib::DataSink& sink) { return StreamResponse(call.get(), sink); });
+      [this, call](size_t, httplib::DataSink& sink) { return StreamResponse(call, sink); },
+      [this, call](bool) { ReleaseStream(call); });
 }
 
 std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
   CompletionRequest& req = call->req;
+  const engine::Tokenizer& tok = *backend_.tokenizer;
+  json tools;  // the tools as the template saw them (null: none)
   if (req.chat) {
     // Everything the template sees keeps the client's key order (RenderOrdered), as
     // Hugging Face's apply_chat_template does with Python dicts: a tool schema's
@@ -138,7 +175,7 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
     }
     nlohmann::ordered_json ordered_tools = ToolsForTemplateOrdered(req.tools);
     if (req.tool_choice == ToolChoice::kNone) ordered_tools = nullptr;
-    json tools = ordered_tools;
+    tools = ordered_tools;
     Result<std::string> prompt = backend_.chat_template->RenderOrdered(
         MessagesForTemplateOrdered(req.messages), ordered_tools,
         /*add_generation_prompt=*/true, kwargs);
@@ -149,20 +186,24 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
     }
     call->rendered_prompt = std::move(prompt).value();
     call->tools_active = tools.is_array();
-    if (req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed) {
-      call->constraint_json =
-          ToolCallConstraintSpec(
-              tools, req.tool_choice == ToolChoice::kNamed ? req.tool_choice_name : std::string())
-              .dump();
+    call->prompt_ids = tok.Encode(call->rendered_prompt);
+  } else if (req.prompt_is_tokens) {
+    for (size_t i = 0; i < req.prompt_token_ids.size(); ++i) {
+      int32_t id = req.prompt_token_ids[i];
+      if (id >= tok.vocab_size()) {
+        return OutOfRange("prompt", "prompt[" + std::to_string(i) + "]: token id " +
+                                        std::to_string(id) + " is outside the vocabulary (" +
+                                        std::to_string(tok.vocab_size()) + " tokens)");
+      }
     }
+    call->prompt_ids = req.prompt_token_ids;
+    call->rendered_prompt = tok.Decode(call->prompt_ids);
   } else {
     call->rendered_prompt = req.prompt;
+    call->prompt_ids = tok.Encode(call->rendered_prompt);
   }
-  if (!req.guided_choice.empty()) {
-    call->constraint_json = GuidedChoiceSpec(req.guided_choice).dump();
-    call->tools_active = false;
-  }
-  call->prompt_ids = backend_.tokenizer->Encode(call->rendered_prompt);
+  call->constraint_json = ConstraintSpecFor(req, tools.is_array());
+  if (!req.guided_choice.empty()) call->tools_active = false;
   if (call->prompt_ids.empty())
     return BadRequest(req.chat ? "messages" : "prompt", "the prompt is empty");
   int64_t n = static_cast<int64_t>(call->prompt_ids.size());
@@ -173,85 +214,49 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
     e.code = "context_length_exceeded";
     return e;
   }
+  // max_tokens is clamped to what the context leaves (as documented), not refused.
   if (max_context_ > 0 && n + req.sampling.max_tokens > max_context_) {
     req.sampling.max_tokens = static_cast<int32_t>(max_context_ - n);
   }
   for (const std::string& s : req.sampling.stop)
     call->max_stop_len = std::max(call->max_stop_len, s.size());
   call->call_index = next_call_index_++;
-  call->seed =
-      req.seed ? *req.seed : DeriveCallSeed(frontend_->options().run_seed, call->call_index);
+  call->seed = req.seed ? static_cast<uint64_t>(*req.seed)
+                        : DeriveCallSeed(frontend_->options().run_seed, call->call_index);
   call->created = call->start_ns / 1000000000;
-  call->request_id = std::string(req.chat ? "chatcmpl-" : "cmpl-") + id_prefix_ + "-" +
-                     std::to_string(call->call_index);
+  call->request_id =
+      call->format->id_prefix() + id_prefix_ + "-" + std::to_string(call->call_index);
   if (RunLog* log = frontend_->log()) RecordToolResultsFromMessages(log, req);
   return std::nullopt;
-}
-
-bool LocalEngineApi::OnToken(Call* call, const TokenStep& step) {
-  if (call->stop_hit) return true;
-  call->text += call->decoder->Push(step.token);
-  for (const std::string& s : call->req.sampling.stop) {
-    size_t from = call->text.size() > s.size() + 64 ? call->text.size() - s.size() - 64 : 0;
-    size_t pos = call->text.find(s, from);
-    if (pos != std::string::npos) {
-      call->text.resize(pos);
-      call->stop_hit = true;
-    }
-  }
-  if (call->stream && !call->tools_active) {
-    size_t hold = call->max_stop_len > 0 ? call->max_stop_len - 1 : 0;
-    size_t safe = call->stop_hit ? call->text.size()
-                                 : (call->text.size() > hold ? call->text.size() - hold : 0);
-    while (safe > call->emitted && safe < call->text.size() &&
-           (static_cast<unsigned char>(call->text[safe]) & 0xC0) == 0x80) {
-      --safe;
-    }
-    if (safe > call->emitted) {
-      {
-        std::lock_guard<std::mutex> lock(call->stream->mu);
-        call->stream->deltas.push_back(call->text.substr(call->emitted, safe - call->emitted));
-      }
-      call->emitted = safe;
-      call->stream->cv.notify_all();
-    }
-  }
-  return call->stop_hit;
 }
 
 CompletionResult LocalEngineApi::BuildResult(Call* call, const GenerationResult& g) {
   CompletionResult r;
   r.id = call->request_id;
   r.created = call->created;
-  r.model = backend_.model_name;
+  r.model = call->req.model;  // the name the client asked for
   r.system_fingerprint = std::string("trace-") + numerics_;
-  if (!call->stop_hit) call->text += call->decoder->Flush();
-  r.text = call->text;
-  r.finish_reason = g.finish_reason == "cancelled" ? "stop" : g.finish_reason;
+  r.text = call->FinalText();
+  r.finish_reason = g.finish_reason;
   r.prompt_tokens = static_cast<int64_t>(call->prompt_ids.size());
   r.completion_tokens = static_cast<int64_t>(g.steps.size());
   r.cached_prompt_tokens = g.reused_prompt_tokens;
   r.call_index = call->call_index;
-  r.seed = call->seed;
+  r.seed = static_cast<int64_t>(call->seed);
   for (const TokenStep& s : g.steps) {
     r.token_ids.push_back(s.token);
     r.logits_digests.push_back(s.logits_digest);
-    if (call->req.logprobs) {
-      TokenLogprob lp;
-      lp.token = engine::SanitizeUtf8(backend_.tokenizer->TokenBytes(s.token));
-      lp.logprob = s.model_logprob;
-      for (const auto& [id, v] : s.top) {
-        lp.top.emplace_back(engine::SanitizeUtf8(backend_.tokenizer->TokenBytes(id)), v);
-      }
-      r.logprobs.push_back(std::move(lp));
-    }
   }
+  if (call->req.logprobs) r.logprobs = call->LogprobsOf(g.steps);
   if (call->tools_active) {
-    ExtractedToolCalls ex = ExtractToolCalls(r.text, id_prefix_ + std::to_string(call->call_index));
-    if (!ex.calls.empty()) {
+    // A call cut by max_tokens comes back as OpenAI returns it: the tool call with the
+    // arguments written so far, finish_reason "length"; not as raw <tool_call> text.
+    ExtractedToolCalls ex = ExtractToolCalls(r.text, id_prefix_ + std::to_string(call->call_index),
+                                             /*allow_truncated=*/g.finish_reason == "length");
+    if (!ex.calls.empty() || ex.truncated) {
       r.tool_calls = std::move(ex.calls);
       r.text = std::move(ex.content);
-      r.finish_reason = "tool_calls";
+      if (!ex.truncated && g.finish_reason == "stop") r.finish_reason = "tool_calls";
     }
   }
   return r;
@@ -269,11 +274,11 @@ std::pair<int, std::string> LocalEngineApi::Finalize(Call* call, const Generatio
     body = e.Body();
     error = g.status.message();
   } else {
-    body = call->req.chat ? ChatCompletionBody(r, call->req.logprobs)
-                          : CompletionBody(r, call->req.logprobs);
+    body = call->format->Body(call->req, r);
   }
-  if (RunLog* log = frontend_->log())
+  if (RunLog* log = frontend_->log()) {
     RecordLocalCall(log, *call, g, r, status, body, error, numerics_);
+  }
   if (out) *out = std::move(r);
   return {status, body};
 }

@@ -1,83 +1,90 @@
-// Streaming (`stream: true`) for the local engine: chat.completion.chunk / text_completion
-// server-sent events as the scheduler produces text, then the tool calls, the final chunk
-// with finish_reason and the trace extension, the usage chunk when asked, and [DONE].
-#include <nlohmann/json.hpp>
+// Streaming (`stream: true`) for the local engine: the wire format's events as the
+// scheduler makes text final, then the rest (tool calls, finish reason, trace extension,
+// usage when asked, terminator). A client that stops reading is noticed by a failed write,
+// or within kProbeInterval of silence by an SSE comment that cannot be written; its
+// generation is cancelled at the next engine step and the call recorded with the tokens
+// sampled so far and finish_reason "cancelled". ReleaseStream covers a stream torn down
+// before StreamResponse ran or finished.
+#include <chrono>
 
 #include "recorder/server/local_engine.h"
 
 namespace trace::recorder {
+namespace {
 
-using json = nlohmann::json;
+// How long a stream may stay silent before a comment line checks the client is there.
+constexpr std::chrono::milliseconds kProbeInterval{500};
+// An SSE comment (RFC 8895 ignores lines starting with ':'): every SDK skips it.
+constexpr std::string_view kProbe = ": keep-alive\n\n";
 
-bool LocalEngineApi::StreamResponse(Call* call, httplib::DataSink& sink) {
+}  // namespace
+
+bool LocalEngineApi::StreamResponse(const std::shared_ptr<Call>& call, httplib::DataSink& sink) {
   CompletionResult header;
   header.id = call->request_id;
   header.created = call->created;
-  header.model = backend_.model_name;
-  auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-  bool chat = call->req.chat;
-  if (chat &&
-      !write(SseData(ChatChunk(header, {{"role", "assistant"}, {"content", ""}}, nullptr)))) {
+  header.model = call->req.model;
+  header.system_fingerprint = std::string("trace-") + numerics_;
+  std::unique_ptr<StreamEncoder> encoder = call->format->NewStream(call->req, header);
+  auto write = [&](const std::string& s) { return s.empty() || sink.write(s.data(), s.size()); };
+  auto abandon = [&] {
     call->gen->Cancel();
-    return false;
-  }
-  std::string streamed;
+    return false;  // ReleaseStream records the call once the generation stopped
+  };
+  if (!write(encoder->Begin())) return abandon();
+  StreamQueue& q = *call->stream;
   for (;;) {
-    std::deque<std::string> deltas;
+    std::deque<StreamQueue::Piece> pieces;
     bool finished;
     {
-      std::unique_lock<std::mutex> lock(call->stream->mu);
-      call->stream->cv.wait(
-          lock, [&] { return call->stream->finished || !call->stream->deltas.empty(); });
-      deltas.swap(call->stream->deltas);
-      finished = call->stream->finished;
-    }
-    for (const std::string& d : deltas) {
-      streamed += d;
-      json chunk =
-          chat ? ChatChunk(header, {{"content", d}}, nullptr) : TextChunk(header, d, nullptr);
-      if (!write(SseData(chunk))) {
-        call->gen->Cancel();
-        return false;
+      std::unique_lock<std::mutex> lock(q.mu);
+      bool ready =
+          q.cv.wait_for(lock, kProbeInterval, [&] { return q.finished || !q.pieces.empty(); });
+      if (!ready) {
+        lock.unlock();
+        if (!write(std::string(kProbe))) return abandon();
+        continue;
       }
+      pieces.swap(q.pieces);
+      finished = q.finished;
+    }
+    for (const StreamQueue::Piece& p : pieces) {
+      if (!write(encoder->Text(p.text, p.logprobs))) return abandon();
     }
     if (finished) break;
   }
+  if (!call->TryClaimFinalize()) return false;
   const GenerationResult& g = call->gen->Wait();
   CompletionResult r;
-  auto [status, body] = Finalize(call, g, &r);
+  auto [status, body] = Finalize(call.get(), g, &r);
   if (status != 200) {
-    write("data: " + body + "\n\n");
-    write(std::string(kSseDone));
+    ApiError e = ErrorFromStatus(g.status);
+    write(encoder->Error(e));
     sink.done();
     return true;
   }
-  // What the non-streamed response says, minus what was already sent.
-  std::string rest =
-      r.text.compare(0, streamed.size(), streamed) == 0 ? r.text.substr(streamed.size()) : r.text;
-  if (!rest.empty()) {
-    json chunk =
-        chat ? ChatChunk(header, {{"content", rest}}, nullptr) : TextChunk(header, rest, nullptr);
-    write(SseData(chunk));
+  // What the non-streamed response says, minus what was already sent: the rest of the text
+  // (all of it while tool calls were possible) and the logprobs of the tokens not yet sent.
+  const size_t sent = call->streamed_bytes();
+  std::string rest = call->tools_active      ? r.text
+                     : r.text.size() >= sent ? r.text.substr(sent)
+                                             : std::string();
+  std::vector<TokenLogprob> rest_logprobs;
+  if (call->req.logprobs) {
+    rest_logprobs.assign(r.logprobs.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                  call->streamed_tokens(), r.logprobs.size())),
+                         r.logprobs.end());
   }
-  if (!r.tool_calls.empty()) {
-    write(SseData(ChatChunk(header, {{"tool_calls", ToolCallsJson(r.tool_calls, true)}}, nullptr)));
-  }
-  json last = chat ? ChatChunk(header, json::object(), r.finish_reason)
-                   : TextChunk(header, "", r.finish_reason);
-  last["trace"] = TraceExtension(r);
-  write(SseData(last));
-  if (call->req.include_usage_in_stream) {
-    json usage = chat ? ChatChunk(header, json::object(), nullptr) : TextChunk(header, "", nullptr);
-    usage["choices"] = json::array();
-    usage["usage"] = {{"prompt_tokens", r.prompt_tokens},
-                      {"completion_tokens", r.completion_tokens},
-                      {"total_tokens", r.prompt_tokens + r.completion_tokens}};
-    write(SseData(usage));
-  }
-  write(std::string(kSseDone));
+  write(encoder->End(r, rest, rest_logprobs));
   sink.done();
   return true;
+}
+
+void LocalEngineApi::ReleaseStream(const std::shared_ptr<Call>& call) {
+  if (!call->TryClaimFinalize()) return;
+  call->gen->Cancel();
+  const GenerationResult& g = call->gen->Wait();
+  Finalize(call.get(), g);
 }
 
 }  // namespace trace::recorder

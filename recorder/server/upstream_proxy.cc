@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "recorder/openai_api.h"
 #include "recorder/server/call_recording.h"
 
 namespace trace::recorder {
@@ -27,6 +28,10 @@ void UpstreamProxy::Register() {
   http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (!frontend_->Authorized(req, res)) return;
     Forward(req, res, "/models");
+  });
+  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!frontend_->Authorized(req, res)) return;
+    Forward(req, res, "/models/" + std::string(req.matches[1]));
   });
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     if (!frontend_->Authorized(req, res)) return;
@@ -53,6 +58,8 @@ void UpstreamProxy::Forward(const httplib::Request& req, httplib::Response& res,
   auto client = std::make_shared<httplib::Client>(origin);
   client->set_read_timeout(600, 0);
   client->set_connection_timeout(10, 0);
+  // Small requests and SSE events go out at once, not after a delayed ACK (Nagle).
+  client->set_tcp_nodelay(true);
   std::string endpoint = "/v1" + path;
   if (req.method == "GET") {
     auto r = client->Get((prefix + path).c_str(), headers);

@@ -42,7 +42,8 @@ class ServerTest : public ::testing::Test {
     delete model_dir_;
   }
 
-  std::unique_ptr<Server> StartServer(SchedulerOptions so = {}, RunLog* log = nullptr) {
+  std::unique_ptr<Server> StartServer(SchedulerOptions so = {}, RunLog* log = nullptr,
+                                      std::vector<std::string> served_names = {}) {
     engine::EngineOptions eo;
     eo.threads = 2;
     auto backend = LoadLocalBackend(*model_dir_, eo, so, /*hash_weights=*/false);
@@ -51,6 +52,7 @@ class ServerTest : public ::testing::Test {
     ServerOptions opts;
     opts.api_key = kKey;
     opts.run_seed = 11;
+    opts.served_model_names = std::move(served_names);
     auto server = Server::CreateLocal(std::move(backend).value(), opts);
     server->SetRunLog(log);
     Status st = server->Start();
@@ -128,9 +130,11 @@ class ServerTest : public ::testing::Test {
   static json Tools() {
     return json::parse(R"([
       {"type": "function", "function": {"name": "lookup_customer",
-        "parameters": {"type": "object", "properties": {"customer_id": {"type": "integer"}}}}},
+        "parameters": {"type": "object", "required": ["customer_id"], "properties":
+                       {"customer_id": {"type": "integer", "minimum": 1, "maximum": 9999}}}}},
       {"type": "function", "function": {"name": "delete_customer",
-        "parameters": {"type": "object", "properties": {"customer_id": {"type": "integer"}}}}}
+        "parameters": {"type": "object", "required": ["customer_id"], "properties":
+                       {"customer_id": {"type": "integer", "minimum": 1, "maximum": 9999}}}}}
     ])");
   }
 
@@ -152,11 +156,8 @@ TEST_F(ServerTest, StreamingEqualsNonStreaming) {
   EXPECT_EQ(plain["trace"]["token_ids"].size(), plain["usage"]["completion_tokens"]);
 
   // With tool_choice required the tool call is the same either way.
-  json treq = {{"messages", Conversation(2)},
-               {"tools", Tools()},
-               {"tool_choice", "required"},
-               {"max_tokens", 64},
-               {"seed", 9}};
+  json treq = {{"messages", Conversation(2)},  {"tools", Tools()},  {"tool_choice", "required"},
+               {"parallel_tool_calls", false}, {"max_tokens", 200}, {"seed", 9}};
   json tplain = Chat(*server, treq);
   json tstream = ChatStream(*server, treq);
   EXPECT_EQ(tplain["choices"][0]["finish_reason"], "tool_calls");
@@ -176,26 +177,32 @@ TEST_F(ServerTest, ToolChoiceRequiredAndGuidedChoiceConstrainTheOutput) {
   ASSERT_TRUE(server);
   std::set<std::string> names;
   for (int seed = 0; seed < 4; ++seed) {
+    // Parallel tool calls are allowed by default (OpenAI's parallel_tool_calls): one or more.
     json r = Chat(*server, {{"messages", Conversation(seed)},
                             {"tools", Tools()},
                             {"tool_choice", "required"},
-                            {"max_tokens", 64},
+                            {"max_tokens", 400},
                             {"seed", seed},
                             {"temperature", 1.0}});
+    ASSERT_EQ(r["choices"][0]["finish_reason"], "tool_calls") << r.dump();
     const json& calls = r["choices"][0]["message"]["tool_calls"];
-    ASSERT_EQ(calls.size(), 1u) << r.dump();
-    std::string name = calls[0]["function"]["name"];
-    EXPECT_TRUE(name == "lookup_customer" || name == "delete_customer") << name;
-    json args = json::parse(calls[0]["function"]["arguments"].get<std::string>());
-    EXPECT_TRUE(args["customer_id"].is_number_integer()) << args.dump();
-    names.insert(name);
+    ASSERT_GE(calls.size(), 1u) << r.dump();
+    for (const json& call : calls) {
+      std::string name = call["function"]["name"];
+      EXPECT_TRUE(name == "lookup_customer" || name == "delete_customer") << name;
+      json args = json::parse(call["function"]["arguments"].get<std::string>());
+      ASSERT_TRUE(args["customer_id"].is_number_integer()) << args.dump();
+      EXPECT_GE(args["customer_id"].get<int>(), 1);
+      EXPECT_LE(args["customer_id"].get<int>(), 9999);
+      names.insert(name);
+    }
   }
   json named =
       Chat(*server,
            {{"messages", Conversation(1)},
             {"tools", Tools()},
             {"tool_choice", {{"type", "function"}, {"function", {{"name", "delete_customer"}}}}},
-            {"max_tokens", 64}});
+            {"max_tokens", 200}});
   EXPECT_EQ(named["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "delete_customer");
   json guided = Chat(*server, {{"messages", Conversation(3)},
                                {"guided_choice", {"approve", "deny", "escalate"}},
@@ -282,10 +289,10 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheRunKeepsRecording) {
   std::vector<Case> cases = {
       {"{\"model\": ", 400},
       {json{{"model", model}, {"messages", "hi"}}.dump(), 400},
-      {json{{"model", model}, {"messages", Conversation(1)}, {"temperature", -0.5}}.dump(), 422},
-      {json{{"model", model}, {"messages", Conversation(1)}, {"top_p", 1.5}}.dump(), 422},
+      {json{{"model", model}, {"messages", Conversation(1)}, {"temperature", -0.5}}.dump(), 400},
+      {json{{"model", model}, {"messages", Conversation(1)}, {"top_p", 1.5}}.dump(), 400},
       {json{{"model", model}, {"messages", Conversation(1)}, {"max_tokens", "ten"}}.dump(), 400},
-      {json{{"model", "gpt-4o"}, {"messages", Conversation(1)}}.dump(), 404},
+      {json{{"model", model}, {"messages", Conversation(1)}, {"temperature", 2.5}}.dump(), 400},
       {json{{"model", model}, {"messages", Conversation(1)}}.dump(), 401, "wrong-key"},
       {json{{"model", model}, {"messages", Conversation(1)}}.dump(), 401, ""},
   };
