@@ -35,6 +35,8 @@ struct ServerOptions {
   // The model names served (vLLM's --served-model-name); empty: any name a client asks
   // for is served by the loaded model (and recorded as asked).
   std::vector<std::string> served_model_names;
+  // TCP_NODELAY on accepted sockets (off only to measure what Nagle costs, bench/recorder).
+  bool tcp_nodelay = true;
 };
 
 // The local model and everything needed to serve it.

@@ -46,7 +46,7 @@ HttpFrontend::HttpFrontend(const ServerOptions& options)
   // Small replies and SSE events go out at once instead of waiting for the client's delayed
   // ACK (Nagle): without it a keep-alive client saw ~40 ms stalls on most small requests.
   // Set on the listening socket, it is inherited by every accepted one (Linux).
-  http_.set_tcp_nodelay(true);
+  http_.set_tcp_nodelay(options_.tcp_nodelay);
   http_.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
