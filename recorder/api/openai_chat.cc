@@ -298,15 +298,9 @@ json LogprobsContent(const std::vector<TokenLogprob>& logprobs) {
 
 json ChatChunk(const CompletionResult& h, const json& delta, const json& logprobs,
                const json& finish_reason) {
-  return {{"id", h.id},
-          {"object", "chat.completion.chunk"},
-          {"created", h.created},
-          {"model", h.model},
-          {"system_fingerprint", h.system_fingerprint},
-          {"choices", json::array({{{"index", 0},
-                                    {"delta", delta},
-                                    {"logprobs", logprobs},
-                                    {"finish_reason", finish_reason}}})}};
+  return ChunkJson(
+      h, "chat.completion.chunk",
+      {{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish_reason}});
 }
 
 class ChatStream : public StreamEncoder {
@@ -334,22 +328,11 @@ class ChatStream : public StreamEncoder {
       out += SseData(ChatChunk(header_, {{"tool_calls", ChatToolCallsJson(r.tool_calls, true)}},
                                nullptr, nullptr));
     }
-    json last = ChatChunk(header_, json::object(), nullptr, r.finish_reason);
-    last["trace"] = TraceExtension(r);
-    out += SseData(last);
-    if (usage_) {
-      json usage = ChatChunk(header_, json::object(), nullptr, nullptr);
-      usage["choices"] = json::array();
-      usage["usage"] = UsageJson(r);
-      out += SseData(usage);
-    }
-    out += kSseDone;
-    return out;
+    return out + StreamTail(ChatChunk(header_, json::object(), nullptr, r.finish_reason),
+                            ChatChunk(header_, json::object(), nullptr, nullptr), usage_, r);
   }
 
-  std::string Error(const ApiError& e) override {
-    return "data: " + e.Body() + "\n\n" + std::string(kSseDone);
-  }
+  std::string Error(const ApiError& e) override { return StreamError(e); }
 
  private:
   json Logprobs(const std::vector<TokenLogprob>& lps) const {
@@ -361,22 +344,6 @@ class ChatStream : public StreamEncoder {
   bool usage_;
 };
 
-class OpenAiChat : public WireFormat {
- public:
-  std::string endpoint() const override { return "/v1/chat/completions"; }
-  std::string id_prefix() const override { return "chatcmpl-"; }
-  std::variant<CompletionRequest, ApiError> Parse(std::string_view body) const override {
-    return ParseChatRequest(body);
-  }
-  std::string Body(const CompletionRequest& req, const CompletionResult& r) const override {
-    return ChatCompletionBody(r, req.logprobs);
-  }
-  std::unique_ptr<StreamEncoder> NewStream(const CompletionRequest& req,
-                                           const CompletionResult& header) const override {
-    return std::make_unique<ChatStream>(req, header);
-  }
-};
-
 }  // namespace
 
 std::variant<CompletionRequest, ApiError> ParseChatRequest(std::string_view body_text) {
@@ -386,7 +353,6 @@ std::variant<CompletionRequest, ApiError> ParseChatRequest(std::string_view body
   if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
   nlohmann::ordered_json ordered = std::move(std::get<nlohmann::ordered_json>(parsed));
   const json& body = req.raw;
-  if (auto err = RejectUnsupportedFields(body)) return *err;
 
   auto msgs = body.find("messages");
   if (msgs == body.end()) return BadRequest("messages", "'messages' is required");
@@ -467,19 +433,14 @@ std::string ChatCompletionBody(const CompletionResult& r, bool with_logprobs) {
   json choice = {{"index", 0}, {"message", message}, {"finish_reason", r.finish_reason}};
   choice["logprobs"] =
       with_logprobs ? json{{"content", LogprobsContent(r.logprobs)}} : json(nullptr);
-  json body = {{"id", r.id},
-               {"object", "chat.completion"},
-               {"created", r.created},
-               {"model", r.model},
-               {"system_fingerprint", r.system_fingerprint},
-               {"choices", json::array({choice})},
-               {"usage", UsageJson(r)},
-               {"trace", TraceExtension(r)}};
-  return DumpJson(body);
+  return DumpJson(ResponseJson(r, "chat.completion", std::move(choice)));
 }
 
 const WireFormat& OpenAiChatFormat() {
-  static const OpenAiChat format;
+  static const OpenAiFormat format(
+      {"/v1/chat/completions", "chatcmpl-", &ParseChatRequest, &ChatCompletionBody,
+       [](const CompletionRequest& req, const CompletionResult& h)
+           -> std::unique_ptr<StreamEncoder> { return std::make_unique<ChatStream>(req, h); }});
   return format;
 }
 

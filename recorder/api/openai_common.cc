@@ -27,6 +27,7 @@ std::variant<nlohmann::ordered_json, ApiError> ParseOpenAiBody(std::string_view 
     return BadRequest("model", "'model' must be a string naming a served model (GET /v1/models)");
   }
   req->model = model->get<std::string>();
+  if (auto err = RejectUnsupportedFields(body)) return *err;
   req->raw = std::move(body);
   return ordered;
 }
@@ -146,6 +147,22 @@ json UsageJson(const CompletionResult& r) {
           {"completion_tokens_details", {{"reasoning_tokens", 0}}}};
 }
 
+json ChunkJson(const CompletionResult& h, const char* object, json choice) {
+  return {{"id", h.id},
+          {"object", object},
+          {"created", h.created},
+          {"model", h.model},
+          {"system_fingerprint", h.system_fingerprint},
+          {"choices", json::array({std::move(choice)})}};
+}
+
+json ResponseJson(const CompletionResult& r, const char* object, json choice) {
+  json body = ChunkJson(r, object, std::move(choice));
+  body["usage"] = UsageJson(r);
+  body["trace"] = TraceExtension(r);
+  return body;
+}
+
 json TraceExtension(const CompletionResult& r) {
   json digests = json::array();
   for (uint64_t d : r.logits_digests) {
@@ -168,6 +185,21 @@ json BytesJson(const std::string& s) {
 
 std::string DumpJson(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string StreamTail(json last, json usage_chunk, bool with_usage, const CompletionResult& r) {
+  last["trace"] = TraceExtension(r);
+  std::string out = SseData(last);
+  if (with_usage) {
+    usage_chunk["choices"] = json::array();
+    usage_chunk["usage"] = UsageJson(r);
+    out += SseData(usage_chunk);
+  }
+  return out + std::string(kSseDone);
+}
+
+std::string StreamError(const ApiError& e) {
+  return "data: " + e.Body() + "\n\n" + std::string(kSseDone);
 }
 
 std::string SseData(const json& chunk) {

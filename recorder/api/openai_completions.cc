@@ -57,15 +57,9 @@ std::optional<ApiError> ParsePrompt(const json& p, CompletionRequest* req) {
 
 json TextChunk(const CompletionResult& h, const std::string& text, const json& logprobs,
                const json& finish_reason) {
-  return {{"id", h.id},
-          {"object", "text_completion"},
-          {"created", h.created},
-          {"model", h.model},
-          {"system_fingerprint", h.system_fingerprint},
-          {"choices", json::array({{{"index", 0},
-                                    {"text", text},
-                                    {"logprobs", logprobs},
-                                    {"finish_reason", finish_reason}}})}};
+  return ChunkJson(
+      h, "text_completion",
+      {{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish_reason}});
 }
 
 // {tokens, token_logprobs, top_logprobs, text_offset}; offsets count from `offset`.
@@ -104,22 +98,11 @@ class CompletionStream : public StreamEncoder {
     if (!rest.empty() || (logprobs_ && !rest_logprobs.empty())) {
       out += SseData(TextChunk(header_, rest, Logprobs(rest_logprobs), nullptr));
     }
-    json last = TextChunk(header_, "", nullptr, r.finish_reason);
-    last["trace"] = TraceExtension(r);
-    out += SseData(last);
-    if (usage_) {
-      json usage = TextChunk(header_, "", nullptr, nullptr);
-      usage["choices"] = json::array();
-      usage["usage"] = UsageJson(r);
-      out += SseData(usage);
-    }
-    out += kSseDone;
-    return out;
+    return out + StreamTail(TextChunk(header_, "", nullptr, r.finish_reason),
+                            TextChunk(header_, "", nullptr, nullptr), usage_, r);
   }
 
-  std::string Error(const ApiError& e) override {
-    return "data: " + e.Body() + "\n\n" + std::string(kSseDone);
-  }
+  std::string Error(const ApiError& e) override { return StreamError(e); }
 
  private:
   json Logprobs(const std::vector<TokenLogprob>& lps) {
@@ -135,22 +118,6 @@ class CompletionStream : public StreamEncoder {
   size_t token_offset_ = 0;  // text_offset of the next token
 };
 
-class OpenAiCompletions : public WireFormat {
- public:
-  std::string endpoint() const override { return "/v1/completions"; }
-  std::string id_prefix() const override { return "cmpl-"; }
-  std::variant<CompletionRequest, ApiError> Parse(std::string_view body) const override {
-    return ParseLegacyCompletionRequest(body);
-  }
-  std::string Body(const CompletionRequest& req, const CompletionResult& r) const override {
-    return CompletionBody(r, req.logprobs);
-  }
-  std::unique_ptr<StreamEncoder> NewStream(const CompletionRequest& req,
-                                           const CompletionResult& header) const override {
-    return std::make_unique<CompletionStream>(req, header);
-  }
-};
-
 }  // namespace
 
 std::variant<CompletionRequest, ApiError> ParseLegacyCompletionRequest(std::string_view body_text) {
@@ -160,7 +127,6 @@ std::variant<CompletionRequest, ApiError> ParseLegacyCompletionRequest(std::stri
   if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
   nlohmann::ordered_json ordered = std::move(std::get<nlohmann::ordered_json>(parsed));
   const json& body = req.raw;
-  if (auto err = RejectUnsupportedFields(body)) return *err;
   auto prompt = body.find("prompt");
   if (prompt == body.end()) return BadRequest("prompt", "'prompt' is required");
   if (auto err = ParsePrompt(*prompt, &req)) return *err;
@@ -183,19 +149,16 @@ std::variant<CompletionRequest, ApiError> ParseLegacyCompletionRequest(std::stri
 std::string CompletionBody(const CompletionResult& r, bool with_logprobs) {
   json choice = {{"index", 0}, {"text", r.text}, {"finish_reason", r.finish_reason}};
   choice["logprobs"] = with_logprobs ? LegacyLogprobs(r.logprobs, 0) : json(nullptr);
-  json body = {{"id", r.id},
-               {"object", "text_completion"},
-               {"created", r.created},
-               {"model", r.model},
-               {"system_fingerprint", r.system_fingerprint},
-               {"choices", json::array({choice})},
-               {"usage", UsageJson(r)},
-               {"trace", TraceExtension(r)}};
-  return DumpJson(body);
+  return DumpJson(ResponseJson(r, "text_completion", std::move(choice)));
 }
 
 const WireFormat& OpenAiCompletionsFormat() {
-  static const OpenAiCompletions format;
+  static const OpenAiFormat format(
+      {"/v1/completions", "cmpl-", &ParseLegacyCompletionRequest, &CompletionBody,
+       [](const CompletionRequest& req,
+          const CompletionResult& h) -> std::unique_ptr<StreamEncoder> {
+         return std::make_unique<CompletionStream>(req, h);
+       }});
   return format;
 }
 
