@@ -66,7 +66,14 @@ Status HttpFrontend::Start() {
   }
   port_ = port;
   WidenListenBacklog(port);
-  thread_ = std::thread([this] { http_.listen_after_bind(); });
+  listen_returned_ = false;
+  thread_ = std::thread([this] {
+    http_.listen_after_bind();
+    listen_returned_ = true;
+  });
+  // httplib's stop() does nothing until the listening loop runs: a Stop() right after
+  // Start() (an agent that fails at once) would otherwise leave the thread in accept().
+  while (!http_.is_running() && !listen_returned_) std::this_thread::yield();
   return Status::Ok();
 }
 

@@ -54,6 +54,7 @@ class HttpFrontend {
   httplib::Server http_;
   int port_ = 0;
   std::thread thread_;
+  std::atomic<bool> listen_returned_{false};
 };
 
 }  // namespace trace::recorder
