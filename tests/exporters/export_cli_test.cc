@@ -22,6 +22,7 @@
 #include "exporters/otlp_trace.h"
 #include "store/export.h"
 #include "store/store.h"
+#include "tests/common/shell.h"
 #include "tests/common/temp_dir.h"
 
 extern char** environ;
@@ -93,18 +94,8 @@ chat(messages, max_tokens=8, temperature=0)
 print("done with " + S["slack"] + " and " + key, flush=True)
 )PY";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using ::trace::testing::ReadWholeFile;
+using ::trace::testing::ShellQuote;
 
 struct CmdResult {
   int exit_code = -1;
@@ -117,24 +108,25 @@ CmdResult Trace(const std::string& dir, const std::string& store,
                 const std::vector<std::string>& args,
                 const std::map<std::string, std::string>& env = {}) {
   std::string cmd;
-  for (const auto& [k, v] : env) cmd += k + "=" + Quote(v) + " ";
-  cmd += Quote(kTrace) + " --store " + Quote(store);
-  for (const auto& a : args) cmd += " " + Quote(a);
+  for (const auto& [k, v] : env) cmd += k + "=" + ShellQuote(v) + " ";
+  cmd += ShellQuote(kTrace) + " --store " + ShellQuote(store);
+  for (const auto& a : args) cmd += " " + ShellQuote(a);
   cmd += " >" + dir + "/cmd.out 2>" + dir + "/cmd.err";
   int status = std::system(cmd.c_str());
   CmdResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadFile(dir + "/cmd.out");
-  r.err = ReadFile(dir + "/cmd.err");
+  r.out = ReadWholeFile(dir + "/cmd.out");
+  r.err = ReadWholeFile(dir + "/cmd.err");
   return r;
 }
 
 // protobufjs' decode of an OTLP protobuf file, as OTLP/JSON.
 json NodeDecode(const std::string& file) {
   std::string out = file + ".node.json";
-  std::string cmd = "node " + Quote(kTool) + " decode " + Quote(file) + " >" + Quote(out);
+  std::string cmd =
+      "node " + ShellQuote(kTool) + " decode " + ShellQuote(file) + " >" + ShellQuote(out);
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  return json::parse(ReadFile(out), nullptr, false);
+  return json::parse(ReadWholeFile(out), nullptr, false);
 }
 
 // The loopback OTLP/HTTP receiver (otlp_tool.js serve), stopped by closing its stdin.
@@ -175,7 +167,7 @@ class Receiver {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::vector<json> Requests() const {
     std::vector<json> out;
-    std::istringstream in(ReadFile(log_));
+    std::istringstream in(ReadWholeFile(log_));
     for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
     return out;
   }
@@ -230,16 +222,16 @@ class ExportCliTest : public ::testing::Test {
         engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed, d + "/model").ok());
     std::ofstream(d + "/agent.py") << kAgentScript;
     json planted = Planted();
-    std::string cmd = "CLIENT_DIR=" + Quote(kClientDir) + " PLANTED=" + Quote(planted.dump()) +
-                      " TOKEN_FILE=" + Quote(d + "/token") +
-                      " PLANTED_DB_PASSWORD=" + Quote(Planted()["env"]) + " " + Quote(kTrace) +
-                      " --store " + Quote(d + "/traces.db") + " record --model " +
-                      Quote(d + "/model") + " --seed 5 -- python3 " + Quote(d + "/agent.py") +
-                      " >" + d + "/record.out 2>&1";
+    std::string cmd =
+        "CLIENT_DIR=" + ShellQuote(kClientDir) + " PLANTED=" + ShellQuote(planted.dump()) +
+        " TOKEN_FILE=" + ShellQuote(d + "/token") +
+        " PLANTED_DB_PASSWORD=" + ShellQuote(Planted()["env"]) + " " + ShellQuote(kTrace) +
+        " --store " + ShellQuote(d + "/traces.db") + " record --model " + ShellQuote(d + "/model") +
+        " --seed 5 -- python3 " + ShellQuote(d + "/agent.py") + " >" + d + "/record.out 2>&1";
     int status = std::system(cmd.c_str());
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(d + "/record.out");
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadWholeFile(d + "/record.out");
     secrets_ = new std::map<std::string, std::string>(Planted());
-    (*secrets_)["run_token"] = ReadFile(d + "/token");
+    (*secrets_)["run_token"] = ReadWholeFile(d + "/token");
     ASSERT_EQ((*secrets_)["run_token"].rfind("trace-", 0), 0u);
     store::StoreOptions o;
     o.read_only = true;
@@ -318,7 +310,7 @@ void ExportCliTest::NoRedactedExportHoldsAPlantedSecret() {
   // The planted secrets are all in the recording: --no-redact exports every one of them.
   auto r = Export({"--no-redact", "-o", Dir() + "/raw.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  json raw = json::parse(ReadFile(Dir() + "/raw.json"));
+  json raw = json::parse(ReadWholeFile(Dir() + "/raw.json"));
   EXPECT_EQ(raw["redaction"]["applied"], false);
   std::string raw_text = ReadableText(raw);
   for (const auto& e : raw["events"]) {
@@ -327,13 +319,13 @@ void ExportCliTest::NoRedactedExportHoldsAPlantedSecret() {
   EXPECT_EQ(Leaks(raw_text), all);
   r = Export({"--no-redact", "--format", "otlp", "--content", "-o", Dir() + "/raw.pb"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(Leaks(ReadFile(Dir() + "/raw.pb")), all);
+  EXPECT_EQ(Leaks(ReadWholeFile(Dir() + "/raw.pb")), all);
 
   // Redacted (the default): none of them, in any format, whatever the decoding.
   r = Export({"-o", Dir() + "/red.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("redacted "), std::string::npos) << r.err;
-  std::string red_bytes = ReadFile(Dir() + "/red.json");
+  std::string red_bytes = ReadWholeFile(Dir() + "/red.json");
   json red = json::parse(red_bytes);
   std::string red_text = red_bytes + ReadableText(red);
   for (const auto& e : red["events"]) {
@@ -352,7 +344,7 @@ void ExportCliTest::NoRedactedExportHoldsAPlantedSecret() {
     std::string file = Dir() + "/red." + format;
     r = Export({"--format", format, "--content", "-o", file});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    std::string bytes = ReadFile(file);
+    std::string bytes = ReadWholeFile(file);
     EXPECT_EQ(Leaks(bytes), std::vector<std::string>{}) << format;
     json decoded = std::string(format) == "otlp" ? NodeDecode(file) : json::parse(bytes);
     ASSERT_FALSE(decoded.is_discarded()) << format;
@@ -372,7 +364,7 @@ void ExportCliTest::NoRedactedExportHoldsAPlantedSecret() {
 void ExportCliTest::RedactedExportSaysWhatWasRedactedAndTokenIdsGoWithTheText() {
   auto r = Export({"-o", Dir() + "/red2.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  json doc = json::parse(ReadFile(Dir() + "/red2.json"));
+  json doc = json::parse(ReadWholeFile(Dir() + "/red2.json"));
   const json& red = doc["redaction"];
   EXPECT_EQ(red["applied"], true);
   EXPECT_NE(red["note"].get<std::string>().find("tokens level"), std::string::npos);
@@ -423,13 +415,13 @@ void ExportCliTest::OtlpProtobufDecodesWithTheOfficialDefinitionsAndEqualsOtlpJs
     args.insert(args.end(), {"--format", "otlp-json", "-o", Dir() + "/t.json"});
     ASSERT_EQ(Export(args).exit_code, 0);
     json from_node = NodeDecode(Dir() + "/t.pb");
-    json ours = json::parse(ReadFile(Dir() + "/t.json"));
+    json ours = json::parse(ReadWholeFile(Dir() + "/t.json"));
     EXPECT_EQ(from_node, ours) << "content=" << content;
   }
   // stdout gives the same OTLP/JSON document.
   auto r = Export({"--format", "otlp-json", "--content"});
   ASSERT_EQ(r.exit_code, 0);
-  EXPECT_EQ(json::parse(r.out), json::parse(ReadFile(Dir() + "/t.json")));
+  EXPECT_EQ(json::parse(r.out), json::parse(ReadWholeFile(Dir() + "/t.json")));
 }
 
 void ExportCliTest::SpansCarryTheRecordedFacts() {
@@ -521,7 +513,7 @@ void ExportCliTest::PostsToALoopbackCollectorWithHeaders() {
   EXPECT_EQ(summary["otlp"]["spans"], spans.size());
   // What arrived is what --format otlp writes.
   ASSERT_EQ(Export({"--format", "otlp-json", "-o", Dir() + "/same.json"}).exit_code, 0);
-  EXPECT_EQ(requests[0]["decoded"], json::parse(ReadFile(Dir() + "/same.json")));
+  EXPECT_EQ(requests[0]["decoded"], json::parse(ReadWholeFile(Dir() + "/same.json")));
   EXPECT_EQ(summary["redaction"]["applied"], true);
 }
 
