@@ -374,6 +374,7 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
     a.Str("gen_ai.provider.name",
           ProviderName(proxied && server.ok() ? server->host : "", format, proxied));
     if (!c.model().empty()) a.Str("gen_ai.request.model", c.model());
+    a.Str("gen_ai.conversation.id", run_id);  // the run is the session that groups the calls
     const proto::SamplingParams& p = c.params();
     a.Double("gen_ai.request.temperature", Decimal(p.temperature()));
     if (p.top_p() > 0) a.Double("gen_ai.request.top_p", Decimal(p.top_p()));
@@ -559,7 +560,7 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
   a.Str("gen_ai.provider.name", ProviderName(proxied && server.ok() ? server->host : "",
                                              WireFormat::kChatCompletions, proxied));
   if (!agent.empty()) a.Str("gen_ai.agent.name", agent);
-  a.Str("gen_ai.agent.id", run_id);
+  a.Str("gen_ai.conversation.id", run_id);
   if (!request_model.empty()) a.Str("gen_ai.request.model", request_model);
   a.Int("gen_ai.usage.input_tokens", input_tokens_total);
   a.Int("gen_ai.usage.output_tokens", output_tokens_total);

@@ -239,6 +239,7 @@ TEST(OtlpTraceTest, SpanTreeNamesKindsAndTimesComeFromTheRecording) {
   EXPECT_EQ(ca.at("gen_ai.operation.name")->string_value(), "chat");
   EXPECT_EQ(ca.at("gen_ai.provider.name")->string_value(), "trace");
   EXPECT_EQ(ca.at("gen_ai.request.model")->string_value(), "demo-tiny");
+  EXPECT_EQ(ca.at("gen_ai.conversation.id")->string_value(), "01ARZ3NDEKTSV4RRFFQ69G5FAV");
   EXPECT_EQ(ca.at("gen_ai.request.temperature")->double_value(), 0.7);  // not 0.69999998
   EXPECT_EQ(ca.at("gen_ai.request.top_p")->double_value(), 0.9);
   EXPECT_EQ(ca.at("gen_ai.request.top_k")->double_value(), 40.0);
