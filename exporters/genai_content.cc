@@ -1,5 +1,7 @@
 #include "exporters/genai_content.h"
 
+#include <utility>
+
 namespace trace::exporters {
 namespace {
 
@@ -101,6 +103,24 @@ json ChatToolCallParts(const json& tool_calls) {
 
 // ---- requests ---------------------------------------------------------------------
 
+// gen_ai.tool.definitions from the request's "tools": `definition(tool)` gives the object
+// holding name and description, and the key its parameter schema is under.
+template <typename Definition>
+void ToolDefinitions(const json& req, GenAiContent* out, const Definition& definition) {
+  const json* tools = Field(req, "tools");
+  if (!tools || !tools->is_array() || tools->empty()) return;
+  out->tool_definitions = json::array();
+  for (const json& t : *tools) {
+    auto [def, params_key] = definition(t);
+    std::string type = Str(t, "type");
+    json d = {{"type", type.empty() || type == "custom" ? "function" : type},
+              {"name", Str(*def, "name")}};
+    if (const json* desc = Field(*def, "description")) d["description"] = *desc;
+    if (const json* params = Field(*def, params_key)) d["parameters"] = *params;
+    out->tool_definitions.push_back(std::move(d));
+  }
+}
+
 void ChatRequest(const json& req, GenAiContent* out) {
   const json* messages = Field(req, "messages");
   if (messages && messages->is_array()) {
@@ -123,19 +143,10 @@ void ChatRequest(const json& req, GenAiContent* out) {
       out->input_messages.push_back(std::move(msg));
     }
   }
-  const json* tools = Field(req, "tools");
-  if (tools && tools->is_array() && !tools->empty()) {
-    out->tool_definitions = json::array();
-    for (const json& t : *tools) {
-      const json* f = Field(t, "function");
-      const json& def = f ? *f : t;
-      json d = {{"type", Str(t, "type").empty() ? "function" : Str(t, "type")},
-                {"name", Str(def, "name")}};
-      if (const json* desc = Field(def, "description")) d["description"] = *desc;
-      if (const json* params = Field(def, "parameters")) d["parameters"] = *params;
-      out->tool_definitions.push_back(std::move(d));
-    }
-  }
+  ToolDefinitions(req, out, [](const json& t) {
+    const json* f = Field(t, "function");  // {"type":"function","function":{...}}
+    return std::make_pair(f ? f : &t, "parameters");
+  });
 }
 
 void CompletionsRequest(const json& req, GenAiContent* out) {
@@ -180,17 +191,7 @@ void ResponsesRequest(const json& req, GenAiContent* out) {
       }
     }
   }
-  const json* tools = Field(req, "tools");
-  if (tools && tools->is_array() && !tools->empty()) {
-    out->tool_definitions = json::array();
-    for (const json& t : *tools) {
-      json d = {{"type", Str(t, "type").empty() ? "function" : Str(t, "type")},
-                {"name", Str(t, "name")}};
-      if (const json* desc = Field(t, "description")) d["description"] = *desc;
-      if (const json* params = Field(t, "parameters")) d["parameters"] = *params;
-      out->tool_definitions.push_back(std::move(d));
-    }
-  }
+  ToolDefinitions(req, out, [](const json& t) { return std::make_pair(&t, "parameters"); });
 }
 
 json AnthropicBlocks(const json& content) {
@@ -224,18 +225,7 @@ void AnthropicRequest(const json& req, GenAiContent* out) {
           Message(Str(m, "role"), content ? AnthropicBlocks(*content) : json::array()));
     }
   }
-  const json* tools = Field(req, "tools");
-  if (tools && tools->is_array() && !tools->empty()) {
-    out->tool_definitions = json::array();
-    for (const json& t : *tools) {
-      json d = {{"type", Str(t, "type").empty() || Str(t, "type") == "custom" ? "function"
-                                                                              : Str(t, "type")},
-                {"name", Str(t, "name")}};
-      if (const json* desc = Field(t, "description")) d["description"] = *desc;
-      if (const json* schema = Field(t, "input_schema")) d["parameters"] = *schema;
-      out->tool_definitions.push_back(std::move(d));
-    }
-  }
+  ToolDefinitions(req, out, [](const json& t) { return std::make_pair(&t, "input_schema"); });
 }
 
 // ---- responses --------------------------------------------------------------------
