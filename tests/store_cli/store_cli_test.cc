@@ -10,6 +10,7 @@
 
 #include "store/export.h"
 #include "store/store.h"
+#include "tests/common/shell.h"
 #include "tests/store/store_test_util.h"
 
 namespace trace::store {
@@ -25,18 +26,8 @@ struct CliResult {
   std::string err;
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using ::trace::testing::ReadWholeFile;
+using ::trace::testing::ShellQuote;
 
 // Runs `trace --store STORE ARGS...`, capturing stdout, stderr and the exit code.
 CliResult Trace(const TempDir& dir, const std::string& store,
@@ -48,8 +39,8 @@ CliResult Trace(const TempDir& dir, const std::string& store,
   int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadFile(dir.file("stdout"));
-  r.err = ReadFile(dir.file("stderr"));
+  r.out = ReadWholeFile(dir.file("stdout"));
+  r.err = ReadWholeFile(dir.file("stderr"));
   return r;
 }
 
@@ -185,11 +176,14 @@ TEST_F(StoreCliTest, ShowPrintsATimeline) {
 TEST_F(StoreCliTest, ExportJsonIsLossless) {
   const std::string id = "01JD0000000000000000000AAA";
   std::string out_file = dir_.file("export.json");
-  auto r = Trace(dir_, path_,
-                 {"export", "01JD0000000000000000000AA", "--format", "json", "-o", out_file});
+  // Lossless means not redacted (redaction is the default; tests/exporters covers it).
+  auto r = Trace(
+      dir_, path_,
+      {"export", "01JD0000000000000000000AA", "--format", "json", "--no-redact", "-o", out_file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto j = nlohmann::json::parse(ReadFile(out_file));
+  auto j = nlohmann::json::parse(ReadWholeFile(out_file));
   EXPECT_EQ(j["format"], "trace-run");
+  EXPECT_EQ(j["redaction"]["applied"], false);
   EXPECT_EQ(j["header"]["run_id"], id);
   const auto& want = written_[id];
   ASSERT_EQ(j["events"].size(), want.size());
@@ -203,9 +197,9 @@ TEST_F(StoreCliTest, ExportJsonIsLossless) {
   ASSERT_TRUE(JsonToMessage(j["header"].dump(), &header).ok());
   EXPECT_EQ(header.argv_size(), 3);
   // stdout gives the same document.
-  r = Trace(dir_, path_, {"export", id});
+  r = Trace(dir_, path_, {"export", id, "--no-redact"});
   ASSERT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.out, ReadFile(out_file));
+  EXPECT_EQ(r.out, ReadWholeFile(out_file));
   r = Trace(dir_, path_, {"export", id, "--format", "xml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("export format 'xml'"), std::string::npos);
