@@ -47,15 +47,21 @@ class ServerTest : public ::testing::Test {
 
   std::unique_ptr<Server> StartServer(SchedulerOptions so = {}, RunLog* log = nullptr,
                                       std::vector<std::string> served_names = {}) {
+    ServerOptions opts;
+    opts.served_model_names = std::move(served_names);
+    return StartServerWith(opts, log, so);
+  }
+
+  // A server with these options (the test key and run seed 11 unless set).
+  std::unique_ptr<Server> StartServerWith(ServerOptions opts, RunLog* log = nullptr,
+                                          SchedulerOptions so = {}) {
     engine::EngineOptions eo;
     eo.threads = 2;
     auto backend = LoadLocalBackend(*model_dir_, eo, so, /*hash_weights=*/false);
     EXPECT_TRUE(backend.ok()) << backend.status().message();
     if (!backend.ok()) return nullptr;
-    ServerOptions opts;
-    opts.api_key = kKey;
-    opts.run_seed = 11;
-    opts.served_model_names = std::move(served_names);
+    if (opts.api_key.empty()) opts.api_key = kKey;
+    if (opts.run_seed == 0) opts.run_seed = 11;
     auto server = Server::CreateLocal(std::move(backend).value(), opts);
     server->SetRunLog(log);
     Status st = server->Start();
