@@ -1,5 +1,6 @@
 #include "recorder/secrets.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -7,12 +8,6 @@
 
 namespace trace::recorder {
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // The words of a flag or variable name: "--hf_API-key" -> {"hf", "api", "key"}.
 std::vector<std::string> NameWords(std::string_view name) {
@@ -49,7 +44,9 @@ bool IsSecretName(std::string_view name) {
 
 // "Authorization: Bearer T", "Bearer T", "token T" inside one argument.
 std::string RedactBearer(const std::string& arg) {
-  std::string lower = Lower(arg);
+  std::string lower = arg;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   for (std::string_view scheme : {"bearer ", "basic ", "token "}) {
     size_t at = lower.find(scheme);
     if (at == std::string::npos) continue;

@@ -24,6 +24,30 @@ ConnectionLimits LimitsFrom(const ServerOptions& o) {
   return limits;
 }
 
+// Why a request body could not be read (Connection::ReadBody).
+ApiError BodyReadError(Connection::BodyResult result) {
+  ApiError e;
+  switch (result) {
+    case Connection::BodyResult::kTooLarge:
+      e.http_status = 413;
+      e.code = "body_too_large";
+      e.message = "the request body exceeds the limit";
+      break;
+    case Connection::BodyResult::kTimedOut:
+      e.http_status = 408;
+      e.code = "read_timeout";
+      e.message = "the request body did not arrive within the read timeout";
+      break;
+    case Connection::BodyResult::kMalformed:
+      e.code = "invalid_framing";
+      e.message = "malformed chunked request body";
+      break;
+    default:
+      e.message = "the client closed the connection before its request body arrived";
+  }
+  return e;
+}
+
 // A connection closed at the cap just as its request head completed.
 ApiError ConnectionEvicted() {
   ApiError e;
@@ -110,6 +134,7 @@ HttpFrontend::~HttpFrontend() {
 }
 
 Status HttpFrontend::Start() {
+  http_.ResetStop();
   int port = options_.port == 0
                  ? http_.bind_to_any_port(options_.host)
                  : (http_.bind_to_port(options_.host, options_.port) ? options_.port : -1);
@@ -222,33 +247,18 @@ httplib::Server::HandlerResponse HttpFrontend::PreRoute(const httplib::Request& 
   // The body, read here (capped and timed) so that every route gets it checked; httplib
   // then reads the same bytes from the connection's buffer.
   std::string_view body;
-  ApiError e;
-  switch (conn->ReadBody(req, options_.limits.max_body_bytes, &body)) {
-    case Connection::BodyResult::kOk:
-      if (std::optional<size_t> at = FindJsonDepthExcess(body)) {
-        e = JsonTooDeep("request body", *at);
-        break;
-      }
-      return HR::Unhandled;
-    case Connection::BodyResult::kTooLarge:
-      e.http_status = 413;
-      e.code = "body_too_large";
-      e.message = "the request body exceeds the limit of " +
-                  std::to_string(options_.limits.max_body_bytes) + " bytes (--max-body-bytes)";
-      break;
-    case Connection::BodyResult::kTimedOut:
-      e.http_status = 408;
-      e.code = "read_timeout";
-      e.message = "the request body did not arrive within " +
-                  std::to_string(options_.limits.read_timeout_ms) + " ms";
-      break;
-    case Connection::BodyResult::kMalformed:
-      e.code = "invalid_framing";
-      e.message = "malformed chunked request body";
-      break;
-    case Connection::BodyResult::kClosed:
-      e.message = "the client closed the connection before its request body arrived";
-      break;
+  const Connection::BodyResult read = conn->ReadBody(req, options_.limits.max_body_bytes, &body);
+  std::optional<size_t> too_deep;
+  if (read == Connection::BodyResult::kOk) {
+    too_deep = FindJsonDepthExcess(body);
+    if (!too_deep) return HR::Unhandled;
+  }
+  ApiError e = too_deep ? JsonTooDeep("request body", *too_deep) : BodyReadError(read);
+  if (read == Connection::BodyResult::kTooLarge) {
+    e.message +=
+        " of " + std::to_string(options_.limits.max_body_bytes) + " bytes (--max-body-bytes)";
+  } else if (read == Connection::BodyResult::kTimedOut) {
+    e.message += " (" + std::to_string(options_.limits.read_timeout_ms) + " ms)";
   }
   Reject(req, e);
   Refuse(res, e);

@@ -418,6 +418,7 @@ Connection::BodyResult Connection::ReadBody(const httplib::Request& req, size_t 
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), length);
   if (ec != std::errc() || end != text.data() + text.size()) return BodyResult::kMalformed;
   if (length > max_bytes) return BodyResult::kTooLarge;
+  in_.reserve(pos_ + static_cast<size_t>(length));  // one allocation, not a doubling series
   Fill f = FillTo(static_cast<size_t>(length), body_deadline_);
   if (f != Fill::kOk) return from_fill(f);
   *body = std::string_view(in_.data() + pos_, static_cast<size_t>(length));
@@ -513,6 +514,11 @@ GuardedHttpServer::~GuardedHttpServer() {
 void GuardedHttpServer::BeginStop() {
   uint64_t one = 1;
   (void)!::write(stop_fd_, &one, sizeof one);
+}
+
+void GuardedHttpServer::ResetStop() {
+  uint64_t value = 0;
+  (void)!::read(stop_fd_, &value, sizeof value);  // non-blocking: clears a pending stop
 }
 
 ConnectionStats GuardedHttpServer::stats() const {

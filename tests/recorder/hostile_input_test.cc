@@ -154,41 +154,31 @@ httplib::Headers Auth() {
   return {{"Authorization", std::string("Bearer ") + kKey}};
 }
 
-// A store and an open run for the server to record into.
-struct Recording {
-  explicit Recording(const std::string& name) : dir(TempDir(name)) {
-    auto s = store::Store::Open(dir + "/t.db");
-    EXPECT_TRUE(s.ok()) << s.status().message();
-    store = std::move(s).value();
-    auto w = store->BeginRun(proto::RunHeader());
-    EXPECT_TRUE(w.ok());
-    run_id = (*w)->run_id();
-    log = std::make_unique<RunLog>(std::move(w).value(), 3);
+std::map<std::string, int> NoteTopics(const std::vector<proto::Event>& events) {
+  std::map<std::string, int> n;
+  for (const proto::Event& e : events) {
+    if (e.has_note()) ++n[e.note().topic()];
   }
-  ~Recording() { fs::remove_all(dir); }
-  std::vector<proto::Event> End() {
-    EXPECT_TRUE(log->writer().End(proto::RunEnd()).ok());
-    auto events = store->LoadEvents(run_id);
-    EXPECT_TRUE(events.ok());
-    return events.ok() ? *events : std::vector<proto::Event>{};
+  return n;
+}
+}
+std::map<std::string, int> NoteTopics(const std::vector<proto::Event>& events) {
+  std::map<std::string, int> n;
+  for (const proto::Event& e : events) {
+    if (e.has_note()) ++n[e.note().topic()];
   }
-  std::map<std::string, int> NoteTopics(const std::vector<proto::Event>& events) {
-    std::map<std::string, int> n;
-    for (const proto::Event& e : events) {
-      if (e.has_note()) ++n[e.note().topic()];
-    }
-    return n;
-  }
-  std::string dir;
-  std::unique_ptr<store::Store> store;
-  std::string run_id;
-  std::unique_ptr<RunLog> log;
+  return n;
+}
+std::string dir;
+std::unique_ptr<store::Store> store;
+std::string run_id;
+std::unique_ptr<RunLog> log;
 };
 
 using HostileInputTest = ServerTest;
 
 TEST_F(HostileInputTest, JsonNestedHundredThousandLevelsIsA400OnEveryRoute) {
-  Recording rec("deep");
+  RecordedRun rec("deep");
   auto server = StartServer({}, rec.log.get());
   ASSERT_TRUE(server);
   // The proxy's routes too: it forwards to the local server, with its key.
@@ -239,7 +229,7 @@ TEST_F(HostileInputTest, JsonNestedHundredThousandLevelsIsA400OnEveryRoute) {
   unsetenv("TRACE_UPSTREAM_API_KEY");
   (*proxy)->Stop();
   server->Stop();
-  std::map<std::string, int> notes = rec.NoteTopics(rec.End());
+  std::map<std::string, int> notes = NoteTopics(rec.End());
   // Authenticated bad requests are still recorded one by one (4 routes x 4 bodies + chunked).
   EXPECT_EQ(notes["rejected_request"], 17);
 }
@@ -441,7 +431,7 @@ TEST_F(HostileInputTest, AtTheCapANewConnectionIsRefusedOnlyWhenAllAreBusy) {
 }
 
 TEST_F(HostileInputTest, UnauthenticatedFloodIsCountedNotStored) {
-  Recording rec("flood");
+  RecordedRun rec("flood");
   auto server = StartServer({}, rec.log.get());
   ASSERT_TRUE(server);
   const int kFlood = 300;
@@ -456,7 +446,7 @@ TEST_F(HostileInputTest, UnauthenticatedFloodIsCountedNotStored) {
   EXPECT_EQ(server->http_stats().unauthenticated, static_cast<uint64_t>(kFlood));
   server->Stop();
   std::vector<proto::Event> events = rec.End();
-  std::map<std::string, int> notes = rec.NoteTopics(events);
+  std::map<std::string, int> notes = NoteTopics(events);
   EXPECT_EQ(notes["refused_requests"], 2);  // the first, and the summary
   EXPECT_EQ(notes["rejected_request"], 0);
   EXPECT_LT(events.size(), 10u);
@@ -468,7 +458,7 @@ TEST_F(HostileInputTest, UnauthenticatedFloodIsCountedNotStored) {
 }
 
 TEST_F(HostileInputTest, ForeignHostAndOriginAreRefused) {
-  Recording rec("origin");
+  RecordedRun rec("origin");
   ServerOptions o;
   o.limits.allowed_origins = {"http://localhost:5173"};
   auto server = StartServerWith(o, rec.log.get());
@@ -522,11 +512,11 @@ TEST_F(HostileInputTest, ForeignHostAndOriginAreRefused) {
     if (e.has_note() && e.note().topic() == "agent") ++agent_notes;
   }
   EXPECT_EQ(agent_notes, 3);  // only the three admitted posts
-  EXPECT_EQ(rec.NoteTopics(events)["refused_requests"], 2);
+  EXPECT_EQ(NoteTopics(events)["refused_requests"], 2);
 }
 
 TEST_F(HostileInputTest, ClockValuesOutOfRangeAreA400) {
-  Recording rec("clock");
+  RecordedRun rec("clock");
   auto server = StartServer({}, rec.log.get());
   ASSERT_TRUE(server);
   for (const char* bad :
