@@ -37,6 +37,8 @@ struct HttpLimits {
   // How long a request head may take from its first byte, and its body after the head.
   int header_timeout_ms = 10'000;
   int read_timeout_ms = 30'000;
+  // How long an idle keep-alive connection is kept open between requests.
+  int keep_alive_timeout_ms = 5'000;
   // Web origins whose browser requests are served ("*": any); others get a 403. Requests
   // whose Host is neither a loopback name nor the server's --host get a 403 too (DNS
   // rebinding).

@@ -2,9 +2,10 @@
 // server/http_connections: admission checks, body read before routing, its own connection
 // loop) costs against the plain cpp-httplib server it replaced (a fixed pool of 80
 // threads, the key compared in the handler), both serving the same trivial POST route in
-// the same run, alternating, best of 3 rounds (docs/recorder.md):
+// the same run, back to back in each of R rounds; the ratios are per round, their median
+// reported (docs/recorder.md):
 //
-//   http_layer_bench [--requests N]
+//   http_layer_bench [--requests N] [--rounds R]
 //
 // 1. p50 / p99 latency of small POSTs (1 KiB JSON) on one keep-alive connection;
 // 2. requests/s of 8 concurrent keep-alive clients sending small POSTs;
@@ -159,42 +160,66 @@ double LargeBodyMiBps(const Target& t, int n) {
          std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The median of `v` (copied: sorted here).
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One figure across rounds: the hardened layer's and plain httplib's value per round.
+struct Figure {
+  std::vector<double> guarded, plain, ratio;
+  void Add(double g, double p) {
+    guarded.push_back(g);
+    plain.push_back(p);
+    ratio.push_back(g / p);
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int requests = 2000;
+  int rounds = 5;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--requests")) requests = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--rounds")) rounds = std::max(1, std::atoi(argv[i + 1]));
   }
-  Latency best_plain{1e18, 1e18}, best_guarded{1e18, 1e18};
-  double rps_plain = 0, rps_guarded = 0, mib_plain = 0, mib_guarded = 0;
-  for (int round = 0; round < 3; ++round) {
-    for (bool guarded : {false, true}) {
+  Figure p50, p99, rps, mib;
+  for (int round = 0; round < rounds; ++round) {
+    // Both servers back to back in each round, the order alternating, so that a change in
+    // the machine's load falls on both; the ratio is taken within the round.
+    Latency lat[2];
+    double r[2], m[2];
+    for (int k = 0; k < 2; ++k) {
+      const bool guarded = (round + k) % 2 == 1;
       std::unique_ptr<Target> t;
       if (guarded) {
         t = std::make_unique<GuardedTarget>();
       } else {
         t = std::make_unique<PlainTarget>();
       }
-      Latency l = KeepAliveLatency(*t, requests);
-      double rps = ConcurrentRps(*t, requests, 8);
-      double mib = LargeBodyMiBps(*t, std::max(10, requests / 40));
-      Latency& best = guarded ? best_guarded : best_plain;
-      best.p50_us = std::min(best.p50_us, l.p50_us);
-      best.p99_us = std::min(best.p99_us, l.p99_us);
-      (guarded ? rps_guarded : rps_plain) = std::max(guarded ? rps_guarded : rps_plain, rps);
-      (guarded ? mib_guarded : mib_plain) = std::max(guarded ? mib_guarded : mib_plain, mib);
+      lat[guarded] = KeepAliveLatency(*t, requests);
+      r[guarded] = ConcurrentRps(*t, requests, 8);
+      m[guarded] = LargeBodyMiBps(*t, std::max(10, requests / 40));
     }
+    p50.Add(lat[1].p50_us, lat[0].p50_us);
+    p99.Add(lat[1].p99_us, lat[0].p99_us);
+    rps.Add(r[1], r[0]);
+    mib.Add(m[1], m[0]);
   }
-  std::printf("http_layer_bench: %d requests per figure, best of 3 alternating rounds\n", requests);
   std::printf(
-      "keep-alive 1 KiB POST latency  p50 %.1f us vs %.1f us plain (%.2fx), "
-      "p99 %.1f us vs %.1f us (%.2fx)\n",
-      best_guarded.p50_us, best_plain.p50_us, best_guarded.p50_us / best_plain.p50_us,
-      best_guarded.p99_us, best_plain.p99_us, best_guarded.p99_us / best_plain.p99_us);
-  std::printf("8 clients, 1 KiB POSTs          %.0f req/s vs %.0f req/s plain (%.2fx)\n",
-              rps_guarded, rps_plain, rps_guarded / rps_plain);
-  std::printf("1 MiB POST bodies               %.0f MiB/s vs %.0f MiB/s plain (%.2fx)\n",
-              mib_guarded, mib_plain, mib_guarded / mib_plain);
+      "http_layer_bench: %d requests per figure, %d rounds (plain httplib and the hardened "
+      "layer back to back); medians over rounds, ratio = hardened / plain per round\n",
+      requests, rounds);
+  std::printf(
+      "keep-alive 1 KiB POST latency p50  %8.1f us vs %8.1f us plain  ratio %.2fx\n"
+      "keep-alive 1 KiB POST latency p99  %8.1f us vs %8.1f us plain  ratio %.2fx\n",
+      Median(p50.guarded), Median(p50.plain), Median(p50.ratio), Median(p99.guarded),
+      Median(p99.plain), Median(p99.ratio));
+  std::printf("8 clients, 1 KiB POSTs            %8.0f /s vs %8.0f /s plain  ratio %.2fx\n",
+              Median(rps.guarded), Median(rps.plain), Median(rps.ratio));
+  std::printf("1 MiB POST bodies                 %8.0f MiB/s vs %6.0f MiB/s plain  ratio %.2fx\n",
+              Median(mib.guarded), Median(mib.plain), Median(mib.ratio));
   return 0;
 }

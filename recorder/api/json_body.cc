@@ -1,5 +1,7 @@
 #include "recorder/api/json_body.h"
 
+#include <cstring>
+
 #include <string>
 
 namespace trace::recorder {
@@ -7,16 +9,32 @@ namespace trace::recorder {
 std::optional<size_t> FindJsonDepthExcess(std::string_view text, int max_depth) {
   int depth = 0;
   bool in_string = false;
+  const char* const data = text.data();
+  // The next '"' at or after i inside a string, kept across escapes so that a string of
+  // many escapes is scanned once, not once per escape.
+  size_t quote_at = 0;
+  bool quote_known = false;
   for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
     if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character cannot end the string
-      } else if (c == '"') {
+      // Strings are most of a request body's bytes (prompts): skip to the closing quote
+      // with memchr rather than byte by byte, then look for an escape before it.
+      if (!quote_known || quote_at < i) {
+        const void* quote = std::memchr(data + i, '"', text.size() - i);
+        if (quote == nullptr) return std::nullopt;  // unterminated: the parser's to report
+        quote_at = static_cast<size_t>(static_cast<const char*>(quote) - data);
+        quote_known = true;
+      }
+      const void* escape = std::memchr(data + i, '\\', quote_at - i);
+      if (escape == nullptr) {
+        i = quote_at;
         in_string = false;
+      } else {
+        // The escaped character cannot end the string.
+        i = static_cast<size_t>(static_cast<const char*>(escape) - data) + 1;
       }
       continue;
     }
+    const char c = data[i];
     switch (c) {
       case '"':
         in_string = true;

@@ -21,6 +21,8 @@ ConnectionLimits LimitsFrom(const ServerOptions& o) {
   limits.max_connections = std::max(1, o.limits.max_connections);
   limits.header_timeout = std::chrono::milliseconds(std::max(1, o.limits.header_timeout_ms));
   limits.read_timeout = std::chrono::milliseconds(std::max(1, o.limits.read_timeout_ms));
+  limits.keep_alive_timeout =
+      std::chrono::milliseconds(std::max(1, o.limits.keep_alive_timeout_ms));
   return limits;
 }
 

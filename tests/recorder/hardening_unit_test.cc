@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <random>
 #include <string>
 #include <variant>
 
@@ -51,6 +53,45 @@ TEST(JsonDepthTest, ScanCountsBracketsOutsideStringsOnly) {
   EXPECT_EQ(FindJsonDepthExcess("]]]][[", 1), 5u);
   EXPECT_FALSE(FindJsonDepthExcess(Nested(kMaxJsonDepth, '[', ']')));
   EXPECT_EQ(FindJsonDepthExcess(Nested(kMaxJsonDepth + 1, '[', ']')), size_t{kMaxJsonDepth});
+}
+
+// The scan skips strings with memchr; a plain byte-by-byte scan is its reference, over
+// random texts of brackets, quotes, escapes and letters (fixed seed).
+std::optional<size_t> ReferenceDepthExcess(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+TEST(JsonDepthTest, ScanAgreesWithAByteByByteReference) {
+  std::mt19937 rng(16);
+  const std::string alphabet = "[]{}\"\\a";
+  for (int trial = 0; trial < 20'000; ++trial) {
+    std::string text(rng() % 48, ' ');
+    for (char& c : text) c = alphabet[rng() % alphabet.size()];
+    const int max_depth = 1 + static_cast<int>(rng() % 4);
+    ASSERT_EQ(FindJsonDepthExcess(text, max_depth), ReferenceDepthExcess(text, max_depth))
+        << text << " max_depth " << max_depth;
+  }
+  // A string of 4 MiB of escapes is scanned once (linear), then the depth counts again.
+  const std::string escapes = "[\"" + std::string(4 << 20, '\\') + "\"[[]]]";
+  EXPECT_EQ(FindJsonDepthExcess(escapes, 2), escapes.size() - 4);
 }
 
 TEST(JsonDepthTest, HundredThousandLevelsAreA400InEveryParser) {
