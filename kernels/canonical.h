@@ -409,18 +409,18 @@ TRACE_HD void SumTail(float* lanes, const float* a, int64_t begin, int64_t n) {
   }
 }
 
-// CanonicalDot / CanonicalSum of kernels/kernels.h: the 32 chains, then the fold.
+// CanonicalDot / CanonicalSum of kernels/kernels.h: lane 0's chain, then each next lane's
+// chain folded in (lane by lane, so no array of 32 partials is needed: on a GPU thread that
+// keeps everything in registers).
 TRACE_HD float Dot(const float* a, const float* b, int64_t n) {
-  float lanes[kLanes];
-  for (int l = 0; l < kLanes; ++l) lanes[l] = 0.0f;
-  DotTail(lanes, a, b, 0, n);
-  return FoldLanes(lanes);
+  float total = LanePartialDot(a, b, n, 0);
+  for (int l = 1; l < kLanes; ++l) total = FoldStep(total, LanePartialDot(a, b, n, l));
+  return total;
 }
 TRACE_HD float Sum(const float* a, int64_t n) {
-  float lanes[kLanes];
-  for (int l = 0; l < kLanes; ++l) lanes[l] = 0.0f;
-  SumTail(lanes, a, 0, n);
-  return FoldLanes(lanes);
+  float total = LanePartialSum(a, n, 0);
+  for (int l = 1; l < kLanes; ++l) total = FoldStep(total, LanePartialSum(a, n, l));
+  return total;
 }
 
 }  // namespace trace::kernels::canonical
