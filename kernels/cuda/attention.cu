@@ -113,35 +113,11 @@ void Launch(const CudaContext& ctx, int64_t rows, const sc::AttentionArgs& args)
   }
 }
 
-}  // namespace
-
-void Attention(const CudaContext& ctx, const float* q, const float* k_cache, const float* v_cache,
-               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-               float* out) {
+// The arguments both entry points share.
+sc::AttentionArgs Args(const float* q, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                       float* scratch, int64_t scratch_stride, float* out) {
   sc::AttentionArgs args;
   args.q = q;
-  args.k0 = k_cache;
-  args.v0 = v_cache;
-  args.pos0 = pos;
-  args.heads = n_heads;
-  args.kv_heads = n_kv_heads;
-  args.head_dim = head_dim;
-  args.scale = canonical::AttentionScale(head_dim);
-  args.scratch = scratch;
-  args.scratch_stride = pos + 1;
-  args.out = out;
-  Launch(ctx, 1, args);
-}
-
-void AttentionRows(const CudaContext& ctx, const float* q, int64_t rows,
-                   const float* const* k_caches, const float* const* v_caches,
-                   const int32_t* positions, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                   float* scratch, int64_t scratch_stride, float* out) {
-  sc::AttentionArgs args;
-  args.q = q;
-  args.k_caches = k_caches;
-  args.v_caches = v_caches;
-  args.positions = positions;
   args.heads = n_heads;
   args.kv_heads = n_kv_heads;
   args.head_dim = head_dim;
@@ -149,6 +125,29 @@ void AttentionRows(const CudaContext& ctx, const float* q, int64_t rows,
   args.scratch = scratch;
   args.scratch_stride = scratch_stride;
   args.out = out;
+  return args;
+}
+
+}  // namespace
+
+void Attention(const CudaContext& ctx, const float* q, const float* k_cache, const float* v_cache,
+               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
+               float* out) {
+  sc::AttentionArgs args = Args(q, n_heads, n_kv_heads, head_dim, scratch, pos + 1, out);
+  args.k0 = k_cache;
+  args.v0 = v_cache;
+  args.pos0 = pos;
+  Launch(ctx, 1, args);
+}
+
+void AttentionRows(const CudaContext& ctx, const float* q, int64_t rows,
+                   const float* const* k_caches, const float* const* v_caches,
+                   const int32_t* positions, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                   float* scratch, int64_t scratch_stride, float* out) {
+  sc::AttentionArgs args = Args(q, n_heads, n_kv_heads, head_dim, scratch, scratch_stride, out);
+  args.k_caches = k_caches;
+  args.v_caches = v_caches;
+  args.positions = positions;
   Launch(ctx, rows, args);
 }
 

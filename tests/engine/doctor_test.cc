@@ -1,7 +1,6 @@
 // `trace doctor`: the machine fingerprint and the numerics self-test, through the library
 // (every CPU path present passes the pinned digests) and through the CLI (text and --json,
 // exit codes), as a user runs it.
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -49,25 +48,8 @@ TEST(Doctor, EveryCpuPathReproducesThePinnedDigests) {
   EXPECT_NE(text.find("kernel path   " + report.machine.cpu_isa_path), std::string::npos) << text;
 }
 
-struct Ran {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-Ran RunTrace(const std::string& args, const std::string& scratch) {
-  const std::string err_path = scratch + "/stderr.txt";
-  const std::string cmd = std::string(TRACE_BINARY_DIR) + "/bin/trace " + args + " 2>" + err_path;
-  Ran r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = testing::ReadAll(err_path);
-  return r;
-}
+using testing::Ran;
+using testing::RunTrace;
 
 TEST(DoctorCli, JsonNamesTheMachineAndEveryCheck) {
   testing::TempDir tmp;

@@ -6,7 +6,10 @@
 // Ownership: constants only. Thread safety: immutable. Errors: none.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace trace::gpu_shapes {
 
@@ -41,6 +44,24 @@ inline constexpr int64_t kRopeHeads = 14;
 inline constexpr int64_t kRopeMaxPos = 5000;
 
 inline constexpr int64_t kElementwiseLengths[] = {1, 31, 1000, 1024, 1025, 100003};
+
+// Exp's inputs: every `step`-th float bit pattern over [-110, 110] (both signs; the GPU test
+// uses 97, about 23 million floats) plus the special values and both borders.
+inline std::vector<float> ExpInputs(uint32_t step) {
+  std::vector<float> x;
+  for (uint32_t bits = 0; bits < 0x43000000u; bits += step) {
+    float v;
+    std::memcpy(&v, &bits, 4);
+    if (v > 110.0f) break;
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72283f, 88.7228394f, -103.97f, -104.0f,
+                  -104.1f, 1e-30f, -1e-30f}) {
+    x.push_back(v);
+  }
+  return x;
+}
 
 struct AttentionShape {
   int64_t heads, kv_heads, head_dim;

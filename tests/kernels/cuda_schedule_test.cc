@@ -582,17 +582,7 @@ TEST(CudaSchedule, ElementwiseKernelsEqualReference) {
     ASSERT_EQ(CompareWritten(expected, out, n, [](int64_t, int64_t) { return true; }), "") << n;
   }
   // Exp: a sample of the GPU test's sweep over [-110, 110] and the special values.
-  std::vector<float> x;
-  for (uint32_t bits = 0; bits < 0x43000000u; bits += 9973) {
-    float v;
-    std::memcpy(&v, &bits, 4);
-    if (v > 110.0f) break;
-    x.push_back(v);
-    x.push_back(-v);
-  }
-  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, 88.72283f, 88.7228394f, -103.97f, -104.0f}) {
-    x.push_back(v);
-  }
+  const std::vector<float> x = shapes::ExpInputs(9973);
   const int64_t n = static_cast<int64_t>(x.size());
   std::vector<float> expected(x.size()), out(x.size(), Unwritten());
   ExpArray(Reference(), x.data(), n, expected.data());
