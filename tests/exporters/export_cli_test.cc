@@ -473,7 +473,7 @@ void ExportCliTest::SpansCarryTheRecordedFacts() {
     EXPECT_EQ(a["gen_ai.response.id"]["stringValue"], c.request_id());
     EXPECT_EQ(a["gen_ai.request.temperature"]["doubleValue"], 0.0);
     EXPECT_EQ(a["gen_ai.request.max_tokens"]["intValue"], i == 0 ? "64" : "8");
-    EXPECT_EQ(a["trace.numerics"]["stringValue"], "canonical-v1");
+    EXPECT_EQ(a["trace.numerics"]["stringValue"], "canonical-v2");
     EXPECT_EQ(a["trace.logits_digest"]["stringValue"], exporters::CombinedLogitsDigest(c));
     json input = json::parse(a["gen_ai.input.messages"]["stringValue"].get<std::string>());
     EXPECT_EQ(input[0]["role"], "system");
