@@ -113,7 +113,10 @@ int main(int argc, char** argv) {
   std::printf("%-14s %-16s %14s %14s %10s\n", "preset", "measure", "canonical tok/s", "fast tok/s",
               "canon/fast");
   for (const std::string& preset : Split(presets)) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "trace-bench-XXXXXX").string();
+    std::error_code tmp_ec;
+    std::filesystem::path tmp = std::filesystem::temp_directory_path(tmp_ec);
+    if (tmp_ec) tmp = "/tmp";
+    std::string tmpl = (tmp / "trace-bench-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) return 1;
     const std::string dir = tmpl + "/m";
     if (!Check(InitModel(preset, 1, dir), "InitModel")) return 1;

@@ -99,7 +99,9 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--max-tokens")) max_tokens = std::atoi(argv[i + 1]);
   }
   namespace fs = std::filesystem;
-  fs::path tmp = fs::temp_directory_path() / ("trace_recorder_bench_" + std::to_string(getpid()));
+  std::error_code ec;
+  fs::path tmp = fs::temp_directory_path(ec) / ("trace_recorder_bench_" + std::to_string(getpid()));
+  if (ec) tmp = fs::path("/tmp") / ("trace_recorder_bench_" + std::to_string(getpid()));
   g_model_dir = (tmp / "model").string();
   if (Status st = engine::InitModel("tiny", 1, g_model_dir); !st.ok()) {
     std::fprintf(stderr, "recorder_bench: %s\n", st.message().c_str());
@@ -193,6 +195,6 @@ int main(int argc, char** argv) {
   cold.reset();
   on.reset();
   (void)log.writer().End(proto::RunEnd());
-  fs::remove_all(tmp);
+  fs::remove_all(tmp, ec);
   return 0;
 }
