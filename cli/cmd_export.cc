@@ -27,7 +27,7 @@ int Run(const Options& options) {
   // A damaged row is reported once, by us; not also by protobuf's logger.
   google::protobuf::SetLogHandler(nullptr);
   store::StoreOptions open;
-  open.create_if_missing = false;
+  open.read_only = true;
   auto st = store::Store::Open(ResolveStorePath(), open);
   if (!st.ok()) return ReportError(st.status());
   auto id = (*st)->ResolveRunId(options.run);
