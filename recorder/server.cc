@@ -181,7 +181,14 @@ class LocalServer : public Server {
     }
     port_ = port;
     WidenListenBacklog(port);
-    thread_ = std::thread([this] { http_.listen_after_bind(); });
+    listen_returned_ = false;
+    thread_ = std::thread([this] {
+      http_.listen_after_bind();
+      listen_returned_ = true;
+    });
+    // httplib's stop() does nothing until the listening thread has marked the server
+    // running; a Stop() before that (`trace record -- true`) would then wait forever.
+    while (!http_.is_running() && !listen_returned_) std::this_thread::yield();
     return Status::Ok();
   }
 
@@ -307,6 +314,9 @@ class LocalServer : public Server {
 
   void HandleCompletion(const httplib::Request& http_req, httplib::Response& res, bool chat) {
     if (!Authorized(http_req, res)) return;
+    if (Status st = log_ ? log_->Writable() : Status::Ok(); !st.ok()) {
+      return SendError(res, ErrorFromStatus(st));
+    }
     if (!upstream_.empty())
       return Proxy(http_req, res, chat ? "/chat/completions" : "/completions");
     auto call = std::make_shared<Call>();
@@ -532,13 +542,19 @@ class LocalServer : public Server {
       body = call->req.chat ? ChatCompletionBody(r, call->req.logprobs)
                             : CompletionBody(r, call->req.logprobs);
     }
-    if (log_) Record(call, g, r, status, body, error);
+    // Acknowledged means stored: the answer goes out once the call is committed, else 503.
+    if (Status st = log_ ? log_->Commit(Record(call, g, r, status, body, error)) : Status::Ok();
+        !st.ok()) {
+      ApiError e = ErrorFromStatus(st);
+      status = e.http_status;
+      body = e.Body();
+    }
     if (out) *out = std::move(r);
     return {status, body};
   }
 
-  void Record(Call* call, const GenerationResult& g, const CompletionResult& r, int status,
-              const std::string& body, const std::string& error) {
+  Result<uint64_t> Record(Call* call, const GenerationResult& g, const CompletionResult& r,
+                          int status, const std::string& body, const std::string& error) {
     const CompletionRequest& req = call->req;
     proto::LlmCall c;
     c.set_endpoint(call->endpoint);
@@ -598,7 +614,8 @@ class LocalServer : public Server {
     c.set_stream(req.stream);
     c.set_prompt_tokens_reused(static_cast<int32_t>(g.reused_prompt_tokens));
     Result<uint64_t> seq = log_->RecordLlmCall(std::move(c));
-    if (!seq.ok()) return;
+    if (!seq.ok()) return seq;
+    uint64_t last = *seq;
     for (const ToolCall& tc : r.tool_calls) {
       proto::ToolCall e;
       e.set_call_id(tc.id);
@@ -606,8 +623,9 @@ class LocalServer : public Server {
       e.set_arguments_json(tc.arguments);
       e.set_source("model");
       e.set_llm_call_seq(*seq);
-      (void)log_->RecordToolCall(std::move(e));
+      if (auto t = log_->RecordToolCall(std::move(e)); t.ok()) last = std::max(last, *t);
     }
+    return last;
   }
 
   void RecordToolResultsFromMessages(const CompletionRequest& req) {
@@ -732,9 +750,14 @@ class LocalServer : public Server {
     if (!stream) {
       auto r = client->Post((prefix + path).c_str(), headers, req.body, "application/json");
       if (!r) return SendUpstreamError(res, r.error());
+      // Acknowledged means stored: answer once the call is committed, else 503.
+      Result<uint64_t> seq =
+          RecordProxied(endpoint, req.body, r->status, r->body, "", false, start, start_ns);
+      if (Status st = log_ ? log_->Commit(seq) : Status::Ok(); !st.ok()) {
+        return SendError(res, ErrorFromStatus(st));
+      }
       res.status = r->status;
       res.set_content(r->body, "application/json");
-      RecordProxied(endpoint, req.body, r->status, r->body, "", false, start, start_ns);
       return;
     }
     std::string full_path = prefix + path;
@@ -755,9 +778,16 @@ class LocalServer : public Server {
             status = r.status;
             return true;
           };
+          // The stream's last bytes (its "data: [DONE]") are held back until the call is
+          // committed: the client does not see the end of an answer that is not stored.
+          constexpr size_t kHeldBack = 64;
+          size_t sent = 0;
           up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
             raw.append(data, n);
-            return sink.write(data, n);
+            if (raw.size() <= sent + kHeldBack) return true;
+            size_t now = raw.size() - kHeldBack - sent;
+            sent += now;
+            return sink.write(raw.data() + sent - now, now);
           };
           auto r = client->send(up);
           if (!r) {
@@ -766,11 +796,20 @@ class LocalServer : public Server {
             e.type = "server_error";
             e.message = "upstream " + upstream_ + ": " + httplib::to_string(r.error());
             std::string chunk = "data: " + e.Body() + "\n\n";
+            sink.write(raw.data() + sent, raw.size() - sent);
+            sent = raw.size();
             sink.write(chunk.data(), chunk.size());
             status = 502;
           }
+          Result<uint64_t> seq =
+              RecordProxied(endpoint, request_body, status, "", raw, true, start, start_ns);
+          if (Status st = log_ ? log_->Commit(seq) : Status::Ok(); !st.ok()) {
+            std::string chunk = "data: " + ErrorFromStatus(st).Body() + "\n\n";
+            sink.write(chunk.data(), chunk.size());
+          } else {
+            sink.write(raw.data() + sent, raw.size() - sent);
+          }
           sink.done();
-          RecordProxied(endpoint, request_body, status, "", raw, true, start, start_ns);
           return true;
         });
   }
@@ -786,10 +825,11 @@ class LocalServer : public Server {
 
   // Records a proxied call: the response body, or for a stream the raw SSE text (kept as
   // response_json) with the content and tool calls reassembled from its deltas.
-  void RecordProxied(const std::string& endpoint, const std::string& request_body, int status,
-                     const std::string& response_body, const std::string& sse, bool stream,
-                     SteadyClock::time_point start, int64_t start_ns) {
-    if (!log_) return;
+  Result<uint64_t> RecordProxied(const std::string& endpoint, const std::string& request_body,
+                                 int status, const std::string& response_body,
+                                 const std::string& sse, bool stream, SteadyClock::time_point start,
+                                 int64_t start_ns) {
+    if (!log_) return uint64_t{0};
     proto::LlmCall c;
     c.set_endpoint(endpoint);
     c.set_request_json(request_body);
@@ -870,7 +910,8 @@ class LocalServer : public Server {
     t->set_start_ns(start_ns);
     t->set_end_ns(NowNs());
     Result<uint64_t> seq = log_->RecordLlmCall(std::move(c));
-    if (!seq.ok()) return;
+    if (!seq.ok()) return seq;
+    uint64_t last = *seq;
     for (const ToolCall& tc : calls) {
       proto::ToolCall e;
       e.set_call_id(tc.id);
@@ -878,8 +919,9 @@ class LocalServer : public Server {
       e.set_arguments_json(tc.arguments);
       e.set_source("model");
       e.set_llm_call_seq(*seq);
-      (void)log_->RecordToolCall(std::move(e));
+      if (auto t = log_->RecordToolCall(std::move(e)); t.ok()) last = std::max(last, *t);
     }
+    return last;
   }
 
   void HandleClock(const httplib::Request& req, httplib::Response& res) {
@@ -901,7 +943,7 @@ class LocalServer : public Server {
       c.set_value_ns(clock == "wall" ? wall : mono);
       c.set_text(clock == "wall" ? iso : std::to_string(mono));
       Result<uint64_t> r = log_->RecordClock(std::move(c));
-      if (!r.ok()) return SendError(res, ErrorFromStatus(r.status()));
+      if (Status st = log_->Commit(r); !st.ok()) return SendError(res, ErrorFromStatus(st));
       seq = *r;
     }
     res.set_content(json{{"clock", clock},
@@ -914,6 +956,9 @@ class LocalServer : public Server {
   }
 
   void HandleEvents(const httplib::Request& http_req, httplib::Response& res) {
+    if (Status st = log_ ? log_->Writable() : Status::Ok(); !st.ok()) {
+      return SendError(res, ErrorFromStatus(st));
+    }
     json body = json::parse(http_req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object()) {
       ApiError e = BadRequest("", "event body must be a JSON object");
@@ -939,6 +984,7 @@ class LocalServer : public Server {
     }
     json seqs = json::array();
     int duplicates = 0;
+    uint64_t last_seq = 0;
     for (proto::Event& e : parsed) {
       if (!log_) {
         seqs.push_back(0);
@@ -964,9 +1010,14 @@ class LocalServer : public Server {
         default:
           seq = log_->RecordNote(std::move(*e.mutable_note()));
       }
-      if (!seq.ok()) return SendError(res, ErrorFromStatus(seq.status()));
+      if (!seq.ok()) return SendError(res, ErrorFromStatus(log_->Commit(seq)));
       if (*seq == 0) ++duplicates;
       seqs.push_back(*seq);
+      last_seq = std::max(last_seq, *seq);
+    }
+    // Acknowledged means stored: answer once the events are committed, else 503.
+    if (Status st = log_ ? log_->Commit(last_seq) : Status::Ok(); !st.ok()) {
+      return SendError(res, ErrorFromStatus(st));
     }
     res.set_content(
         json{{"recorded", log_ != nullptr}, {"seqs", seqs}, {"duplicates", duplicates}}.dump(),
@@ -1085,6 +1136,7 @@ class LocalServer : public Server {
   std::string numerics_;
   std::string id_prefix_;
   RunLog* log_ = nullptr;
+  std::atomic<bool> listen_returned_{false};
   std::atomic<int64_t> next_call_index_{0};
   httplib::Server http_;
   int port_ = 0;
