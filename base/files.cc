@@ -5,27 +5,26 @@
 namespace trace {
 namespace {
 
-Status NotAccessible(const std::string& path, const std::error_code& ec) {
-  return IOError(path + ": not accessible: " + ec.message());
+// The status of `path`; "does not exist" is a status (not_found), any other failure an
+// error naming the path.
+Result<std::filesystem::file_status> StatusOf(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
+    return IOError(path + ": not accessible: " + ec.message());
+  }
+  return st;
 }
 
 }  // namespace
 
 Result<bool> PathExists(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
-    return NotAccessible(path, ec);
-  }
+  TRACE_ASSIGN_OR_RETURN(std::filesystem::file_status st, StatusOf(path));
   return std::filesystem::exists(st);
 }
 
 Result<bool> IsDirectory(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
-    return NotAccessible(path, ec);
-  }
+  TRACE_ASSIGN_OR_RETURN(std::filesystem::file_status st, StatusOf(path));
   return std::filesystem::is_directory(st);
 }
 

@@ -203,15 +203,10 @@ void CheckBlobs(const OpenedStore& opened, FsckReport* report) {
           &dropped);
     }
   }
-  auto unreferenced = d.Prepare(
-      "WITH RECURSIVE live(sha256) AS ("
-      "  SELECT sha256 FROM blob_refs"
-      "  UNION SELECT b.base_sha256 FROM blobs b JOIN live l ON b.sha256 = l.sha256"
-      "  WHERE b.base_sha256 IS NOT NULL"
-      "  UNION SELECT b.dict_sha256 FROM blobs b JOIN live l ON b.sha256 = l.sha256"
-      "  WHERE b.dict_sha256 IS NOT NULL)"
-      "SELECT count(*), coalesce(sum(length(data)), 0) FROM blobs "
-      "WHERE sha256 NOT IN (SELECT sha256 FROM live)");
+  const std::string unreferenced_sql = std::string(kLiveBlobsCte) +
+                                       "SELECT count(*), coalesce(sum(length(data)), 0) FROM "
+                                       "blobs WHERE sha256 NOT IN (SELECT sha256 FROM live)";
+  auto unreferenced = d.Prepare(unreferenced_sql.c_str());
   if (unreferenced.ok()) {
     auto row = d.Step(*unreferenced);
     if (row.ok() && *row) {

@@ -18,19 +18,17 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string JoinArgv(const proto::RunHeader& header) {
-  std::string out;
+// The header's columns of a runs row.
+void SetHeaderColumns(const proto::RunHeader& header, int zstd_level, RunRow* row) {
+  int enc;
+  row->header = CompressIfSmaller(header.SerializeAsString(), zstd_level, &enc);
+  row->header_encoding = enc;
+  row->command.clear();
   for (const auto& a : header.argv()) {
-    if (!out.empty()) out += ' ';
-    out += a;
+    if (!row->command.empty()) row->command += ' ';
+    row->command += a;
   }
-  return out;
+  row->label = header.label();
 }
 
 class RunWriterImpl final : public RunWriter {
@@ -69,7 +67,7 @@ class RunWriterImpl final : public RunWriter {
     if (ended_) return FailedPrecondition("run " + run_id_ + " has ended; cannot append");
     uint64_t seq = ++appended_seq_;
     event.set_seq(seq);
-    if (event.wall_time_ns() == 0) event.set_wall_time_ns(NowNs());
+    if (event.wall_time_ns() == 0) event.set_wall_time_ns(WallClockNs());
     if (event.has_run_end()) {
       ended_ = true;
       flush_target_ = seq;
@@ -419,13 +417,7 @@ class RunWriterImpl final : public RunWriter {
   }
 
   Status WriteBatch(std::deque<proto::Event>* batch, const proto::RunHeader* header, RunRow* row) {
-    if (header) {
-      int enc;
-      row->header = CompressIfSmaller(header->SerializeAsString(), options_.zstd_level, &enc);
-      row->header_encoding = enc;
-      row->command = JoinArgv(*header);
-      row->label = header->label();
-    }
+    if (header) SetHeaderColumns(*header, options_.zstd_level, row);
     for (proto::Event& event : *batch) {
       const int64_t seq = static_cast<int64_t>(event.seq());
       const int64_t wall = event.wall_time_ns();
@@ -506,6 +498,22 @@ class RunWriterImpl final : public RunWriter {
 };
 
 }  // namespace
+
+int64_t WallClockNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+RunRow NewRunRow(const proto::RunHeader& header, int zstd_level) {
+  RunRow row;
+  row.run_id = header.run_id();
+  row.start_time_ns = header.start_time_ns();
+  SetHeaderColumns(header, zstd_level, &row);
+  row.stored_bytes = static_cast<int64_t>(row.header.size());
+  row.last_event_ns = header.start_time_ns();
+  return row;
+}
 
 std::unique_ptr<RunWriter> NewRunWriter(std::unique_ptr<Db> db, proto::RunHeader header, RunRow row,
                                         const WriterOptions& options) {

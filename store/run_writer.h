@@ -20,6 +20,13 @@
 
 namespace trace::store {
 
+// Unix epoch nanoseconds now (what Append stamps and BeginRun starts a run at).
+int64_t WallClockNs();
+
+// The runs row BeginRun inserts for `header`: its columns from the header (stored zstd
+// when smaller, argv joined as the command, the label), no events yet.
+RunRow NewRunRow(const proto::RunHeader& header, int zstd_level);
+
 // `db`: a connection of its own; `row`: the runs row as BeginRun inserted it.
 std::unique_ptr<RunWriter> NewRunWriter(std::unique_ptr<Db> db, proto::RunHeader header, RunRow row,
                                         const WriterOptions& options);

@@ -240,12 +240,19 @@ Result<OpenedStore> Retrying(int budget_ms, const std::string& path, Attempt att
 }
 
 bool DirectoryWritable(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  return ::access(dir.c_str(), W_OK) == 0;
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return ::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0;
 }
 
 }  // namespace
+
+const char* const kLiveBlobsCte =
+    "WITH RECURSIVE live(sha256) AS ("
+    "  SELECT sha256 FROM blob_refs"
+    "  UNION SELECT b.base_sha256 FROM blobs b JOIN live l ON b.sha256 = l.sha256"
+    "  WHERE b.base_sha256 IS NOT NULL"
+    "  UNION SELECT b.dict_sha256 FROM blobs b JOIN live l ON b.sha256 = l.sha256"
+    "  WHERE b.dict_sha256 IS NOT NULL) ";
 
 Result<int> ReadSchemaVersion(Db& db) {
   TRACE_ASSIGN_OR_RETURN(

@@ -25,6 +25,10 @@ struct OpenedStore {
   int schema_version = 0;  // kSchemaVersion, or older when opened read-only
 };
 
+// SQL: "WITH RECURSIVE live(sha256) AS (...)": every blob a run references, directly or
+// as another live blob's base or dictionary. Append the statement that uses `live`.
+extern const char* const kLiveBlobsCte;
+
 Result<OpenedStore> OpenStoreDb(const std::string& path, const StoreOptions& options);
 
 // Opens another connection with `config` (same settings as the first).

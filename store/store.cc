@@ -19,21 +19,6 @@
 namespace trace::store {
 namespace {
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string JoinArgv(const proto::RunHeader& header) {
-  std::string out;
-  for (const auto& a : header.argv()) {
-    if (!out.empty()) out += ' ';
-    out += a;
-  }
-  return out;
-}
-
 ProcessIdentity IdentityOf(const proto::RecorderProcess& p) {
   ProcessIdentity id;
   id.pid = p.pid();
@@ -90,7 +75,7 @@ class StoreImpl final : public Store {
       return InvalidArgument("run id '" + header.run_id() + "' is not a ULID");
     }
     if (header.format_version() == 0) header.set_format_version(proto::CURRENT_FORMAT_VERSION);
-    if (header.start_time_ns() == 0) header.set_start_time_ns(NowNs());
+    if (header.start_time_ns() == 0) header.set_start_time_ns(WallClockNs());
     if (!header.has_recorder()) {
       ProcessIdentity self = CurrentProcess();
       proto::RecorderProcess* r = header.mutable_recorder();
@@ -100,16 +85,7 @@ class StoreImpl final : public Store {
       r->set_start_ticks(self.start_ticks);
     }
     TRACE_ASSIGN_OR_RETURN(auto db, OpenConnection(config_, options_.sync_full));
-    RunRow row;
-    row.run_id = header.run_id();
-    row.start_time_ns = header.start_time_ns();
-    int enc;
-    row.header = CompressIfSmaller(header.SerializeAsString(), options.zstd_level, &enc);
-    row.header_encoding = enc;
-    row.command = JoinArgv(header);
-    row.label = header.label();
-    row.stored_bytes = static_cast<int64_t>(row.header.size());
-    row.last_event_ns = header.start_time_ns();
+    RunRow row = NewRunRow(header, options.zstd_level);
     TRACE_ASSIGN_OR_RETURN(
         Stmt ins,
         db->Prepare("INSERT INTO runs(run_id, start_time_ns, header_encoding, header, command, "
@@ -304,27 +280,28 @@ class StoreImpl final : public Store {
   }
 
   RunSummary SummaryFromRow(const Stmt& q) const {
+    const RunRow row = RunRowFrom(q);
     RunSummary s;
-    s.run_id = q.Text(0);
-    s.start_time_ns = q.Int(1);
-    s.command = q.Text(4);
-    s.label = q.Text(5);
-    s.events = q.Int(6);
-    s.model_calls = q.Int(7);
-    s.sampled_tokens = q.Int(8);
-    s.stored_bytes = q.Int(9);
-    s.last_event_ns = q.Int(10);
-    s.end_time_ns = q.IsNull(11) ? 0 : q.Int(11);
-    s.exit_code = static_cast<int32_t>(q.Int(13));
-    s.signal = static_cast<int32_t>(q.Int(14));
+    s.run_id = row.run_id;
+    s.start_time_ns = row.start_time_ns;
+    s.command = row.command;
+    s.label = row.label;
+    s.events = row.events;
+    s.model_calls = row.model_calls;
+    s.sampled_tokens = row.sampled_tokens;
+    s.stored_bytes = row.stored_bytes;
+    s.last_event_ns = row.last_event_ns;
+    s.end_time_ns = row.ended ? row.end_time_ns : 0;
+    s.exit_code = static_cast<int32_t>(row.exit_code);
+    s.signal = static_cast<int32_t>(row.signal);
     s.problem = CheckRow(q);
     auto header = DecodeHeader(s.run_id, q);
     if (header.ok() && header->has_recorder()) {
       s.recorder_pid = header->recorder().pid();
       s.recorder_host = header->recorder().host();
     }
-    if (!q.IsNull(11)) {
-      const int how = static_cast<int>(q.Int(12));
+    if (row.ended) {
+      const int how = static_cast<int>(row.end_how);
       s.status = how == proto::RunEnd::SIGNALLED || how == proto::RunEnd::RECORDER_KILLED ||
                          how == proto::RunEnd::RECORDER_ERROR
                      ? RunStatus::kCrashed
@@ -367,14 +344,9 @@ class StoreImpl final : public Store {
       TRACE_RETURN_IF_ERROR(db_->Run(d));
     }
     // Blobs live while a run references them or a live blob depends on them.
-    return db_->Exec(
-        "WITH RECURSIVE live(sha256) AS ("
-        "  SELECT sha256 FROM blob_refs"
-        "  UNION SELECT b.base_sha256 FROM blobs b JOIN live l ON b.sha256 = l.sha256"
-        "  WHERE b.base_sha256 IS NOT NULL"
-        "  UNION SELECT b.dict_sha256 FROM blobs b JOIN live l ON b.sha256 = l.sha256"
-        "  WHERE b.dict_sha256 IS NOT NULL)"
-        "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM live)");
+    const std::string sql = std::string(kLiveBlobsCte) +
+                            "DELETE FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM live)";
+    return db_->Exec(sql.c_str());
   }
 
   std::string path_;

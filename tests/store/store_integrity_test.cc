@@ -18,6 +18,7 @@
 
 #include "store/fsck.h"
 #include "store/store.h"
+#include "tests/store/sql_test_util.h"
 #include "tests/store/store_test_util.h"
 
 namespace trace::store {
@@ -28,17 +29,8 @@ using google::protobuf::util::MessageDifferencer;
 using testing::MakeConversation;
 using testing::MakeFullEvent;
 using testing::MakeFullHeader;
+using testing::Sql;
 using testing::TempDir;
-
-void Sql(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "") << " in " << sql;
-  sqlite3_free(err);
-  sqlite3_close(db);
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -355,7 +347,9 @@ TEST(StoreReadOnly, AStoreInAReadOnlyDirectoryReadsFineAndNothingIsCreated) {
   ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
   ASSERT_EQ(::chmod(path.c_str(), 0444), 0);
   ASSERT_EQ(::chmod(sub.c_str(), 0555), 0);
-  if (::geteuid() == 0) ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+  }
   const auto before = Listing(sub);
   int rc = RunAsUnprivileged([&] {
     if (::access(sub.c_str(), W_OK) == 0) return 98;  // still writable: not a real test

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "store/codec.h"
+#include "tests/store/sql_test_util.h"
 #include "tests/store/store_test_util.h"
 
 namespace trace::store {
@@ -26,22 +27,13 @@ using google::protobuf::util::MessageDifferencer;
 using testing::MakeConversation;
 using testing::MakeFullEvent;
 using testing::MakeFullHeader;
+using testing::Sql;
 using testing::TempDir;
 
 std::unique_ptr<Store> OpenOrDie(const std::string& path, const StoreOptions& o = {}) {
   auto s = Store::Open(path, o);
   EXPECT_TRUE(s.ok()) << s.status().message();
   return s.ok() ? std::move(*s) : nullptr;
-}
-
-void Sql(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "") << " in " << sql;
-  sqlite3_free(err);
-  sqlite3_close(db);
 }
 
 const proto::Event::KindCase kAllKinds[] = {

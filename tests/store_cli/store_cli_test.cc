@@ -43,11 +43,11 @@ std::string ShellQuote(const std::string& s) {
   return q + "'";
 }
 
-// Runs `trace --store STORE ARGS...`, capturing stdout, stderr and the exit code.
-CliResult Trace(const TempDir& dir, const std::string& store,
-                const std::vector<std::string>& args) {
-  std::string cmd =
-      ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") + " --store " + ShellQuote(store);
+// Runs `[PREFIX] trace --store STORE ARGS...`, capturing stdout, stderr and the exit code.
+CliResult Trace(const TempDir& dir, const std::string& store, const std::vector<std::string>& args,
+                const std::string& prefix = "") {
+  std::string cmd = prefix + ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") +
+                    " --store " + ShellQuote(store);
   for (const auto& a : args) cmd += " " + ShellQuote(a);
   cmd += " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
   int status = std::system(cmd.c_str());
@@ -413,18 +413,7 @@ TEST_F(StoreCliTest, AStoreInAReadOnlyDirectoryCanBeReadByEveryReadingCommand) {
     if (std::system("command -v setpriv >/dev/null") != 0) GTEST_SKIP() << "no setpriv";
     prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
   }
-  auto run = [&](const std::vector<std::string>& args) {
-    std::string cmd = prefix + ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") +
-                      " --store " + ShellQuote(ro);
-    for (const auto& a : args) cmd += " " + ShellQuote(a);
-    cmd += " >" + dir_.file("stdout") + " 2>" + dir_.file("stderr");
-    int status = std::system(cmd.c_str());
-    CliResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = ReadFile(dir_.file("stdout"));
-    r.err = ReadFile(dir_.file("stderr"));
-    return r;
-  };
+  auto run = [&](const std::vector<std::string>& args) { return Trace(dir_, ro, args, prefix); };
   for (std::vector<std::string> args : {std::vector<std::string>{"ls"},
                                         {"show", "01JD0000000000000000000AAA"},
                                         {"export", "01JD0000000000000000000AAA"},
