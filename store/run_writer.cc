@@ -400,7 +400,7 @@ class RunWriterImpl final : public RunWriter {
   Status CommitBatch(std::deque<proto::Event>* batch, const proto::RunHeader* header) {
     TRACE_RETURN_IF_ERROR(Prepare());
     Status st = Retrying([&] { return db_->Exec("BEGIN IMMEDIATE"); });
-    if (!st.ok()) return st.WithContext("run " + run_id_);
+    if (!st.ok()) return st;  // the writer's failure message names the run
     RunRow next = row_;
     st = WriteBatch(batch, header, &next);
     // A busy COMMIT leaves the transaction open: retrying it is safe.
@@ -410,7 +410,7 @@ class RunWriterImpl final : public RunWriter {
       // The blob bookkeeping of this batch was rolled back too.
       referenced_.clear();
       recent_.clear();
-      return st.WithContext("run " + run_id_);
+      return st;
     }
     row_ = std::move(next);
     return Status::Ok();
