@@ -86,9 +86,22 @@ std::vector<InitSpec> ModelTensors(const ModelConfig& c) {
     }
     matrix(p + "self_attn.o_proj.weight", H, c.num_heads * D);
     norm(p + "post_attention_layernorm.weight", H);
-    matrix(p + "mlp.gate_proj.weight", c.intermediate_size, H);
-    matrix(p + "mlp.up_proj.weight", c.intermediate_size, H);
-    matrix(p + "mlp.down_proj.weight", H, c.intermediate_size);
+    if (c.IsMoeLayer(l)) {
+      const bool mixtral = c.architecture == "mixtral";
+      const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      const int64_t W = c.moe_intermediate_size;
+      matrix(block + "gate.weight", c.num_experts, H);
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        const std::string x = block + "experts." + std::to_string(e) + ".";
+        matrix(x + (mixtral ? "w1.weight" : "gate_proj.weight"), W, H);
+        matrix(x + (mixtral ? "w2.weight" : "down_proj.weight"), H, W);
+        matrix(x + (mixtral ? "w3.weight" : "up_proj.weight"), W, H);
+      }
+    } else {
+      matrix(p + "mlp.gate_proj.weight", c.intermediate_size, H);
+      matrix(p + "mlp.up_proj.weight", c.intermediate_size, H);
+      matrix(p + "mlp.down_proj.weight", H, c.intermediate_size);
+    }
   }
   norm("model.norm.weight", H);
   if (!c.tie_word_embeddings) matrix("lm_head.weight", c.vocab_size, H);
@@ -119,7 +132,8 @@ Status CopyFile(const std::string& from, const std::string& to) {
 }  // namespace
 
 std::vector<std::string> ModelPresetNames() {
-  return {"tiny", "qwen3-0.6b", "qwen2.5-0.5b"};
+  return {"tiny",           "qwen3-0.6b",           "qwen2.5-0.5b",
+          "qwen3-moe-tiny", "qwen3-moe-a3b-narrow", "mixtral-tiny"};
 }
 
 Result<ModelConfig> PresetConfig(const std::string& preset) {
@@ -157,12 +171,59 @@ Result<ModelConfig> PresetConfig(const std::string& preset) {
     c.num_kv_heads = 2;
     c.head_dim = 64;
     c.max_position_embeddings = 32768;
+  } else if (preset == "qwen3-moe-tiny") {
+    // The tiny model's attention with an 8-expert, top-2 mixture in every layer.
+    c.architecture = "qwen3_moe";
+    c.hidden_size = 64;
+    c.intermediate_size = 128;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 16;
+    c.max_position_embeddings = 8192;
+    c.num_experts = 8;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 32;
+    c.norm_topk_prob = true;
+  } else if (preset == "qwen3-moe-a3b-narrow") {
+    // Qwen3-30B-A3B's routing (128 experts, 8 per token, normalised top-k, every layer
+    // sparse) and its head layout ratios at a reduced width and depth.
+    c.architecture = "qwen3_moe";
+    c.hidden_size = 128;
+    c.intermediate_size = 384;
+    c.num_layers = 2;
+    c.num_heads = 8;
+    c.num_kv_heads = 2;
+    c.head_dim = 32;
+    c.max_position_embeddings = 40960;
+    c.num_experts = 128;
+    c.num_experts_per_tok = 8;
+    c.moe_intermediate_size = 64;
+    c.norm_topk_prob = true;
+    c.tie_word_embeddings = false;
+  } else if (preset == "mixtral-tiny") {
+    // Mixtral's layout (block_sparse_moe, w1/w2/w3, 8 experts, top-2, no q/k norm) at the
+    // tiny width, over the bundled Qwen3 vocabulary.
+    c.architecture = "mixtral";
+    c.hidden_size = 64;
+    c.intermediate_size = 64;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 16;
+    c.max_position_embeddings = 8192;
+    c.num_experts = 8;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 64;
+    c.norm_topk_prob = true;
+    c.tie_word_embeddings = false;
   } else {
     return InvalidArgument("unknown model preset '" + preset +
-                           "' (presets: tiny, qwen3-0.6b, qwen2.5-0.5b)");
+                           "' (presets: tiny, qwen3-0.6b, qwen2.5-0.5b, qwen3-moe-tiny, "
+                           "qwen3-moe-a3b-narrow, mixtral-tiny)");
   }
   c.attention_bias = c.architecture == "qwen2";
-  c.qk_norm = c.architecture == "qwen3";
+  c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3_moe";
   return c;
 }
 
