@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "base/hash.h"
 #include "engine/model_config.h"
 #include "engine/safetensors.h"
 #include "engine_test_util.h"
@@ -427,6 +428,27 @@ TEST_P(MoeModelTest, ThreadsAndKernelImplementationDoNotChangeAnyBit) {
   EXPECT_EQ(Bits(AllLogits(ref.get(), tokens, 0)), Bits(expected)) << "scalar reference";
 }
 
+TEST_P(MoeModelTest, PrefixHitContinuesBitwise) {
+  std::mt19937_64 rng(7);
+  const auto tokens = RandomTokens(&rng, 30, vocab());
+  auto engine = EngineOrDie(model(), Numerics::kCanonical, Impl::kAuto, 2);
+  const auto expected = AllLogits(engine.get(), tokens, 0);
+  // A cached prefix of 18 tokens, forked, then the rest as one chunk (a prefix-cache hit).
+  const SeqId src = engine->NewSequence();
+  BatchItem prefix{src, std::span<const int32_t>(tokens.data(), 18), {}};
+  ForwardOutput out;
+  ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&prefix, 1), &out).ok());
+  auto fork = engine->ForkSequence(src, 18);
+  ASSERT_TRUE(fork.ok()) << fork.status().ToString();
+  BatchItem rest{*fork, std::span<const int32_t>(tokens.data() + 18, tokens.size() - 18), {}};
+  for (int32_t i = 0; i < static_cast<int32_t>(tokens.size() - 18); ++i) {
+    rest.logits_at.push_back(i);
+  }
+  ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&rest, 1), &out).ok());
+  EXPECT_EQ(Bits(out.logits),
+            Bits(std::span<const float>(expected.data() + 18 * vocab(), out.logits.size())));
+}
+
 // Tolerance: the relative L2 error of the whole logits vector against the float64 forward
 // pass stays under 1e-4, as for the dense models (f32 with canonical sums is ~1e-6 here).
 // A route flip between f32 and f64 would show as an error far above that.
@@ -467,6 +489,28 @@ TEST_P(MoeModelTest, FastCapacityRoutingMovesWithTheBatch) {
   // with 31 companions, capacity drops change some of the target's expert choices.
   EXPECT_EQ(Bits(AllLogits(engine.get(), target, 0)), Bits(alone));
   EXPECT_NE(Bits(WithCompanions(engine.get(), target, 31, &rng, vocab())), Bits(alone));
+}
+
+// The MoE part of canonical-v2 pinned: the last-token logits digest of "Hello, world!" on
+// each preset (seed 5), on the AVX2 and the scalar reference engines. A change here is a
+// change of the contract's routing (docs/numerics.md "MoE routing"): bump the version.
+TEST_P(MoeModelTest, PinnedLogitsDigest) {
+  static const std::map<std::string, std::string> pinned = {
+      {"qwen3-moe-tiny", "9d92b04e886aa6c3"},
+      {"mixtral-tiny", "542244a7aa4528a8"},
+      {"mixed", "66c6b6ef4322a76f"},
+      {"qwen3-moe-a3b-narrow", "12445b7fabc2737f"},
+  };
+  const std::vector<int32_t> tokens = {9707, 11, 1879, 0};
+  for (Impl impl : {Impl::kAuto, Impl::kReference}) {
+    auto engine = EngineOrDie(model(), Numerics::kCanonical, impl, 2);
+    const SeqId seq = engine->NewSequence();
+    BatchItem item{seq, tokens, {static_cast<int32_t>(tokens.size() - 1)}};
+    ForwardOutput out;
+    ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&item, 1), &out).ok());
+    EXPECT_EQ(DigestHex(LogitsDigest(out.row(0))), pinned.at(GetParam()))
+        << (impl == Impl::kAuto ? "auto" : "reference");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, MoeModelTest,
