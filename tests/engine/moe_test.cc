@@ -398,7 +398,7 @@ class MoeModelTest : public ::testing::TestWithParam<std::string> {
 
 TEST_P(MoeModelTest, ChunkingDoesNotChangeAnyBit) {
   std::mt19937_64 rng(1);
-  const auto tokens = RandomTokens(&rng, 40, vocab());
+  const auto tokens = RandomTokens(&rng, 24, vocab());
   auto engine = EngineOrDie(model(), Numerics::kCanonical, Impl::kAuto, 2);
   const auto one_pass = AllLogits(engine.get(), tokens, 0);
   for (size_t chunk : {1, 7}) {  // chunk 1 is token-by-token decode
@@ -408,7 +408,7 @@ TEST_P(MoeModelTest, ChunkingDoesNotChangeAnyBit) {
 
 TEST_P(MoeModelTest, BatchCompanionsDoNotChangeAnyBit) {
   std::mt19937_64 rng(2);
-  const auto target = RandomTokens(&rng, 20, vocab());
+  const auto target = RandomTokens(&rng, 12, vocab());
   auto engine = EngineOrDie(model(), Numerics::kCanonical, Impl::kAuto, 2);
   const auto alone = AllLogits(engine.get(), target, 0);
   for (int others : {1, 5, 31}) {
@@ -419,7 +419,7 @@ TEST_P(MoeModelTest, BatchCompanionsDoNotChangeAnyBit) {
 
 TEST_P(MoeModelTest, ThreadsAndKernelImplementationDoNotChangeAnyBit) {
   std::mt19937_64 rng(3);
-  const auto tokens = RandomTokens(&rng, 24, vocab());
+  const auto tokens = RandomTokens(&rng, 12, vocab());
   auto base = EngineOrDie(model(), Numerics::kCanonical, Impl::kAuto, 1);
   const auto expected = AllLogits(base.get(), tokens, 0);
   auto three = EngineOrDie(model(), Numerics::kCanonical, Impl::kAuto, 3);
