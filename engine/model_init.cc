@@ -131,97 +131,68 @@ Status CopyFile(const std::string& from, const std::string& to) {
 
 }  // namespace
 
+namespace {
+
+// The shape of each preset. MoE presets: every layer sparse, top-k renormalised.
+struct PresetShape {
+  const char* name;
+  const char* architecture;
+  int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, max_positions;
+  int64_t experts = 0, experts_per_token = 0, expert_width = 0;
+  bool tied = true;
+};
+
+constexpr PresetShape kPresets[] = {
+    {"tiny", "qwen3", 64, 128, 2, 4, 2, 16, 8192},
+    {"qwen3-0.6b", "qwen3", 1024, 3072, 28, 16, 8, 128, 40960},
+    {"qwen2.5-0.5b", "qwen2", 896, 4864, 24, 14, 2, 64, 32768},
+    // The tiny model's attention with an 8-expert, top-2 mixture in every layer.
+    {"qwen3-moe-tiny", "qwen3_moe", 64, 128, 2, 4, 2, 16, 8192, 8, 2, 32},
+    // Qwen3-30B-A3B's routing (128 experts, 8 per token, normalised top-k, every layer
+    // sparse, untied LM head) at a reduced width and depth.
+    {"qwen3-moe-a3b-narrow", "qwen3_moe", 128, 384, 2, 8, 2, 32, 40960, 128, 8, 64, false},
+    // Mixtral's layout (block_sparse_moe, w1/w2/w3, 8 experts, top-2, no q/k norm) at the
+    // tiny width, over the bundled Qwen3 vocabulary.
+    {"mixtral-tiny", "mixtral", 64, 64, 2, 4, 2, 16, 8192, 8, 2, 64, false},
+};
+
+}  // namespace
+
 std::vector<std::string> ModelPresetNames() {
-  return {"tiny",           "qwen3-0.6b",           "qwen2.5-0.5b",
-          "qwen3-moe-tiny", "qwen3-moe-a3b-narrow", "mixtral-tiny"};
+  std::vector<std::string> names;
+  for (const PresetShape& p : kPresets) names.push_back(p.name);
+  return names;
 }
 
 Result<ModelConfig> PresetConfig(const std::string& preset) {
+  const PresetShape* shape = nullptr;
+  for (const PresetShape& p : kPresets) {
+    if (preset == p.name) shape = &p;
+  }
+  if (shape == nullptr) {
+    std::string names;
+    for (const PresetShape& p : kPresets) names += std::string(names.empty() ? "" : ", ") + p.name;
+    return InvalidArgument("unknown model preset '" + preset + "' (presets: " + names + ")");
+  }
   ModelConfig c;
   c.vocab_size = 151936;  // the Qwen3 tokenizer's vocabulary (with padding), as in Qwen
   c.rope_theta = 1000000.0;
   c.rms_norm_eps = 1e-6f;
-  c.tie_word_embeddings = true;
   c.dtype = kernels::DType::kBF16;
   c.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
-  if (preset == "tiny") {
-    c.architecture = "qwen3";
-    c.hidden_size = 64;
-    c.intermediate_size = 128;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 16;
-    c.max_position_embeddings = 8192;
-  } else if (preset == "qwen3-0.6b") {
-    c.architecture = "qwen3";
-    c.hidden_size = 1024;
-    c.intermediate_size = 3072;
-    c.num_layers = 28;
-    c.num_heads = 16;
-    c.num_kv_heads = 8;
-    c.head_dim = 128;
-    c.max_position_embeddings = 40960;
-  } else if (preset == "qwen2.5-0.5b") {
-    c.architecture = "qwen2";
-    c.hidden_size = 896;
-    c.intermediate_size = 4864;
-    c.num_layers = 24;
-    c.num_heads = 14;
-    c.num_kv_heads = 2;
-    c.head_dim = 64;
-    c.max_position_embeddings = 32768;
-  } else if (preset == "qwen3-moe-tiny") {
-    // The tiny model's attention with an 8-expert, top-2 mixture in every layer.
-    c.architecture = "qwen3_moe";
-    c.hidden_size = 64;
-    c.intermediate_size = 128;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 16;
-    c.max_position_embeddings = 8192;
-    c.num_experts = 8;
-    c.num_experts_per_tok = 2;
-    c.moe_intermediate_size = 32;
-    c.norm_topk_prob = true;
-  } else if (preset == "qwen3-moe-a3b-narrow") {
-    // Qwen3-30B-A3B's routing (128 experts, 8 per token, normalised top-k, every layer
-    // sparse) and its head layout ratios at a reduced width and depth.
-    c.architecture = "qwen3_moe";
-    c.hidden_size = 128;
-    c.intermediate_size = 384;
-    c.num_layers = 2;
-    c.num_heads = 8;
-    c.num_kv_heads = 2;
-    c.head_dim = 32;
-    c.max_position_embeddings = 40960;
-    c.num_experts = 128;
-    c.num_experts_per_tok = 8;
-    c.moe_intermediate_size = 64;
-    c.norm_topk_prob = true;
-    c.tie_word_embeddings = false;
-  } else if (preset == "mixtral-tiny") {
-    // Mixtral's layout (block_sparse_moe, w1/w2/w3, 8 experts, top-2, no q/k norm) at the
-    // tiny width, over the bundled Qwen3 vocabulary.
-    c.architecture = "mixtral";
-    c.hidden_size = 64;
-    c.intermediate_size = 64;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 16;
-    c.max_position_embeddings = 8192;
-    c.num_experts = 8;
-    c.num_experts_per_tok = 2;
-    c.moe_intermediate_size = 64;
-    c.norm_topk_prob = true;
-    c.tie_word_embeddings = false;
-  } else {
-    return InvalidArgument("unknown model preset '" + preset +
-                           "' (presets: tiny, qwen3-0.6b, qwen2.5-0.5b, qwen3-moe-tiny, "
-                           "qwen3-moe-a3b-narrow, mixtral-tiny)");
-  }
+  c.architecture = shape->architecture;
+  c.hidden_size = shape->hidden;
+  c.intermediate_size = shape->intermediate;
+  c.num_layers = shape->layers;
+  c.num_heads = shape->heads;
+  c.num_kv_heads = shape->kv_heads;
+  c.head_dim = shape->head_dim;
+  c.max_position_embeddings = shape->max_positions;
+  c.tie_word_embeddings = shape->tied;
+  c.num_experts = shape->experts;
+  c.num_experts_per_tok = shape->experts_per_token;
+  c.moe_intermediate_size = shape->expert_width;
+  c.norm_topk_prob = shape->experts > 0;
   c.attention_bias = c.architecture == "qwen2";
   c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3_moe";
   return c;

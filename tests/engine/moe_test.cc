@@ -19,6 +19,7 @@ namespace {
 
 using kernels::Impl;
 using kernels::Numerics;
+using testing::AllLogits;
 using testing::Bits;
 using testing::EngineOrDie;
 using testing::RandomTokens;
@@ -314,26 +315,6 @@ TEST(MoeLoad, CudaDeviceRefusesMoeModelsClearly) {
 }
 
 // ---- the forward pass ----------------------------------------------------------------------
-
-// Feeds `tokens` to a new sequence in chunks of `chunk` (0: one pass), logits everywhere.
-std::vector<float> AllLogits(Engine* engine, const std::vector<int32_t>& tokens, size_t chunk) {
-  SeqId seq = engine->NewSequence();
-  if (chunk == 0) chunk = tokens.size();
-  std::vector<float> all;
-  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
-    size_t n = std::min(chunk, tokens.size() - begin);
-    BatchItem item;
-    item.seq = seq;
-    item.tokens = std::span<const int32_t>(tokens.data() + begin, n);
-    for (size_t i = 0; i < n; ++i) item.logits_at.push_back(static_cast<int32_t>(i));
-    ForwardOutput out;
-    Status st = engine->Forward(std::span<const BatchItem>(&item, 1), &out);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    all.insert(all.end(), out.logits.begin(), out.logits.end());
-  }
-  engine->FreeSequence(seq);
-  return all;
-}
 
 // The target's logits (every position) when it runs in one Forward call with `others`
 // companions of random lengths, some of them mid-sequence, the target placed last.
