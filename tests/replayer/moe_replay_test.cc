@@ -35,28 +35,8 @@ class MoeReplayTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
 
-  static std::unique_ptr<engine::Engine> MakeEngine(const std::string& dir) {
-    auto model = engine::Model::Load(dir, /*hash_weights=*/true);
-    EXPECT_TRUE(model.ok()) << model.status().ToString();
-    engine::EngineOptions options;
-    options.threads = 2;
-    auto engine = engine::Engine::Create(*model, options);
-    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-    return std::move(*engine);
-  }
-
   static int RunTrace(const std::string& args, std::string* out, std::string* err) {
-    std::string err_file = dir_->file("stderr.txt");
-    std::string cmd = std::string(TRACE_BINARY_DIR) + "/bin/trace " + args + " 2>" + err_file;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (pipe == nullptr) return -1;
-    out->clear();
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
-    int status = pclose(pipe);
-    *err = testing::ReadAll(err_file);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return testing::RunTraceBinary(args, dir_->path(), out, err);
   }
 
   static TempDir* dir_;
@@ -105,7 +85,7 @@ TEST_F(MoeReplayTest, ChangedExpertWeightNamesItsLayer) {
   AgentInputs in;
   in.layer_digests = true;
   in.max_tokens = 24;
-  auto engine = MakeEngine(model_dir_);
+  auto engine = testing::MakeEngine(model_dir_);
   auto run = testing::RunScriptedAgent(*engine, **tok, in);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   auto id = testing::WriteRun(**store, *run);
