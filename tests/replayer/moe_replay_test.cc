@@ -10,6 +10,7 @@
 
 #include "replayer/replayer.h"
 #include "replayer/report.h"
+#include "tests/replayer/replay_test_fixture.h"
 #include "tests/replayer/replay_test_util.h"
 
 namespace trace::replayer {

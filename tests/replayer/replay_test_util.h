@@ -7,11 +7,8 @@
 // Errors: helpers return Status/Result; tests assert on them.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -267,35 +264,6 @@ inline Result<std::string> WriteRun(store::Store& store, const AgentRun& run, bo
     TRACE_RETURN_IF_ERROR(writer->Flush());
   }
   return writer->run_id();
-}
-
-// A CPU engine (2 threads) over the model in `dir`, weights hashed as `trace record` does.
-inline std::unique_ptr<engine::Engine> MakeEngine(const std::string& dir) {
-  auto model = engine::Model::Load(dir, /*hash_weights=*/true);
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  if (!model.ok()) return nullptr;
-  engine::EngineOptions options;
-  options.threads = 2;
-  auto engine = engine::Engine::Create(*model, options);
-  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-  return engine.ok() ? std::move(*engine) : nullptr;
-}
-
-// Runs build/bin/trace with `args` (a shell word list); returns the exit status, stdout in
-// *out, stderr (through `scratch`/stderr.txt) in *err.
-inline int RunTraceBinary(const std::string& args, const std::string& scratch, std::string* out,
-                          std::string* err) {
-  const std::string err_file = scratch + "/stderr.txt";
-  const std::string cmd = std::string(TRACE_BINARY_DIR) + "/bin/trace " + args + " 2>" + err_file;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  out->clear();
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
-  const int status = pclose(pipe);
-  *err = ReadAll(err_file);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace trace::replayer::testing

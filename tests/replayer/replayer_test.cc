@@ -12,6 +12,7 @@
 #include "replayer/diff.h"
 #include "replayer/replayer.h"
 #include "replayer/report.h"
+#include "tests/replayer/replay_test_fixture.h"
 #include "tests/replayer/replay_test_util.h"
 
 namespace trace::replayer {
