@@ -1,6 +1,7 @@
 // Dispatch of kernels/kernels.h: picks the scalar reference, the AVX2 or the AVX-512 path
-// (checked once at run time, capped by TRACE_CPU_ISA or forced by Impl) and splits independent outputs over the thread pool. Never splits a
-// reduction: every output element is computed whole by one thread.
+// (checked once at run time, capped by TRACE_CPU_ISA or forced by Impl) and splits independent
+// outputs over the thread pool. Never splits a reduction: every output element is computed whole by
+// one thread.
 #include "kernels/kernels.h"
 
 #include <algorithm>
@@ -167,9 +168,8 @@ bool HaveAvx2() {
 bool HaveAvx512() {
   static const bool have = [] {
     __builtin_cpu_init();
-    return HaveAvx2() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vl");
+    return HaveAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   }();
   return have;
 }

@@ -221,8 +221,7 @@ void CanonicalTyped(const float* x, int64_t M, const WeightView& w, const float*
     int64_t n0 = n_begin;
     constexpr int G = 4;
     for (; n0 + G * kPanelCols <= n_end; n0 += G * kPanelCols) {
-      DecodeGroups<D, G>(x, K, data + n0 * K, bias ? bias + n0 : nullptr, G * kPanelCols,
-                         y + n0);
+      DecodeGroups<D, G>(x, K, data + n0 * K, bias ? bias + n0 : nullptr, G * kPanelCols, y + n0);
     }
     for (; n0 < n_end; n0 += kPanelCols) {
       DecodeGroups<D, 1>(x, K, data + n0 * K, bias ? bias + n0 : nullptr,

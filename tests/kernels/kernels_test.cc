@@ -167,8 +167,7 @@ TEST(KernelsMatMul, Avx2EqualsReferenceBitwise) {
           ASSERT_EQ(FirstBitDifference(ref.data(), simd.data(), ref.size()), "") << path;
           ASSERT_EQ(FirstBitDifference(ref.data(), simd2.data(), ref.size()), "") << path;
           const auto isimd = RunMatMul(Ctx(impl), x, c.M, iv, b);
-          const auto isimd2 =
-              RunMatMul(Ctx(impl, Numerics::kCanonical, pool.get()), x, c.M, iv, b);
+          const auto isimd2 = RunMatMul(Ctx(impl, Numerics::kCanonical, pool.get()), x, c.M, iv, b);
           ASSERT_EQ(FirstBitDifference(ref.data(), isimd.data(), ref.size()), "") << path;
           ASSERT_EQ(FirstBitDifference(ref.data(), isimd2.data(), ref.size()), "") << path;
         }
@@ -210,7 +209,7 @@ TEST(KernelsMatMul, SpecialValuesEqualOnEveryPath) {
       // Column 3: zeros of both signs; column 4 tiny (subnormal in f16 and f32, 2^-120 in
       // bf16), column 5 huge.
       for (int64_t k = 0; k < K; ++k) {
-        const float tiny = dtype == DType::kBF16 ? 0x1p-120f
+        const float tiny = dtype == DType::kBF16  ? 0x1p-120f
                            : dtype == DType::kF16 ? 0x1p-20f
                                                   : 0x1p-140f;
         const float vals[3] = {k % 2 ? -0.0f : 0.0f, (k % 3 ? tiny : -tiny), 0x1p+15f};
@@ -262,8 +261,8 @@ TEST(KernelsMatMul, SpecialValuesEqualOnEveryPath) {
           for (const WeightView& view : {w.view(), iv}) {
             for (int64_t rows : {int64_t{1}, M}) {
               // M = 1 takes the decode kernels, M = 11 the packed micro-tiles.
-              const auto got = RunMatMul(Ctx(impl, Numerics::kCanonical, pool.get()), x, rows,
-                                         view, b);
+              const auto got =
+                  RunMatMul(Ctx(impl, Numerics::kCanonical, pool.get()), x, rows, view, b);
               ASSERT_EQ(FirstBitDifference(ref.data(), got.data(), got.size()), "")
                   << where << " rows " << rows
                   << (view.layout == WeightLayout::kRowMajor ? " row-major" : " interleaved");
