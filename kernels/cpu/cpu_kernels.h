@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/kernels.h"
 
@@ -21,6 +22,21 @@ namespace trace::kernels {
 float WeightAt(const WeightView& w, int64_t row, int64_t col);
 // Converts `n` elements of row `row` of `w` into f32 `out`.
 void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out);
+
+// Calls fn(std::integral_constant<DType, D>{}) for the D that `dtype` names, so a kernel
+// templated on its weight dtype is instantiated and chosen in one line.
+template <class Fn>
+decltype(auto) WithDType(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kBF16:
+      return fn(std::integral_constant<DType, DType::kBF16>{});
+    case DType::kF16:
+      return fn(std::integral_constant<DType, DType::kF16>{});
+    case DType::kF32:
+      break;
+  }
+  return fn(std::integral_constant<DType, DType::kF32>{});
+}
 
 bool HaveAvx2();    // AVX2, FMA and F16C, checked once with __builtin_cpu_supports
 bool HaveAvx512();  // HaveAvx2() and AVX-512 F, BW, DQ and VL
