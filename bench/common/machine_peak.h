@@ -20,6 +20,14 @@ namespace trace::bench {
 // fma). The best of `repeats` timed rounds of a fixed instruction count.
 double MeasureFmaPeakGflops(kernels::Impl isa, int threads, int repeats = 3);
 
+// The same loop on the calling thread, as GFLOP per second of that thread's CPU time: the
+// per-core peak, unaffected by time slices lost to other processes (a loaded machine). Divide
+// a kernel's flops per process-CPU-second by it for its per-core efficiency.
+double MeasureFmaPeakGflopsPerCpuSecond(kernels::Impl isa, int repeats = 3);
+
+// CPU seconds this process has used so far (all threads).
+double ProcessCpuSeconds();
+
 struct Bandwidth {
   double copy_gbps = 0;  // bytes read + bytes written per second (the STREAM convention)
   double read_gbps = 0;  // bytes read per second by a summing pass

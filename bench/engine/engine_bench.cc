@@ -132,6 +132,7 @@ struct PathRun {
   int threads;
   double prefill_tps = 0, decode_tps = 0;
   double peak_gflops = 0;
+  double prefill_cpu_seconds = 1e30;  // process CPU time of the best prefill
 };
 
 void SpeedOfLight(std::shared_ptr<const engine::Model> model, const Options& opt) {
@@ -168,7 +169,10 @@ void SpeedOfLight(std::shared_ptr<const engine::Model> model, const Options& opt
     for (size_t i = 0; i < runs.size(); ++i) {
       bench::Timing prefill, decode;
       const double peak_before = bench::MeasureFmaPeakGflops(runs[i].isa, runs[i].threads, 2);
+      const double cpu0 = bench::ProcessCpuSeconds();
       Check(bench::Measure(engines[i].get(), {prompt}, 0, &prefill));
+      runs[i].prefill_cpu_seconds =
+          std::min(runs[i].prefill_cpu_seconds, bench::ProcessCpuSeconds() - cpu0);
       Check(bench::Measure(engines[i].get(), {short_prompt}, opt.decode, &decode));
       const double peak_after = bench::MeasureFmaPeakGflops(runs[i].isa, runs[i].threads, 2);
       runs[i].prefill_tps = std::max(runs[i].prefill_tps, prefill.prefill_tps);
@@ -179,6 +183,12 @@ void SpeedOfLight(std::shared_ptr<const engine::Model> model, const Options& opt
     keep_best(&bwn, bench::MeasureBandwidth(max_threads));
   }
   engines.clear();
+  // Per-core figures from CPU time, which time slices lost to other processes do not change.
+  double core_peak[4] = {0, 0, 0, 0};  // by Impl
+  for (const PathRun& r : runs) {
+    double& p = core_peak[static_cast<int>(r.isa)];
+    if (p == 0) p = bench::MeasureFmaPeakGflopsPerCpuSecond(r.isa);
+  }
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
 
@@ -197,6 +207,16 @@ void SpeedOfLight(std::shared_ptr<const engine::Model> model, const Options& opt
                 kernels::CpuIsaPathName(r.isa), r.threads, r.prefill_tps, gflops, r.peak_gflops,
                 100 * gflops / r.peak_gflops, r.decode_tps, gbps,
                 100 * gbps / bw_of(r.threads).copy_gbps, 100 * gbps / bw_of(r.threads).read_gbps);
+  }
+  std::printf(
+      "per core, from process CPU time (load-independent): prefill GFLOP per CPU-second "
+      "/ the per-core FMA peak\n");
+  for (const PathRun& r : runs) {
+    const double per_cpu_s =
+        opt.prefill * cost.flops_per_prefill_token / r.prefill_cpu_seconds / 1e9;
+    const double peak = core_peak[static_cast<int>(r.isa)];
+    std::printf("  %-8s x%d: %.1f GFLOP/CPU-s of a %.1f GFLOP/CPU-s peak = %.1f%%\n",
+                kernels::CpuIsaPathName(r.isa), r.threads, per_cpu_s, peak, 100 * per_cpu_s / peak);
   }
   auto find = [&](kernels::Impl isa, int threads) -> const PathRun* {
     for (const PathRun& r : runs) {
