@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/escape.h"
 #include "base/hash.h"
 #include "store/codec.h"
 
@@ -231,7 +232,7 @@ Result<int> ReadSchemaVersion(Db& db) {
   try {
     return std::stoi(v);
   } catch (...) {
-    return Corruption(db.path() + ": schema_version '" + v + "' is not a number");
+    return Corruption(db.path() + ": schema_version '" + EscapeForDisplay(v) + "' is not a number");
   }
 }
 
@@ -254,7 +255,7 @@ RunStatus StatusFromEnd(bool has_end, int how) {
 }
 
 std::string RunContext(const std::string& path, const std::string& run_id) {
-  return "run " + run_id + " in " + path;
+  return "run " + EscapeForDisplay(run_id) + " in " + path;
 }
 
 // ---- reading: blobs and prompts with caches -------------------------------------------
@@ -791,7 +792,7 @@ class StoreImpl final : public Store {
     if (header.run_id().empty()) {
       header.set_run_id(NewRunId());
     } else if (!IsValidRunId(header.run_id())) {
-      return InvalidArgument("run id '" + header.run_id() + "' is not a ULID");
+      return InvalidArgument("run id '" + EscapeForDisplay(header.run_id()) + "' is not a ULID");
     }
     if (header.format_version() == 0) header.set_format_version(proto::CURRENT_FORMAT_VERSION);
     if (header.start_time_ns() == 0) header.set_start_time_ns(NowNs());
@@ -856,10 +857,12 @@ class StoreImpl final : public Store {
     if (matches.empty()) return NoSuchRun(std::string(id_or_prefix));
     if (matches.size() == 1 || matches[0] == prefix) return matches[0];
     std::string list;
-    for (size_t i = 0; i < matches.size() && i < 10; ++i) list += (i ? ", " : "") + matches[i];
+    for (size_t i = 0; i < matches.size() && i < 10; ++i) {
+      list += (i ? ", " : "") + EscapeForDisplay(matches[i]);
+    }
     if (matches.size() > 10) list += ", ...";
-    return InvalidArgument("run id prefix '" + std::string(id_or_prefix) + "' is ambiguous in " +
-                           path_ + ": " + list);
+    return InvalidArgument("run id prefix '" + EscapeForDisplay(id_or_prefix) +
+                           "' is ambiguous in " + path_ + ": " + list);
   }
 
   Result<proto::RunHeader> LoadHeader(const std::string& run_id) override {
@@ -973,7 +976,7 @@ class StoreImpl final : public Store {
   }
 
   Status NoSuchRun(const std::string& id) const {
-    return NotFound("no run matches '" + id + "' in " + path_);
+    return NotFound("no run matches '" + EscapeForDisplay(id) + "' in " + path_);
   }
 
   Status CheckRunExists(const std::string& run_id) {
