@@ -2,7 +2,6 @@
 // `trace show` of a run whose argv, tool calls, outputs and notes hold terminal control
 // sequences prints only printable lines.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 
 #include "store/store.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/trace_cli.h"
 #include "tests/errors/hostile.h"
 #include "tests/tokenizer/test_util.h"
 
@@ -24,36 +24,13 @@ using testing::IsOneSafeLine;
 using testing::kEscapedStart;
 using testing::TempDir;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using testing::CliResult;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
+// Runs `trace --store DIR/traces.db ARGS...`.
 CliResult Trace(const TempDir& dir, const std::vector<std::string>& args) {
-  std::string cmd = ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") + " --store " +
-                    ShellQuote(dir.file("traces.db"));
-  for (const auto& a : args) cmd += " " + ShellQuote(a);
-  cmd += " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadFile(dir.file("stdout"));
-  r.err = ReadFile(dir.file("stderr"));
-  return r;
+  std::vector<std::string> all = {"--store", dir.file("traces.db")};
+  all.insert(all.end(), args.begin(), args.end());
+  return testing::RunTrace(dir, all);
 }
 
 // stderr holds exactly one line, a safe one, that quotes the hostile value escaped.

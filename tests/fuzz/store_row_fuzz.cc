@@ -48,13 +48,7 @@ std::string StoredRow(proto::Event event, uint64_t base_seq, int* encoding) {
   if (event.has_llm_call()) {
     auto* c = event.mutable_llm_call();
     if (!PackTokenColumns(*c, stored.mutable_tokens()).ok()) std::abort();
-    c->clear_token_ids();
-    c->clear_logits_digests();
-    c->clear_logits();
-    c->clear_logprobs();
-    c->clear_runner_up_ids();
-    c->clear_runner_up_logits();
-    c->clear_layer_digests();
+    store::testing::ClearTokenArrays(c);
     auto* p = stored.mutable_prompt();
     p->set_base_seq(base_seq);
     p->set_prefix_len(base_seq % 1000 / 2);

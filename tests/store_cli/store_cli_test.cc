@@ -10,6 +10,7 @@
 
 #include "store/export.h"
 #include "store/store.h"
+#include "tests/common/trace_cli.h"
 #include "tests/store/store_test_util.h"
 
 namespace trace::store {
@@ -19,38 +20,15 @@ using testing::MakeConversation;
 using testing::MakeFullEvent;
 using testing::TempDir;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using ::trace::testing::CliResult;
+using ::trace::testing::ReadWholeFile;
 
 // Runs `trace --store STORE ARGS...`, capturing stdout, stderr and the exit code.
 CliResult Trace(const TempDir& dir, const std::string& store,
                 const std::vector<std::string>& args) {
-  std::string cmd =
-      ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") + " --store " + ShellQuote(store);
-  for (const auto& a : args) cmd += " " + ShellQuote(a);
-  cmd += " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
-  int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadFile(dir.file("stdout"));
-  r.err = ReadFile(dir.file("stderr"));
-  return r;
+  std::vector<std::string> all = {"--store", store};
+  all.insert(all.end(), args.begin(), args.end());
+  return ::trace::testing::RunTrace(dir, all);
 }
 
 size_t Lines(const std::string& s) {
@@ -188,7 +166,7 @@ TEST_F(StoreCliTest, ExportJsonIsLossless) {
   auto r = Trace(dir_, path_,
                  {"export", "01JD0000000000000000000AA", "--format", "json", "-o", out_file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto j = nlohmann::json::parse(ReadFile(out_file));
+  auto j = nlohmann::json::parse(ReadWholeFile(out_file));
   EXPECT_EQ(j["format"], "trace-run");
   EXPECT_EQ(j["header"]["run_id"], id);
   const auto& want = written_[id];
@@ -205,7 +183,7 @@ TEST_F(StoreCliTest, ExportJsonIsLossless) {
   // stdout gives the same document.
   r = Trace(dir_, path_, {"export", id});
   ASSERT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.out, ReadFile(out_file));
+  EXPECT_EQ(r.out, ReadWholeFile(out_file));
   r = Trace(dir_, path_, {"export", id, "--format", "xml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("export format 'xml'"), std::string::npos);
