@@ -17,6 +17,7 @@ struct EngineFlags {
   int threads = 0;
   int max_batch = 64;
   bool layer_digests = false;
+  std::vector<std::string> served_model_names;
 };
 
 struct RecordArgs {
@@ -44,6 +45,7 @@ Result<recorder::SessionOptions> SessionFrom(const EngineFlags& f) {
   if (f.max_batch < 1) return InvalidArgument("--max-batch must be at least 1");
   o.scheduler.max_active_sequences = f.max_batch;
   o.scheduler.layer_digests = f.layer_digests;
+  o.served_model_names = f.served_model_names;
   if (Globals().quiet) o.log = [](const std::string&) {};
   return o;
 }
@@ -84,6 +86,11 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_flag("--layer-digests", args->engine.layer_digests,
                 "Also record a digest of every layer's hidden state per sampled token, so\n"
                 "`trace replay` can name the first differing layer (costs a little)");
+  cmd->add_option("--served-model-name", args->engine.served_model_names,
+                  "Serve the model only under this name (repeatable; the first is OPENAI_MODEL).\n"
+                  "Default: any model name the agent asks for, recorded as asked")
+      ->type_name("NAME")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--port", args->port, "Port on 127.0.0.1 (0: a free one)");
   cmd->add_option("command", args->command, "The agent command, after --")
       ->required()

@@ -41,26 +41,29 @@ class RecorderConstraint : public replayer::ConstraintMasks {
 };
 
 replayer::ConstraintFactory MakeConstraintFactory() {
-  auto classes = std::make_shared<std::unique_ptr<recorder::TokenClasses>>();
-  return [classes](const std::string& spec_json, const engine::Tokenizer* tokenizer)
+  // One recorder factory per tokenizer: grammars compiled once per distinct spec.
+  struct State {
+    const engine::Tokenizer* tokenizer = nullptr;
+    std::unique_ptr<recorder::ConstraintFactory> factory;
+  };
+  auto state = std::make_shared<State>();
+  return [state](const std::string& spec_json, const engine::Tokenizer* tokenizer)
              -> Result<std::unique_ptr<replayer::ConstraintMasks>> {
     if (tokenizer == nullptr) {
       return FailedPrecondition("the model folder has no tokenizer.json to rebuild it from");
     }
-    auto spec = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
-    if (spec.is_discarded()) return Corruption("constraint_json is not valid JSON");
-    if (!*classes) *classes = std::make_unique<recorder::TokenClasses>(*tokenizer);
-    // The end-of-turn token the grammar ends with: as recorded, else the chat end token.
-    int32_t end_token = -1;
-    if (spec.contains("end_token") && spec["end_token"].is_number_integer()) {
-      end_token = spec["end_token"].get<int32_t>();
-    } else if (auto id = tokenizer->TokenId("<|im_end|>")) {
-      end_token = *id;
-    } else if (auto eos = tokenizer->eos_token_id()) {
-      end_token = *eos;
+    if (state->tokenizer != tokenizer) {
+      // The end-of-turn token the grammar ends with (a spec may name its own).
+      int32_t end_token = -1;
+      if (auto id = tokenizer->TokenId("<|im_end|>")) {
+        end_token = *id;
+      } else if (auto eos = tokenizer->eos_token_id()) {
+        end_token = *eos;
+      }
+      state->factory = std::make_unique<recorder::ConstraintFactory>(*tokenizer, end_token);
+      state->tokenizer = tokenizer;
     }
-    TRACE_ASSIGN_OR_RETURN(auto c,
-                           recorder::Constraint::Create(spec, *tokenizer, **classes, end_token));
+    TRACE_ASSIGN_OR_RETURN(auto c, state->factory->Create(spec_json));
     return std::unique_ptr<replayer::ConstraintMasks>(
         std::make_unique<RecorderConstraint>(std::move(c)));
   };

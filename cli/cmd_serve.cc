@@ -22,6 +22,7 @@ struct ServeArgs {
   std::string api_key;
   std::optional<std::string> record_label;
   std::optional<uint64_t> seed;
+  std::vector<std::string> served_model_names;
 };
 
 int Run(const ServeArgs& a) {
@@ -43,6 +44,7 @@ int Run(const ServeArgs& a) {
   o.host = a.host;
   o.port = a.port;
   o.api_key = a.api_key;
+  o.served_model_names = a.served_model_names;
   o.seed = a.seed;
   o.label = a.record_label.value_or("");
   o.trace_argv = recorder::OwnCommandLine();
@@ -68,6 +70,11 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--port", args->port, "Port (default 8000; 0: a free one)");
   cmd->add_option("--api-key", args->api_key,
                   "Require 'Authorization: Bearer KEY' (default: no check)");
+  cmd->add_option("--served-model-name", args->served_model_names,
+                  "Serve the model only under this name (repeatable; listed by /v1/models).\n"
+                  "Default: any model name a client asks for")
+      ->type_name("NAME")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--record", args->record_label,
                   "Record everything served as one run with this label");
   cmd->add_option("--seed", args->seed, "Run seed for calls without a request seed");

@@ -1,6 +1,7 @@
 // The sampler of docs/numerics.md ("Sampling"): temperature, softmax with the engine Exp,
-// candidates ordered by (probability desc, id asc), top-k then top-p, one Philox4x32-10
-// uniform keyed by (seed, step), and a walk of the cumulative sum in candidate order.
+// candidates ordered by (scaled logit desc, id asc), top-k (ties at the cut kept) then
+// top-p, one Philox4x32-10 uniform keyed by (seed, step), and a walk of the cumulative sum
+// in candidate order.
 #include "engine/sampler.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/canonical.h"
 #include "kernels/kernels.h"
 
 namespace trace::engine {
@@ -20,8 +22,10 @@ std::string FloatText(float v) {
   return buf;
 }
 
-// A candidate: its unnormalised probability Exp(z - max z) and its id.
+// A candidate: its scaled logit z = logit / temperature, its unnormalised probability
+// Exp(z - max z) and its id.
 struct Candidate {
+  float z;
   float p;
   int32_t id;
 };
@@ -65,10 +69,8 @@ Distribution Softmax(std::span<const float> logits, const std::vector<int32_t>& 
   d.z.resize(ids.size());
   d.p.resize(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) d.z[i] = logits[ids[i]] / temperature;
-  d.max_z = d.z.empty() ? 0.0f : d.z[0];
-  for (float v : d.z) {
-    if (v > d.max_z) d.max_z = v;
-  }
+  d.max_z =
+      d.z.empty() ? 0.0f : kernels::canonical::Max(d.z.data(), static_cast<int64_t>(d.z.size()));
   if (std::isinf(d.max_z)) {
     // z = +inf (an infinite logit, or a finite one over a tiny temperature) takes all the
     // mass, shared equally by every such token.
@@ -82,18 +84,24 @@ Distribution Softmax(std::span<const float> logits, const std::vector<int32_t>& 
   return d;
 }
 
-// Sorts by (p desc, id asc): LSD radix sort of 64-bit keys (0x7fffffff - bits(p)) << 32 | id,
+// An unsigned key that orders like the float (z is never NaN here); -0 and +0 map to the
+// same key because they compare equal.
+uint32_t OrderedBits(float z) {
+  const float normalised = z + 0.0f;  // -0 + +0 = +0 under round to nearest
+  uint32_t bits;
+  std::memcpy(&bits, &normalised, 4);
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// Sorts by (z desc, id asc): LSD radix sort of 64-bit keys ~OrderedBits(z) << 32 | index,
 // 8 bits per pass (256 buckets stay in L1), skipping passes whose digit is the same for
-// every key. p >= 0, so its
-// bits order like its values.
+// every key. `index` is the candidate's position in the id-ascending input, so it orders
+// like the id.
 void RadixSortCandidates(std::vector<Candidate>* candidates) {
   const size_t n = candidates->size();
   std::vector<uint64_t> keys(n), scratch(n);
   for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &(*candidates)[i].p, 4);
-    keys[i] = (static_cast<uint64_t>(0x7fffffffu - bits) << 32) |
-              static_cast<uint32_t>((*candidates)[i].id);
+    keys[i] = (static_cast<uint64_t>(~OrderedBits((*candidates)[i].z)) << 32) | i;
   }
   std::vector<size_t> count(1u << 8);
   for (int shift = 0; shift < 64; shift += 8) {
@@ -109,12 +117,9 @@ void RadixSortCandidates(std::vector<Candidate>* candidates) {
     for (uint64_t key : keys) scratch[count[(key >> shift) & 0xff]++] = key;
     keys.swap(scratch);
   }
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t bits = 0x7fffffffu - static_cast<uint32_t>(keys[i] >> 32);
-    float p;
-    std::memcpy(&p, &bits, 4);
-    (*candidates)[i] = {p, static_cast<int32_t>(static_cast<uint32_t>(keys[i]))};
-  }
+  std::vector<Candidate> sorted(n);
+  for (size_t i = 0; i < n; ++i) sorted[i] = (*candidates)[static_cast<uint32_t>(keys[i])];
+  candidates->swap(sorted);
 }
 
 // Sorted candidates after the top-k and top-p cuts, with their running cumulative sums.
@@ -127,19 +132,29 @@ Cut CutCandidates(const std::vector<int32_t>& ids, const Distribution& d,
                   const SamplingParams& params) {
   Cut cut;
   cut.kept.resize(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) cut.kept[i] = {d.p[i], ids[i]};
+  for (size_t i = 0; i < ids.size(); ++i) cut.kept[i] = {d.z[i], d.p[i], ids[i]};
   auto order = [](const Candidate& a, const Candidate& b) {
-    return a.p > b.p || (a.p == b.p && a.id < b.id);
+    return a.z > b.z || (a.z == b.z && a.id < b.id);
   };
-  const size_t k = params.top_k > 0 ? std::min<size_t>(params.top_k, ids.size()) : ids.size();
+  const size_t n = ids.size();
+  const size_t k = params.top_k > 0 ? std::min<size_t>(params.top_k, n) : n;
   // The order is total (ids are distinct), so every sorting method gives the same sequence:
-  // a heap for a small top-k, a radix sort of the whole vocabulary otherwise.
-  if (k <= ids.size() / 16) {
+  // a heap for a small top-k, a radix sort of the whole vocabulary otherwise. top-k keeps
+  // every candidate whose z equals the k-th one's (Hugging Face's TopKLogitsWarper keeps all
+  // scores >= the k-th largest), so a tie at the cut extends the kept set past k.
+  if (k < n && k <= n / 16) {
     std::partial_sort(cut.kept.begin(), cut.kept.begin() + k, cut.kept.end(), order);
-    cut.kept.resize(k);
+    const float kth = cut.kept[k - 1].z;
+    // The tail is unordered; its ties with the k-th come after it, in id order.
+    auto tail_end = std::partition(cut.kept.begin() + k, cut.kept.end(),
+                                   [kth](const Candidate& c) { return c.z == kth; });
+    std::sort(cut.kept.begin() + k, tail_end, order);
+    cut.kept.erase(tail_end, cut.kept.end());
   } else {
     RadixSortCandidates(&cut.kept);
-    cut.kept.resize(k);
+    size_t keep = k;
+    while (keep > 0 && keep < n && cut.kept[keep].z == cut.kept[keep - 1].z) ++keep;
+    cut.kept.resize(keep);
   }
   cut.cumulative.resize(cut.kept.size());
   float running = 0.0f;

@@ -52,7 +52,7 @@ SampleResult Sample(std::span<const float> logits, const SamplingParams& params,
                     uint64_t step, std::span<const uint8_t> allowed = {});
 
 // The candidates a draw at temperature > 0 chooses among, after the top-k and top-p cuts,
-// in the contract's order (probability desc, token id asc). Greedy: the argmax alone.
+// in the contract's order (scaled logit desc, token id asc). Greedy: the argmax alone.
 std::vector<int32_t> SamplingCandidates(std::span<const float> logits, const SamplingParams& params,
                                         std::span<const uint8_t> allowed = {});
 

@@ -1,7 +1,7 @@
 // The numeric kernels of the engine, one signature per op, shared by every backend.
 //
 // The canonical implementations follow docs/numerics.md (numerics contract
-// canonical-v1) to the bit: their result for one row depends only on that row's inputs,
+// canonical-v2) to the bit: their result for one row depends only on that row's inputs,
 // never on M (the batch), the thread count, or which instruction set ran. The `fast`
 // implementations are the conventional baseline and may reorder sums.
 //
@@ -34,7 +34,7 @@ const char* NumericsName(Numerics numerics);  // "canonical" / "fast"
 
 // The numerics contract version; bump when any canonical result bit can change
 // (reduction order, exp polynomial, RoPE table, rounding of a step). Recorded in runs.
-inline constexpr const char* kNumericsVersion = "canonical-v1";
+inline constexpr const char* kNumericsVersion = "canonical-v2";
 
 // How a weight matrix is laid out in memory.
 //   kRowMajor:     element (n, k) at n * cols + k (the safetensors layout).
@@ -72,6 +72,11 @@ class ThreadPool;  // kernels/thread_pool.h; nullptr means run on the calling th
 
 // Which implementation to run: the scalar reference or the best SIMD path.
 enum class Impl : uint8_t { kAuto = 0, kReference = 1 };
+
+// The CPU instruction-set path that `impl` runs on this machine: "avx2" (AVX2+FMA+F16C
+// present and impl == kAuto) or "reference" (the scalar references). Recorded in every run's
+// fingerprint: the bits are the same either way (tested), but a replay says what ran.
+const char* CpuIsaPathName(Impl impl);
 
 struct KernelContext {
   Numerics numerics = Numerics::kCanonical;

@@ -17,6 +17,11 @@ const GenerationResult& Generation::Wait() {
   return result_;
 }
 
+bool Generation::done() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
 void Generation::Finish(GenerationResult result) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -106,8 +111,8 @@ class SchedulerImpl : public Scheduler {
       if (stopping_) {
         GenerationResult r;
         r.status = Unavailable("the server is shutting down");
-        gen->Finish(std::move(r));
-        if (a->req.on_finish) a->req.on_finish();
+        gen->Finish(r);
+        if (a->req.observer) a->req.observer->OnFinish(r);
         return gen;
       }
       queue_.push_back(std::move(a));
@@ -149,8 +154,7 @@ class SchedulerImpl : public Scheduler {
     for (auto& a : rest) {
       a->result.status = Unavailable("the server is shutting down");
       a->result.finish_reason = "cancelled";
-      a->gen->Finish(std::move(a->result));
-      if (a->req.on_finish) a->req.on_finish();
+      Notify(a.get());
     }
   }
 
@@ -328,7 +332,7 @@ class SchedulerImpl : public Scheduler {
       std::lock_guard<std::mutex> lock(stats_mu_);
       ++stats_.sampled_tokens;
     }
-    bool stop_hit = a->req.on_token ? a->req.on_token(a->result.steps.back()) : false;
+    bool stop_hit = a->req.observer ? a->req.observer->OnToken(a->result.steps.back()) : false;
     bool is_end = std::find(a->req.end_tokens.begin(), a->req.end_tokens.end(), s.token) !=
                   a->req.end_tokens.end();
     if (stop_hit || is_end || constraint_done) {
@@ -353,10 +357,15 @@ class SchedulerImpl : public Scheduler {
     } else {
       engine_->FreeSequence(a->seq);
     }
-    auto on_finish = std::move(a->req.on_finish);
-    a->gen->Finish(std::move(a->result));
-    if (on_finish) on_finish();
+    Notify(a.get());
     a.reset();
+  }
+
+  // Finishes the Generation, then tells the observer; the Active (and with it the
+  // scheduler's reference to the observer) goes after.
+  static void Notify(Active* a) {
+    a->gen->Finish(a->result);
+    if (a->req.observer) a->req.observer->OnFinish(a->result);
   }
 
   std::unique_ptr<engine::Engine> engine_;

@@ -5,8 +5,12 @@
 // contract the result is bitwise what a cold, unbatched computation gives.
 //
 // Ownership: the Scheduler owns the Engine and its thread; a Generation is shared between
-// the submitter and the scheduler. Thread safety: Submit and every Generation method may
-// be called from any thread; callbacks run on the scheduler thread and must be quick.
+// the submitter and the scheduler, and so is a request's GenerationObserver: the scheduler
+// holds its reference until the generation has finished, so whatever the observer calls
+// into stays alive whatever the submitter does meanwhile (a client that goes away, a
+// handler that returns early). There are no raw callbacks to dangle.
+// Thread safety: Submit and every Generation method may be called from any thread; observer
+// methods run on the scheduler thread and must be quick.
 // Errors: an engine failure fails every active generation with the engine's Status.
 #pragma once
 
@@ -41,6 +45,20 @@ struct TokenStep {
   std::vector<uint64_t> layer_digests;
 };
 
+struct GenerationResult;
+
+// What a submitter hears about its generation, on the scheduler thread. Held by shared
+// ownership (GenerationRequest::observer) until after OnFinish.
+class GenerationObserver {
+ public:
+  virtual ~GenerationObserver() = default;
+  // Every sampled token, in order; returning true ends the generation with "stop" (the
+  // submitter found a stop sequence).
+  virtual bool OnToken(const TokenStep& step) = 0;
+  // Once, after the Generation has finished (its Wait no longer blocks).
+  virtual void OnFinish(const GenerationResult& result) = 0;
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   engine::SamplingParams sampling;
@@ -49,17 +67,14 @@ struct GenerationRequest {
   std::vector<int32_t> end_tokens;         // sampling one of these ends with "stop"
   int top_logprobs = 0;
   bool want_logprobs = false;
-  // Called for every sampled token; returning true ends the generation with "stop"
-  // (the caller found a stop sequence).
-  std::function<bool(const TokenStep&)> on_token;
-  // Called once, after the Generation has finished (its Wait no longer blocks).
-  std::function<void()> on_finish;
+  std::shared_ptr<GenerationObserver> observer;  // null: none
 };
 
 struct GenerationResult {
   Status status;
-  std::vector<TokenStep> steps;
-  std::string finish_reason;  // "stop" | "length" | "cancelled"
+  std::vector<TokenStep> steps;  // every token sampled, also when cancelled or failed
+  // "stop" | "length" | "cancelled" (Generation::Cancel; status stays ok) | "error"
+  std::string finish_reason;
   int64_t reused_prompt_tokens = 0;
   int32_t max_batch_size = 0;  // most sequences sharing a Forward with this one
   double queue_ms = 0, prefill_ms = 0, decode_ms = 0;
@@ -69,8 +84,11 @@ class Generation {
  public:
   // Blocks until the generation has finished.
   const GenerationResult& Wait();
-  // Asks the scheduler to stop this generation (client went away).
+  // Asks the scheduler to stop this generation (the client went away): it finishes before
+  // the next engine step with finish_reason "cancelled", keeping the tokens sampled so far.
+  // Safe to call at any time, any number of times, also after it finished.
   void Cancel() { cancelled_ = true; }
+  bool done();
 
  private:
   friend class SchedulerImpl;

@@ -1,5 +1,5 @@
 // The recorder's HTTP server: the OpenAI-compatible API (POST /v1/chat/completions,
-// POST /v1/completions, GET /v1/models, GET /health) served by the local engine through
+// POST /v1/completions, GET /v1/models[/{id}], GET /health) served by the local engine through
 // the continuous-batching scheduler, or forwarded to an upstream OpenAI-compatible
 // server; and the trace event API (POST /trace/v1/events, GET /trace/v1/clock,
 // POST /trace/v1/flush). With a RunLog attached, everything it serves is recorded.
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/engine.h"
@@ -31,6 +32,11 @@ struct ServerOptions {
   std::string api_key;  // required as "Authorization: Bearer KEY"; empty: no check
   int http_threads = 80;
   uint64_t run_seed = 0;  // seeds calls without a request seed (also when not recording)
+  // The model names served (vLLM's --served-model-name); empty: any name a client asks
+  // for is served by the loaded model (and recorded as asked).
+  std::vector<std::string> served_model_names;
+  // TCP_NODELAY on accepted sockets (off only to measure what Nagle costs, bench/recorder).
+  bool tcp_nodelay = true;
 };
 
 // The local model and everything needed to serve it.
@@ -39,7 +45,7 @@ struct LocalBackend {
   std::unique_ptr<engine::Tokenizer> tokenizer;
   std::unique_ptr<engine::ChatTemplate> chat_template;
   std::unique_ptr<Scheduler> scheduler;
-  std::string model_name;  // the id served in /v1/models
+  std::string model_name;  // the model folder's name: /v1/models lists it by default
 };
 
 // Loads DIR (config.json, safetensors, tokenizer.json, tokenizer_config.json) and starts

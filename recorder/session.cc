@@ -101,12 +101,15 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   so.port = o.port;
   so.api_key = o.api_key.empty() ? RandomKey() : o.api_key;
   so.run_seed = run_seed;
+  so.served_model_names = o.served_model_names;
   proto::RunHeader header;
   FillHostFacts(o, &header);
   for (const std::string& a : argv) header.add_argv(a);
   header.set_run_seed(run_seed);
   TRACE_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, MakeServer(o, so, &header));
-  std::string model_name = server->model_name();
+  // What OPENAI_MODEL names for the agent: the first served name, else the model folder's.
+  std::string model_name =
+      o.served_model_names.empty() ? server->model_name() : o.served_model_names.front();
   TRACE_RETURN_IF_ERROR(server->Start());
   header.set_endpoint(server->origin());
 
@@ -206,6 +209,7 @@ Status Serve(const SessionOptions& o, bool record,
   so.port = o.port;
   so.api_key = o.api_key;
   so.run_seed = run_seed;
+  so.served_model_names = o.served_model_names;
   proto::RunHeader header;
   FillHostFacts(o, &header);
   header.set_run_seed(run_seed);

@@ -33,7 +33,9 @@ struct SessionOptions {
   std::string upstream;
   std::string host = "127.0.0.1";
   int port = 0;
-  std::string api_key;                  // record: random when empty; serve: no check when empty
+  std::string api_key;  // record: random when empty; serve: no check when empty
+  // Model names served (repeatable --served-model-name); empty: any requested name.
+  std::vector<std::string> served_model_names;
   std::vector<std::string> trace_argv;  // the `trace ...` command line
   // Progress lines ("using the demo model ..."); default: stderr.
   std::function<void(const std::string&)> log;

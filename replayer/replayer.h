@@ -66,7 +66,7 @@ struct RunReport {
   bool model_override = false;  // --model given and its hashes differ from the recording
   std::vector<FieldDifference> model_differences;
   std::vector<FieldDifference> fingerprint_differences;
-  std::string numerics;  // what the replay ran: "canonical-v1" | "fast"
+  std::string numerics;  // what the replay ran: "canonical-v2" | "fast"
   std::string device;    // Engine::DeviceDescription()
   int batch = 1;
   int calls_in_run = 0;  // model calls recorded
@@ -87,10 +87,10 @@ Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
 Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_prefix,
                             const ReplayOptions& options);
 
-// The numerics string recorded in fingerprints for a mode: "canonical-v1" or "fast".
+// The numerics string recorded in fingerprints for a mode: "canonical-v2" or "fast".
 std::string NumericsFingerprint(kernels::Numerics numerics);
 
-// Parses "canonical", "canonical-v1" or "fast".
+// Parses "canonical", "canonical-v2" or "fast".
 Result<kernels::Numerics> ParseNumerics(const std::string& text);
 
 // Parses a call list "1,3,5-7" into sorted unique 1-based call numbers.

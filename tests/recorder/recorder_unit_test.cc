@@ -121,26 +121,46 @@ TEST(OpenAiApi, BadRequestsNameTheFieldAndStatus) {
        "messages[0].tool_call_id"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"})",
        400, "temperature"},
-      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": -1})", 422,
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": -1})", 400,
        "temperature"},
-      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 0})", 422,
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 0})", 400,
        "top_p"},
-      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_k": -2})", 422,
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_k": -2})", 400,
        "top_k"},
-      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 422,
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 400,
        "max_tokens"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"})", 400,
        "stream"},
-      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2})", 422, "n"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2})", 400, "n"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
            "tool_choice": "required"})",
-       422, "tool_choice"},
+       400, "tool_choice"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
            "tools": [{"type": "function", "function": {"name": "f"}}],
            "tool_choice": {"type": "function", "function": {"name": "g"}}})",
-       422, "tool_choice.function.name"},
+       400, "tool_choice.function.name"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "guided_choice": []})",
        400, "guided_choice"},
+      // OpenAI: temperature is 0..2, top_logprobs needs logprobs, seed is a signed 64-bit int.
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 2.5})", 400,
+       "temperature"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", 400,
+       "top_logprobs"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+           "seed": 18446744073709551615})",
+       400, "seed"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+           "stream_options": {"include_usage": true}})",
+       400, "stream_options"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+           "response_format": {"type": "xml"}})",
+       400, "response_format.type"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+           "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}})",
+       400, "response_format.json_schema.name"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+           "functions": [{"name": "f"}]})",
+       400, "functions"},
   };
   for (const Case& c : cases) {
     ApiError e = ParseError(c.body);
@@ -152,6 +172,39 @@ TEST(OpenAiApi, BadRequestsNameTheFieldAndStatus) {
     EXPECT_TRUE(body["error"].contains("type"));
   }
   EXPECT_EQ(ParseError(R"({"model": "m", "prompt": 3})", false).param, "prompt");
+  EXPECT_EQ(ParseError(R"({"model": "m", "prompt": ["a", "b"]})", false).param, "prompt");
+}
+
+// What OpenAI accepts and this server used to refuse or mangle: a negative seed keeps its
+// sign, a huge max_tokens is accepted (clamped to the context when served), prompts of token
+// ids, response_format with its schema in the order sent.
+TEST(OpenAiApi, AcceptsWhatOpenAiAccepts) {
+  auto chat = ParseCompletionRequest(
+      R"({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "seed": -5,
+          "max_tokens": 2000000, "logprobs": true, "top_logprobs": 2, "stream": true,
+          "stream_options": {"include_usage": true}, "parallel_tool_calls": false,
+          "response_format": {"type": "json_schema", "json_schema": {"name": "person",
+            "strict": true, "schema": {"type": "object", "properties": {"zeta": {"type": "string"},
+            "alpha": {"type": "integer"}}}}}})",
+      true);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(chat)) << std::get<ApiError>(chat).message;
+  const CompletionRequest& r = std::get<CompletionRequest>(chat);
+  ASSERT_TRUE(r.seed.has_value());
+  EXPECT_EQ(*r.seed, -5);
+  EXPECT_EQ(r.sampling.max_tokens, 2000000);
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(r.response_format.kind, ResponseFormat::kJsonSchema);
+  EXPECT_TRUE(r.response_format.strict);
+  EXPECT_EQ(r.response_format.schema["properties"].begin().key(), "zeta");  // order kept
+  for (const char* prompt : {"[1, 2, 3]", "[[1, 2, 3]]"}) {
+    auto legacy = ParseCompletionRequest(
+        std::string(R"({"model": "m", "prompt": )") + prompt + R"(, "logprobs": 1})", false);
+    ASSERT_TRUE(std::holds_alternative<CompletionRequest>(legacy)) << prompt;
+    const CompletionRequest& l = std::get<CompletionRequest>(legacy);
+    EXPECT_TRUE(l.prompt_is_tokens);
+    EXPECT_EQ(l.prompt_token_ids, (std::vector<int32_t>{1, 2, 3}));
+    EXPECT_EQ(l.top_logprobs, 1);
+  }
 }
 
 TEST(OpenAiApi, ExtractsQwenToolCalls) {
@@ -169,6 +222,26 @@ TEST(OpenAiApi, ExtractsQwenToolCalls) {
   ExtractedToolCalls bad = ExtractToolCalls("<tool_call>{oops</tool_call>", "x");
   EXPECT_TRUE(bad.calls.empty());
   EXPECT_EQ(bad.content, "<tool_call>{oops</tool_call>");
+  // Arguments keep the order the model wrote them in (the schema's), not sorted.
+  ExtractedToolCalls ordered = ExtractToolCalls(
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"zeta\": 1, \"alpha\": 2}}\n</tool_call>",
+      "x");
+  ASSERT_EQ(ordered.calls.size(), 1u);
+  EXPECT_EQ(ordered.calls[0].arguments, R"({"zeta":1,"alpha":2})");
+  // A call cut off by max_tokens: without allow_truncated it is content; with it, the call
+  // with the arguments written so far.
+  const std::string cut = "Sure.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"zeta\": 1";
+  EXPECT_TRUE(ExtractToolCalls(cut, "x").calls.empty());
+  ExtractedToolCalls t = ExtractToolCalls(cut, "x", /*allow_truncated=*/true);
+  EXPECT_TRUE(t.truncated);
+  ASSERT_EQ(t.calls.size(), 1u);
+  EXPECT_EQ(t.calls[0].name, "f");
+  EXPECT_EQ(t.calls[0].arguments, R"({"zeta": 1)");
+  EXPECT_EQ(t.content, "Sure.");
+  ExtractedToolCalls early = ExtractToolCalls("<tool_call>\n{\"na", "x", true);
+  EXPECT_TRUE(early.truncated);
+  EXPECT_TRUE(early.calls.empty());
+  EXPECT_EQ(early.content, "");
 }
 
 TEST(RunSeeds, DerivedSeedsAreFixedAndDistinct) {

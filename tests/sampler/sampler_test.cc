@@ -1,12 +1,18 @@
 // The sampler (docs/numerics.md, "Sampling"): Philox4x32-10 known answers, sampled
 // frequencies against the softmax (chi-square), exact top-k/top-p candidate sets, the
-// greedy tie rule, seeds, the allowed mask and parameter errors.
+// greedy tie rule, the top-k tie rule and ranking of Hugging Face's warpers (checked against
+// an independent float64 re-implementation of them), seeds, the allowed mask and parameter
+// errors.
 #include "engine/sampler.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <string>
 #include <map>
 #include <random>
 #include <set>
@@ -16,6 +22,10 @@
 
 namespace trace::engine {
 namespace {
+
+// Filled in from the first run of SamplerGolden.PinnedDrawsOfThisContractVersion.
+const std::string kGoldenDraws =
+    "36 58 47 47 14 14 14 25 36 14 36 14 25 14 14 47 58 3 47 14 25 25 58 14 ";
 
 TEST(SamplerPhilox, Random123KnownAnswers) {
   // Random123 tests/kat_vectors, philox4x32 10 rounds.
@@ -94,7 +104,7 @@ TEST(SamplerDistribution, TopKTopPRenormaliseChiSquare) {
   const std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f, 2.0f, 0.0f, -0.5f};
   const int n = 50000;
   SamplingParams params;
-  params.top_k = 4;  // keeps ids 4, 1, 5, 0 (p desc, id asc on the 1/5 tie)
+  params.top_k = 4;  // keeps ids 4, 1, 5, 0 (z desc, id asc on the 1/5 tie)
   std::vector<int> counts(logits.size());
   for (int step = 0; step < n; ++step) counts[Sample(logits, params, 7, step).token]++;
   std::vector<double> p = SoftmaxDouble(logits, 1.0);
@@ -141,42 +151,153 @@ TEST(SamplerCandidates, ExactTopKTopPSets) {
   EXPECT_EQ(drawn, (std::set<int32_t>{1, 2, 3}));
 }
 
-TEST(SamplerCandidates, TiesOrderedByLowestId) {
+TEST(SamplerCandidates, TiesOrderedByLowestIdAndKeptAtTheTopKCut) {
   const std::vector<float> logits = {0.0f, 1.0f, 1.0f, 0.0f, 1.0f};
   SamplingParams params;
-  params.top_k = 2;
-  EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{1, 2}));
+  params.top_k = 1;  // all three ties with the first candidate stay (Hugging Face's rule)
+  EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{1, 2, 4}));
+  params.top_k = 3;  // no tie past the cut
+  EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{1, 2, 4}));
+  params.top_k = 4;  // the 4th (id 0, z 0) ties with id 3
+  EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{1, 2, 4, 0, 3}));
+  // Draws reach every tied candidate, none outside.
+  params.top_k = 1;
+  std::set<int32_t> drawn;
+  for (int step = 0; step < 300; ++step) drawn.insert(Sample(logits, params, 5, step).token);
+  EXPECT_EQ(drawn, (std::set<int32_t>{1, 2, 4}));
 }
 
-TEST(SamplerCandidates, LargeVocabularyOrderMatchesPlainSort) {
-  // 50000 logits with many exact ties: the radix sort (no top-k) and the heap (small top-k)
-  // both give the order of a plain comparison sort by (p desc, id asc).
-  std::mt19937 rng(17);
-  std::uniform_int_distribution<int> level(0, 400);
-  std::vector<float> logits(50000);
-  for (auto& l : logits) l = static_cast<float>(level(rng)) * 0.05f - 10.0f;
-  logits[123] = -INFINITY;  // never a candidate
+TEST(SamplerCandidates, ExtremeTemperatureRanksByScaledLogit) {
+  // At temperature 1e8 every Exp(z - max) rounds to 1.0f: equal probabilities. The ranking
+  // follows z = logit / temperature (distinct floats here), as Hugging Face's does, not the id.
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f, 3.0f};
   SamplingParams params;
-  params.temperature = 0.8f;
-  float mx = -INFINITY;
-  for (float l : logits) mx = std::max(mx, l / params.temperature);
-  std::vector<std::pair<float, int32_t>> expect;
-  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
-    if (id == 123) continue;
-    expect.push_back({kernels::Exp(logits[id] / params.temperature - mx), id});
+  params.temperature = 1e8f;
+  EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{3, 2, 1, 0}));
+  params.top_k = 2;
+  EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{3, 2}));
+  params.top_k = 0;
+  params.top_p = 0.5f;  // four equal masses: two reach half
+  EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{3, 2}));
+}
+
+TEST(SamplerCandidates, SignedZeroScaledLogitsTie) {
+  // -0 and +0 compare equal, so they tie and order by id (both sorting paths).
+  const std::vector<float> logits = {-0.0f, 0.0f, -0.0f, -1.0f};
+  SamplingParams params;
+  EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{0, 1, 2, 3}));
+  params.top_k = 1;
+  EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{0, 1, 2}));
+}
+
+// Hugging Face's TopKLogitsWarper then TopPLogitsWarper, re-implemented independently in
+// float64 from their documented rules: top-k removes scores < the k-th largest; top-p sorts
+// ascending, takes the softmax's cumulative sum and removes entries whose sum is
+// <= 1 - top_p, keeping at least one. Returns the kept ids as a set, and whether some
+// cumulative sum lies within `tolerance` of the top-p boundary (where float32 and float64
+// may legitimately disagree). Which members of a tie group straddling the top-p boundary
+// stay is not defined by Hugging Face (torch.sort is not stable by default); this one keeps
+// the highest ids (a stable ascending sort), the contract the lowest.
+std::set<int32_t> HuggingFaceKeptSet(const std::vector<float>& logits, float temperature,
+                                     int top_k, float top_p, double tolerance, bool* borderline) {
+  const size_t n = logits.size();
+  std::vector<float> z(n);
+  for (size_t i = 0; i < n; ++i) z[i] = logits[i] / temperature;  // the same float divide
+  std::vector<bool> kept(n, true);
+  if (top_k > 0 && static_cast<size_t>(top_k) < n) {
+    std::vector<float> sorted = z;
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    const float kth = sorted[top_k - 1];
+    for (size_t i = 0; i < n; ++i) kept[i] = z[i] >= kth;
   }
-  std::sort(expect.begin(), expect.end(), [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  });
-  std::vector<int32_t> expect_ids;
-  for (const auto& e : expect) expect_ids.push_back(e.second);
-  EXPECT_EQ(SamplingCandidates(logits, params), expect_ids);
-  params.top_k = 100;  // heap path
-  EXPECT_EQ(SamplingCandidates(logits, params),
-            std::vector<int32_t>(expect_ids.begin(), expect_ids.begin() + 100));
-  params.top_k = 40000;  // radix path, then the cut
-  EXPECT_EQ(SamplingCandidates(logits, params),
-            std::vector<int32_t>(expect_ids.begin(), expect_ids.begin() + 40000));
+  *borderline = false;
+  if (top_p < 1.0f) {
+    std::vector<size_t> order;
+    double mx = -INFINITY;
+    for (size_t i = 0; i < n; ++i) {
+      if (kept[i]) {
+        order.push_back(i);
+        mx = std::max(mx, static_cast<double>(z[i]));
+      }
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return z[a] < z[b]; });
+    double sum = 0;
+    for (size_t i : order) sum += std::exp(static_cast<double>(z[i]) - mx);
+    double cumulative = 0;
+    for (size_t j = 0; j + 1 < order.size(); ++j) {  // the last (largest) always stays
+      cumulative += std::exp(static_cast<double>(z[order[j]]) - mx) / sum;
+      if (std::fabs(cumulative - (1.0 - top_p)) < tolerance) *borderline = true;
+      if (cumulative <= 1.0 - top_p) kept[order[j]] = false;
+    }
+  }
+  std::set<int32_t> ids;
+  for (size_t i = 0; i < n; ++i) {
+    if (kept[i]) ids.insert(static_cast<int32_t>(i));
+  }
+  return ids;
+}
+
+TEST(SamplerCandidates, KeptSetsMatchHuggingFaceWarpers) {
+  // Logits on a coarse grid (many exact ties), random top-k / top-p / temperature. The
+  // top-k set must equal Hugging Face's exactly (it only compares z values); with top-p the
+  // kept scaled logits (as a multiset: which ids of a tie group straddling the boundary
+  // stay is Hugging Face's sort's choice) must agree, except where a cumulative sum is
+  // within 1e-5 of the boundary.
+  std::mt19937 rng(2024);
+  int compared = 0, borderline_skipped = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n = std::uniform_int_distribution<int>(2, 300)(rng);
+    const int levels = std::uniform_int_distribution<int>(2, 40)(rng);
+    std::vector<float> logits(n);
+    for (auto& l : logits) l = static_cast<float>(std::uniform_int_distribution<int>(0, levels)(rng)) * 0.25f - 3.0f;
+    SamplingParams params;
+    params.temperature = std::array<float, 4>{0.3f, 0.7f, 1.0f, 1.9f}[trial % 4];
+    params.top_k = std::uniform_int_distribution<int>(0, n + 2)(rng);
+    params.top_p = trial % 3 == 0 ? 1.0f : std::uniform_real_distribution<float>(0.05f, 1.0f)(rng);
+    bool borderline = false;
+    const std::set<int32_t> expect =
+        HuggingFaceKeptSet(logits, params.temperature, params.top_k, params.top_p, 1e-5, &borderline);
+    if (borderline) {
+      ++borderline_skipped;
+      continue;
+    }
+    const std::vector<int32_t> got = SamplingCandidates(logits, params);
+    if (params.top_p == 1.0f) {
+      EXPECT_EQ(std::set<int32_t>(got.begin(), got.end()), expect)
+          << "trial " << trial << " n " << n << " top_k " << params.top_k;
+    } else {
+      auto scaled = [&](auto ids) {
+        std::vector<float> z;
+        for (int32_t id : ids) z.push_back(logits[id] / params.temperature);
+        std::sort(z.begin(), z.end());
+        return z;
+      };
+      EXPECT_EQ(scaled(got), scaled(expect)) << "trial " << trial << " n " << n << " top_k "
+                                             << params.top_k << " top_p " << params.top_p;
+    }
+    ++compared;
+  }
+  EXPECT_GT(compared, 350);
+  std::printf("compared %d kept sets with Hugging Face's rules (%d borderline skipped)\n", compared,
+              borderline_skipped);
+}
+
+TEST(SamplerGolden, PinnedDrawsOfThisContractVersion) {
+  // Draws on fixed logits with ties, computed once by this code under canonical-v2 and
+  // pinned: a change means the sampler's contract changed (bump kNumericsVersion, re-pin).
+  ASSERT_STREQ(kernels::kNumericsVersion, "canonical-v2");
+  std::vector<float> logits(64);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 7) % 11) * 0.5f;
+  SamplingParams params;
+  params.temperature = 0.9f;
+  params.top_k = 5;
+  params.top_p = 0.9f;
+  std::string drawn;
+  for (uint64_t step = 0; step < 24; ++step) {
+    drawn += std::to_string(Sample(logits, params, 42, step).token) + " ";
+  }
+  std::printf("golden draws: %s\n", drawn.c_str());
+  EXPECT_EQ(drawn, kGoldenDraws);
 }
 
 TEST(SamplerGreedy, ArgmaxLowestIdOnTies) {

@@ -163,11 +163,14 @@ TEST_F(StoreCliTest, ShowPrintsATimeline) {
 TEST_F(StoreCliTest, ExportJsonIsLossless) {
   const std::string id = "01JD0000000000000000000AAA";
   std::string out_file = dir_.file("export.json");
-  auto r = Trace(dir_, path_,
-                 {"export", "01JD0000000000000000000AA", "--format", "json", "-o", out_file});
+  // Lossless means not redacted (redaction is the default; tests/exporters covers it).
+  auto r = Trace(
+      dir_, path_,
+      {"export", "01JD0000000000000000000AA", "--format", "json", "--no-redact", "-o", out_file});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(ReadWholeFile(out_file));
   EXPECT_EQ(j["format"], "trace-run");
+  EXPECT_EQ(j["redaction"]["applied"], false);
   EXPECT_EQ(j["header"]["run_id"], id);
   const auto& want = written_[id];
   ASSERT_EQ(j["events"].size(), want.size());
@@ -181,7 +184,7 @@ TEST_F(StoreCliTest, ExportJsonIsLossless) {
   ASSERT_TRUE(JsonToMessage(j["header"].dump(), &header).ok());
   EXPECT_EQ(header.argv_size(), 3);
   // stdout gives the same document.
-  r = Trace(dir_, path_, {"export", id});
+  r = Trace(dir_, path_, {"export", id, "--no-redact"});
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, ReadWholeFile(out_file));
   r = Trace(dir_, path_, {"export", id, "--format", "xml"});

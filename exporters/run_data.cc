@@ -1,0 +1,38 @@
+#include "exporters/run_data.h"
+
+namespace trace::exporters {
+
+Result<RunData> LoadRun(store::Store& store, const std::string& run_id,
+                        const redact::RuleSet* rules) {
+  RunData run;
+  TRACE_ASSIGN_OR_RETURN(run.summary, store.GetRunSummary(run_id));
+  TRACE_ASSIGN_OR_RETURN(run.header, store.LoadHeader(run_id));
+  TRACE_ASSIGN_OR_RETURN(run.events, store.LoadEvents(run_id));
+  if (rules != nullptr) {
+    redact::RuleSet with_run = *rules;
+    for (const auto& [name, value] : run.header.env()) {
+      if (redact::RuleSet::NameLooksSecret(name)) with_run.AddLiteral("env:" + name, value);
+    }
+    TRACE_ASSIGN_OR_RETURN(redact::Redactor redactor, redact::Redactor::Create(with_run));
+    redact::RedactRun(redactor, &run.header, &run.events, &run.redaction);
+    run.redacted = true;
+    run.redaction_rules = redactor.RuleNames();
+  }
+  return run;
+}
+
+std::vector<std::string> RedactedFieldLines(const redact::RedactionReport& report) {
+  std::vector<std::string> lines;
+  for (const auto& f : report.fields) {
+    std::string line = f.where + " " + f.field + " (";
+    bool first = true;
+    for (const auto& [rule, count] : f.rules) {
+      line += (first ? "" : ", ") + rule + " x" + std::to_string(count);
+      first = false;
+    }
+    lines.push_back(line + ")");
+  }
+  return lines;
+}
+
+}  // namespace trace::exporters

@@ -1,0 +1,162 @@
+// The internal model call: what every wire format the server speaks (OpenAI Chat
+// Completions and legacy Completions today; OpenAI Responses and Anthropic Messages can be
+// added as further WireFormats) maps a request onto, and what a finished generation gives
+// back to be rendered in that format. Serving, recording, replay and diff see only these.
+//
+// Ownership: plain values; a parsed request owns copies of everything it holds. The
+// WireFormat singletons are immutable and live for the process. Thread safety: all
+// functions are reentrant; a StreamEncoder belongs to one response. Errors: a request a
+// format cannot accept is an ApiError (HTTP status, error type, the offending parameter,
+// a one-line message); nothing throws out of these functions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampler.h"
+
+namespace trace::recorder {
+
+// An error returned to an HTTP client; OpenAI's shape {"error": {message, type, param,
+// code}} by default.
+struct ApiError {
+  int http_status = 400;
+  std::string type = "invalid_request_error";
+  std::string param;  // the request field concerned, empty if none
+  std::string code;   // machine-readable, e.g. "model_not_found"
+  std::string message;
+
+  std::string Body() const;
+};
+
+// 400 invalid_request_error naming `param`.
+ApiError BadRequest(std::string param, std::string message);
+// 400 with code "invalid_value": a well-typed value out of its range.
+ApiError OutOfRange(const std::string& param, const std::string& message);
+
+struct ToolCall {
+  std::string id;  // "call_..." as returned to the client
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
+struct ChatMessage {
+  std::string role;  // system | user | assistant | tool
+  std::string content;
+  std::string tool_call_id;  // role tool
+  std::string name;
+  std::vector<ToolCall> tool_calls;  // role assistant
+};
+
+struct ToolSpec {
+  std::string name;
+  std::string description;
+  nlohmann::json parameters = nlohmann::json::object();  // JSON schema
+  // The same schema with its object keys in the order the client sent them: what the chat
+  // template sees (its `tojson` prints keys in this order, as Python's dicts keep them) and
+  // what the argument grammar follows (properties in schema order).
+  nlohmann::ordered_json parameters_ordered = nlohmann::ordered_json::object();
+  bool strict = false;  // function.strict: unsupported schema keywords are an error
+};
+
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
+
+// response_format: free text, any JSON object, or JSON following a schema.
+struct ResponseFormat {
+  enum Kind { kText, kJsonObject, kJsonSchema } kind = kText;
+  std::string name;                                                  // json_schema.name
+  nlohmann::ordered_json schema = nlohmann::ordered_json::object();  // keys as sent
+  bool strict = false;
+};
+
+// One model call as every wire format describes it.
+struct CompletionRequest {
+  bool chat = true;                       // messages through the chat template; false: a raw prompt
+  std::string model;                      // the name the client asked for (recorded as sent)
+  std::vector<ChatMessage> messages;      // chat
+  std::string prompt;                     // raw prompt text
+  std::vector<int32_t> prompt_token_ids;  // raw prompt given as token ids (then `prompt` is empty)
+  bool prompt_is_tokens = false;
+  std::vector<ToolSpec> tools;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;  // kNamed
+  bool parallel_tool_calls = true;
+  ResponseFormat response_format;
+  std::vector<std::string> guided_choice;  // vLLM-style extension
+  engine::SamplingParams sampling;
+  std::optional<int64_t> seed;  // as sent (OpenAI: a 64-bit signed integer)
+  bool stream = false;
+  bool include_usage_in_stream = false;
+  bool logprobs = false;
+  int top_logprobs = 0;
+  nlohmann::json raw;                  // the request body as received, parsed (keys sorted)
+  nlohmann::ordered_json raw_ordered;  // the same, object keys in the order received
+};
+
+struct TokenLogprob {
+  std::string token;  // text of the token
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;  // top_logprobs
+};
+
+// Everything a finished (or cut off) generation produced, for the response builders.
+struct CompletionResult {
+  std::string id;  // "chatcmpl-..." / "cmpl-..."
+  int64_t created = 0;
+  std::string model;
+  std::string system_fingerprint;  // "trace-<numerics mode>"
+  std::string text;                // generated text (stop sequence removed)
+  std::vector<ToolCall> tool_calls;
+  std::string finish_reason;  // stop | length | tool_calls
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+  std::vector<TokenLogprob> logprobs;  // when requested
+  // Extension "trace": what makes the response checkable bitwise.
+  int64_t call_index = 0;
+  int64_t seed = 0;  // the seed used, as a signed 64-bit value a client can send back
+  std::vector<int32_t> token_ids;
+  std::vector<uint64_t> logits_digests;
+};
+
+// The events of one streamed response, in a wire format's framing.
+class StreamEncoder {
+ public:
+  virtual ~StreamEncoder() = default;
+  // What is sent before any text (may be empty).
+  virtual std::string Begin() = 0;
+  // A piece of text known to be final, with the logprobs of the tokens it completes.
+  virtual std::string Text(const std::string& delta, const std::vector<TokenLogprob>& logprobs) = 0;
+  // Everything after the last Text: `rest` (text not yet sent) and its tokens' logprobs,
+  // the tool calls, the finish reason, usage when asked, the terminator.
+  virtual std::string End(const CompletionResult& r, const std::string& rest,
+                          const std::vector<TokenLogprob>& rest_logprobs) = 0;
+  // A failure after the stream started.
+  virtual std::string Error(const ApiError& e) = 0;
+};
+
+// One HTTP API that maps onto CompletionRequest / CompletionResult.
+class WireFormat {
+ public:
+  virtual ~WireFormat() = default;
+  // The route, e.g. "/v1/chat/completions".
+  virtual std::string endpoint() const = 0;
+  // The prefix of response ids ("chatcmpl-").
+  virtual std::string id_prefix() const = 0;
+  virtual std::variant<CompletionRequest, ApiError> Parse(std::string_view body) const = 0;
+  // The non-streamed response body.
+  virtual std::string Body(const CompletionRequest& req, const CompletionResult& r) const = 0;
+  // A stream for `req`; `header` holds the id, created time and model.
+  virtual std::unique_ptr<StreamEncoder> NewStream(const CompletionRequest& req,
+                                                   const CompletionResult& header) const = 0;
+};
+
+}  // namespace trace::recorder

@@ -1,0 +1,209 @@
+#include "recorder/api/openai_common.h"
+
+#include <cmath>
+#include <limits>
+
+#include "recorder/api/request_fields.h"
+
+namespace trace::recorder {
+
+using nlohmann::json;
+
+std::variant<nlohmann::ordered_json, ApiError> ParseOpenAiBody(std::string_view body_text,
+                                                               CompletionRequest* req) {
+  // Parsed once keeping the client's key order (for what the chat template sees and what
+  // schemas say) and converted for validation, which does not depend on key order.
+  nlohmann::ordered_json ordered =
+      nlohmann::ordered_json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (ordered.is_discarded()) {
+    ApiError e = BadRequest("", "request body is not valid JSON");
+    e.code = "invalid_json";
+    return e;
+  }
+  json body = ordered;
+  if (!body.is_object()) return WrongType("body", "a JSON object", body);
+  auto model = body.find("model");
+  if (model == body.end() || !model->is_string()) {
+    return BadRequest("model", "'model' must be a string naming a served model (GET /v1/models)");
+  }
+  req->model = model->get<std::string>();
+  if (auto err = RejectUnsupportedFields(body)) return *err;
+  req->raw = std::move(body);
+  return ordered;
+}
+
+std::optional<ApiError> RejectUnsupportedFields(const json& body) {
+  if (auto f = body.find("functions"); f != body.end() && !f->is_null()) {
+    return BadRequest("functions",
+                      "'functions' (deprecated by OpenAI) is not supported; send 'tools' with "
+                      "{\"type\": \"function\", \"function\": {...}} entries");
+  }
+  if (auto f = body.find("function_call"); f != body.end() && !f->is_null()) {
+    return BadRequest("function_call",
+                      "'function_call' (deprecated by OpenAI) is not supported; use 'tool_choice'");
+  }
+  if (auto b = body.find("best_of"); b != body.end() && !b->is_null()) {
+    if (!b->is_number_integer() || b->get<int64_t>() != 1) {
+      return OutOfRange("best_of", "only best_of = 1 is supported");
+    }
+  }
+  if (auto e = body.find("echo"); e != body.end() && e->is_boolean() && e->get<bool>()) {
+    return OutOfRange("echo", "'echo' is not supported");
+  }
+  if (auto s = body.find("suffix");
+      s != body.end() && s->is_string() && !s->get<std::string>().empty()) {
+    return OutOfRange("suffix", "'suffix' (insertion) is not supported");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseOpenAiSampling(const json& body, CompletionRequest* req) {
+  std::optional<ApiError> err;
+  std::optional<double> temperature, top_p;
+  std::optional<int64_t> top_k, seed, max_tokens, max_completion_tokens, n;
+  if (!NumberField(body, "temperature", &temperature, &err) ||
+      !NumberField(body, "top_p", &top_p, &err) || !IntField(body, "top_k", &top_k, &err) ||
+      !IntField(body, "seed", &seed, &err) || !IntField(body, "max_tokens", &max_tokens, &err) ||
+      !IntField(body, "max_completion_tokens", &max_completion_tokens, &err) ||
+      !IntField(body, "n", &n, &err) || !BoolField(body, "stream", &req->stream, &err)) {
+    return *err;
+  }
+  if (n && *n != 1) return OutOfRange("n", "only n = 1 is supported");
+  if (temperature) {
+    // OpenAI: 0 to 2; anything else is a 400.
+    if (!std::isfinite(*temperature) || *temperature < 0 || *temperature > 2) {
+      ApiError e = OutOfRange(
+          "temperature", "'temperature' must be between 0 and 2, got " + json(*temperature).dump());
+      e.code = *temperature > 2 ? "decimal_above_max_value" : "decimal_below_min_value";
+      return e;
+    }
+    req->sampling.temperature = static_cast<float>(*temperature);
+  }
+  if (top_p) {
+    if (!(*top_p > 0 && *top_p <= 1)) return OutOfRange("top_p", "'top_p' must be in (0, 1]");
+    req->sampling.top_p = static_cast<float>(*top_p);
+  }
+  if (top_k) {
+    if (*top_k < 0 || *top_k > std::numeric_limits<int32_t>::max()) {
+      return OutOfRange("top_k", "'top_k' must be >= 0 (0: no limit)");
+    }
+    req->sampling.top_k = static_cast<int32_t>(*top_k);
+  }
+  req->seed = seed;
+  // max_completion_tokens wins (OpenAI deprecated max_tokens for chat); either is clamped
+  // to what the context leaves, here to int32 and later to the model's context.
+  std::optional<int64_t> limit = max_completion_tokens ? max_completion_tokens : max_tokens;
+  if (limit) {
+    if (*limit < 1) {
+      return OutOfRange(
+          max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+          "the token limit must be a positive integer, got " + std::to_string(*limit));
+    }
+    req->sampling.max_tokens =
+        static_cast<int32_t>(std::min<int64_t>(*limit, std::numeric_limits<int32_t>::max()));
+  } else {
+    req->sampling.max_tokens = kDefaultMaxTokens;
+  }
+  if (auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
+    if (stop->is_string()) {
+      if (!stop->get<std::string>().empty()) req->sampling.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array() && stop->size() <= 4) {
+      for (const json& s : *stop) {
+        if (!s.is_string() || s.get<std::string>().empty()) {
+          return BadRequest("stop", "'stop' entries must be non-empty strings");
+        }
+        req->sampling.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return BadRequest("stop", "'stop' must be a string or an array of up to 4 strings");
+    }
+  }
+  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+    if (!so->is_object()) return WrongType("stream_options", "an object", *so);
+    if (!req->stream) {
+      return BadRequest("stream_options", "'stream_options' is only allowed with 'stream': true");
+    }
+    if (!BoolField(*so, "include_usage", &req->include_usage_in_stream, &err)) return *err;
+  }
+  if (auto gc = body.find("guided_choice"); gc != body.end() && !gc->is_null()) {
+    if (!gc->is_array() || gc->empty()) {
+      return BadRequest("guided_choice", "'guided_choice' must be a non-empty array of strings");
+    }
+    for (const json& s : *gc) {
+      if (!s.is_string() || s.get<std::string>().empty()) {
+        return BadRequest("guided_choice", "'guided_choice' entries must be non-empty strings");
+      }
+      req->guided_choice.push_back(s.get<std::string>());
+    }
+  }
+  return std::nullopt;
+}
+
+json UsageJson(const CompletionResult& r) {
+  return {{"prompt_tokens", r.prompt_tokens},
+          {"completion_tokens", r.completion_tokens},
+          {"total_tokens", r.prompt_tokens + r.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", r.cached_prompt_tokens}}},
+          {"completion_tokens_details", {{"reasoning_tokens", 0}}}};
+}
+
+json ChunkJson(const CompletionResult& h, const char* object, json choice) {
+  return {{"id", h.id},
+          {"object", object},
+          {"created", h.created},
+          {"model", h.model},
+          {"system_fingerprint", h.system_fingerprint},
+          {"choices", json::array({std::move(choice)})}};
+}
+
+json ResponseJson(const CompletionResult& r, const char* object, json choice) {
+  json body = ChunkJson(r, object, std::move(choice));
+  body["usage"] = UsageJson(r);
+  body["trace"] = TraceExtension(r);
+  return body;
+}
+
+json TraceExtension(const CompletionResult& r) {
+  json digests = json::array();
+  for (uint64_t d : r.logits_digests) {
+    char buf[17];
+    snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(d));
+    digests.push_back(buf);
+  }
+  return {{"call_index", r.call_index},
+          {"seed", r.seed},
+          {"token_ids", r.token_ids},
+          {"logits_digests", digests},
+          {"cached_prompt_tokens", r.cached_prompt_tokens}};
+}
+
+json BytesJson(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+std::string DumpJson(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string StreamTail(json last, json usage_chunk, bool with_usage, const CompletionResult& r) {
+  last["trace"] = TraceExtension(r);
+  std::string out = SseData(last);
+  if (with_usage) {
+    usage_chunk["choices"] = json::array();
+    usage_chunk["usage"] = UsageJson(r);
+    out += SseData(usage_chunk);
+  }
+  return out + std::string(kSseDone);
+}
+
+std::string StreamError(const ApiError& e) {
+  return "data: " + e.Body() + "\n\n" + std::string(kSseDone);
+}
+
+std::string SseData(const json& chunk) {
+  return "data: " + DumpJson(chunk) + "\n\n";
+}
+
+}  // namespace trace::recorder

@@ -1,0 +1,84 @@
+// What OpenAI's Chat Completions and legacy Completions formats share: the sampling and
+// output fields of a request (temperature, top_p, seed, max_tokens, stop, n, stream,
+// stream_options, guided_choice), usage, the `trace` extension and server-sent-event
+// framing.
+//
+// Ownership: values. Thread safety: reentrant. Errors: a field OpenAI would reject is a
+// 400 naming it (code invalid_value for a well-typed value out of range).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "recorder/api/model_call.h"
+
+namespace trace::recorder {
+
+// The default max_tokens when a request names none.
+inline constexpr int32_t kDefaultMaxTokens = 128;
+
+// Parses the body (keeping key order), checks it is an object, reads `model` and refuses
+// the fields RejectUnsupportedFields names; req->raw gets the body.
+std::variant<nlohmann::ordered_json, ApiError> ParseOpenAiBody(std::string_view body_text,
+                                                               CompletionRequest* req);
+// The sampling and output fields both formats share (logprobs aside: their shapes differ).
+std::optional<ApiError> ParseOpenAiSampling(const nlohmann::json& body, CompletionRequest* req);
+// Fields of OpenAI's API this server does not implement and would otherwise ignore while
+// the client expects an effect: a clear 400 naming the field (docs/recorder.md lists them).
+std::optional<ApiError> RejectUnsupportedFields(const nlohmann::json& body);
+
+// A WireFormat of OpenAI's from its route, id prefix and functions (the formats differ in
+// nothing else).
+struct OpenAiFormatParts {
+  std::string endpoint;
+  std::string id_prefix;
+  std::variant<CompletionRequest, ApiError> (*parse)(std::string_view body);
+  std::string (*body)(const CompletionResult& result, bool with_logprobs);
+  std::unique_ptr<StreamEncoder> (*stream)(const CompletionRequest& req,
+                                           const CompletionResult& header);
+};
+class OpenAiFormat : public WireFormat {
+ public:
+  explicit OpenAiFormat(OpenAiFormatParts parts) : parts_(std::move(parts)) {}
+  std::string endpoint() const override { return parts_.endpoint; }
+  std::string id_prefix() const override { return parts_.id_prefix; }
+  std::variant<CompletionRequest, ApiError> Parse(std::string_view body) const override {
+    return parts_.parse(body);
+  }
+  std::string Body(const CompletionRequest& req, const CompletionResult& r) const override {
+    return parts_.body(r, req.logprobs);
+  }
+  std::unique_ptr<StreamEncoder> NewStream(const CompletionRequest& req,
+                                           const CompletionResult& header) const override {
+    return parts_.stream(req, header);
+  }
+
+ private:
+  OpenAiFormatParts parts_;
+};
+
+nlohmann::json UsageJson(const CompletionResult& r);
+// A whole response: {id, object, created, model, system_fingerprint, choices: [choice],
+// usage, trace}.
+nlohmann::json ResponseJson(const CompletionResult& r, const char* object, nlohmann::json choice);
+// One streamed chunk: {id, object, created, model, system_fingerprint, choices: [choice]}.
+nlohmann::json ChunkJson(const CompletionResult& header, const char* object, nlohmann::json choice);
+nlohmann::json TraceExtension(const CompletionResult& result);
+// The bytes of `s` as a JSON array of integers (OpenAI's logprobs "bytes").
+nlohmann::json BytesJson(const std::string& s);
+// The end of an OpenAI stream: `last` (the chunk with finish_reason) with the trace
+// extension, the usage chunk when asked (`usage_chunk` with no choices), then [DONE].
+std::string StreamTail(nlohmann::json last, nlohmann::json usage_chunk, bool with_usage,
+                       const CompletionResult& r);
+// An error after a stream started: its body as an event, then [DONE].
+std::string StreamError(const ApiError& e);
+// "data: {...}\n\n".
+std::string SseData(const nlohmann::json& chunk);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+// JSON text with invalid UTF-8 replaced (model output may be cut mid-character).
+std::string DumpJson(const nlohmann::json& j);
+
+}  // namespace trace::recorder

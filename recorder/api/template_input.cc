@@ -1,0 +1,54 @@
+#include "recorder/api/template_input.h"
+
+namespace trace::recorder {
+
+using nlohmann::json;
+
+nlohmann::ordered_json MessagesForTemplateOrdered(const std::vector<ChatMessage>& messages) {
+  using ojson = nlohmann::ordered_json;
+  ojson out = ojson::array();
+  for (const ChatMessage& m : messages) {
+    ojson j = {{"role", m.role}, {"content", m.content}};
+    if (!m.name.empty()) j["name"] = m.name;
+    if (m.role == "tool") j["tool_call_id"] = m.tool_call_id;
+    if (!m.tool_calls.empty()) {
+      ojson calls = ojson::array();
+      for (const ToolCall& c : m.tool_calls) {
+        ojson args = ojson::parse(c.arguments, nullptr, false);
+        if (args.is_discarded()) args = c.arguments;
+        calls.push_back({{"id", c.id},
+                         {"type", "function"},
+                         {"function", {{"name", c.name}, {"arguments", args}}}});
+      }
+      j["tool_calls"] = calls;
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+nlohmann::ordered_json ToolsForTemplateOrdered(const std::vector<ToolSpec>& tools) {
+  using ojson = nlohmann::ordered_json;
+  if (tools.empty()) return nullptr;
+  ojson out = ojson::array();
+  for (const ToolSpec& t : tools) {
+    ojson fn = {{"name", t.name}};
+    if (!t.description.empty()) fn["description"] = t.description;
+    // parameters_ordered is set from the body; a ToolSpec built in code may set only
+    // parameters.
+    bool have_ordered = !t.parameters_ordered.empty() || t.parameters.empty();
+    fn["parameters"] = have_ordered ? t.parameters_ordered : ojson(t.parameters);
+    out.push_back({{"type", "function"}, {"function", fn}});
+  }
+  return out;
+}
+
+json MessagesForTemplate(const std::vector<ChatMessage>& messages) {
+  return json(MessagesForTemplateOrdered(messages));
+}
+
+json ToolsForTemplate(const std::vector<ToolSpec>& tools) {
+  return json(ToolsForTemplateOrdered(tools));
+}
+
+}  // namespace trace::recorder

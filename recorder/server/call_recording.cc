@@ -1,0 +1,100 @@
+#include "recorder/server/call_recording.h"
+
+namespace trace::recorder {
+
+void RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g, const CompletionResult& r,
+                     int status, const std::string& body, const std::string& error,
+                     const std::string& numerics) {
+  const CompletionRequest& req = call.req;
+  proto::LlmCall c;
+  c.set_endpoint(call.endpoint);
+  c.set_request_json(call.body);
+  c.set_rendered_prompt(call.rendered_prompt);
+  for (int32_t id : call.prompt_ids) c.add_prompt_token_ids(id);
+  proto::SamplingParams* p = c.mutable_params();
+  p->set_temperature(req.sampling.temperature);
+  p->set_top_p(req.sampling.top_p);
+  p->set_top_k(req.sampling.top_k);
+  p->set_max_tokens(req.sampling.max_tokens);
+  for (const std::string& s : req.sampling.stop) p->add_stop(s);
+  if (req.seed) p->set_seed(*req.seed);
+  p->set_logprobs(req.logprobs);
+  p->set_top_logprobs(req.top_logprobs);
+  p->set_n(1);
+  c.set_seed_used(call.seed);
+  c.set_numerics(numerics);
+  c.set_batch_size(g.max_batch_size);
+  c.set_constraint_json(call.constraint_json);
+  for (const TokenStep& s : g.steps) {
+    c.add_token_ids(s.token);
+    c.add_logits_digests(s.logits_digest);
+    c.add_logits(s.logit);
+    c.add_logprobs(s.logprob);
+    c.add_runner_up_ids(s.runner_up);
+    c.add_runner_up_logits(s.runner_up_logit);
+  }
+  // Layer digests (--layer-digests): token-major, num_layers per sampled token; stored
+  // only when every token has the same, non-zero count.
+  if (!g.steps.empty() && !g.steps[0].layer_digests.empty()) {
+    const size_t layers = g.steps[0].layer_digests.size();
+    bool uniform = true;
+    for (const TokenStep& s : g.steps) uniform = uniform && s.layer_digests.size() == layers;
+    if (uniform) {
+      c.set_num_layers(static_cast<int32_t>(layers));
+      for (const TokenStep& s : g.steps) {
+        for (uint64_t d : s.layer_digests) c.add_layer_digests(d);
+      }
+    }
+  }
+  c.set_finish_reason(status == 200 ? r.finish_reason : "error");
+  c.set_output_text(call.FinalText());
+  c.set_response_json(body);
+  proto::Timings* t = c.mutable_timings();
+  t->set_queue_ms(g.queue_ms);
+  t->set_prefill_ms(g.prefill_ms);
+  t->set_decode_ms(g.decode_ms);
+  t->set_total_ms(
+      std::chrono::duration<double, std::milli>(SteadyClock::now() - call.start).count());
+  t->set_start_ns(call.start_ns);
+  t->set_end_ns(NowNs());
+  c.set_model(req.model);
+  c.set_request_id(call.request_id);
+  c.set_http_status(status);
+  c.set_error(error);
+  c.set_stream(req.stream);
+  c.set_prompt_tokens_reused(static_cast<int32_t>(g.reused_prompt_tokens));
+  Result<uint64_t> seq = log->RecordLlmCall(std::move(c));
+  if (!seq.ok()) return;
+  RecordModelToolCalls(log, *seq, r.tool_calls);
+}
+
+void RecordModelToolCalls(RunLog* log, uint64_t llm_call_seq, const std::vector<ToolCall>& calls) {
+  for (const ToolCall& tc : calls) {
+    proto::ToolCall e;
+    e.set_call_id(tc.id);
+    e.set_name(tc.name);
+    e.set_arguments_json(tc.arguments);
+    e.set_source("model");
+    e.set_llm_call_seq(llm_call_seq);
+    (void)log->RecordToolCall(std::move(e));
+  }
+}
+
+void RecordToolResultsFromMessages(RunLog* log, const CompletionRequest& req) {
+  for (const ChatMessage& m : req.messages) {
+    if (m.role != "tool") continue;
+    proto::ToolResult r;
+    r.set_call_id(m.tool_call_id);
+    std::string name = m.name;
+    for (const ChatMessage& a : req.messages) {
+      for (const ToolCall& tc : a.tool_calls) {
+        if (tc.id == m.tool_call_id) name = tc.name;
+      }
+    }
+    r.set_name(name);
+    r.set_content(m.content);
+    (void)log->RecordToolResult(std::move(r));
+  }
+}
+
+}  // namespace trace::recorder

@@ -1,0 +1,36 @@
+// What the server appends to the run for a model call: the LlmCall event of a call the
+// local engine served, the ToolCall events of the calls the model made, and the tool
+// results an agent sends back as `role: tool` messages. Every RunLog append of the model
+// API goes through here (the proxy's RecordProxiedCall and the event API aside).
+//
+// Ownership: borrows everything. Thread safety: RunLog is thread-safe; a Call is read
+// only after its generation finished. Errors: a failing append is dropped here (the store
+// keeps its own error state and the run is marked by it); the HTTP reply is unaffected.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "recorder/api/model_call.h"
+#include "recorder/run_log.h"
+#include "recorder/scheduler.h"
+#include "recorder/server/local_call.h"
+
+namespace trace::recorder {
+
+// Records an LlmCall for `call` (served with HTTP `status` and response `body`; `error`
+// set when the generation failed; finish_reason "cancelled" when its client went away),
+// then the tool calls in `r` pointing at it. Every token sampled is recorded, so a replay
+// verifies a cancelled call as far as it went.
+void RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g, const CompletionResult& r,
+                     int status, const std::string& body, const std::string& error,
+                     const std::string& numerics);
+
+// ToolCall events (source "model") for calls the model made in the LlmCall at `seq`.
+void RecordModelToolCalls(RunLog* log, uint64_t llm_call_seq, const std::vector<ToolCall>& calls);
+
+// A ToolResult for every `role: tool` message (once per tool_call_id, see RunLog).
+void RecordToolResultsFromMessages(RunLog* log, const CompletionRequest& req);
+
+}  // namespace trace::recorder

@@ -1,0 +1,286 @@
+#include "recorder/server/local_engine.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "recorder/api/openai_chat.h"
+#include "recorder/api/openai_completions.h"
+#include "recorder/api/qwen_tool_calls.h"
+#include "recorder/api/template_input.h"
+#include "recorder/server/call_recording.h"
+
+namespace trace::recorder {
+
+using json = nlohmann::json;
+
+LocalEngineApi::LocalEngineApi(LocalBackend backend, HttpFrontend* frontend,
+                               const std::string& id_prefix)
+    : backend_(std::move(backend)), frontend_(frontend), id_prefix_(id_prefix) {
+  const engine::Tokenizer& tok = *backend_.tokenizer;
+  if (auto id = tok.TokenId("<|im_end|>")) end_tokens_.push_back(*id);
+  if (auto id = tok.eos_token_id()) end_tokens_.push_back(*id);
+  for (int32_t id : backend_.model->config().eos_token_ids) end_tokens_.push_back(id);
+  std::sort(end_tokens_.begin(), end_tokens_.end());
+  end_tokens_.erase(std::unique(end_tokens_.begin(), end_tokens_.end()), end_tokens_.end());
+  turn_end_token_ =
+      tok.TokenId("<|im_end|>").value_or(end_tokens_.empty() ? 0 : end_tokens_.front());
+  const auto& eo = backend_.scheduler->engine().options();
+  max_context_ =
+      eo.max_context > 0 ? eo.max_context : backend_.model->config().max_position_embeddings;
+  numerics_ = eo.numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion : "fast";
+  constraints_ = std::make_unique<ConstraintFactory>(tok, turn_end_token_);
+}
+
+void LocalEngineApi::Register() {
+  httplib::Server& http = frontend_->http();
+  http.Get("/v1/models",
+           [this](const httplib::Request& req, httplib::Response& res) { HandleModels(req, res); });
+  http.Get(R"(/v1/models/(.+))",
+           [this](const httplib::Request& req, httplib::Response& res) { HandleModel(req, res); });
+  for (const WireFormat* format : {&OpenAiChatFormat(), &OpenAiCompletionsFormat()}) {
+    http.Post(format->endpoint(),
+              [this, format](const httplib::Request& req, httplib::Response& res) {
+                HandleCompletion(*format, req, res);
+              });
+  }
+}
+
+namespace {
+
+json ModelObject(const std::string& id) {
+  return {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "trace"}};
+}
+
+}  // namespace
+
+void LocalEngineApi::HandleModels(const httplib::Request& req, httplib::Response& res) {
+  if (!frontend_->Authorized(req, res)) return;
+  json data = json::array();
+  const auto& names = frontend_->options().served_model_names;
+  if (names.empty()) {
+    data.push_back(ModelObject(backend_.model_name));
+  } else {
+    for (const std::string& n : names) data.push_back(ModelObject(n));
+  }
+  res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+}
+
+void LocalEngineApi::HandleModel(const httplib::Request& req, httplib::Response& res) {
+  if (!frontend_->Authorized(req, res)) return;
+  std::string id = req.matches[1];
+  if (std::optional<ApiError> e = CheckModelName(id)) {
+    frontend_->Reject(req, *e);
+    return SendError(res, *e);
+  }
+  res.set_content(ModelObject(id).dump(), "application/json");
+}
+
+std::optional<ApiError> LocalEngineApi::CheckModelName(const std::string& name) const {
+  const auto& names = frontend_->options().served_model_names;
+  if (names.empty() || std::find(names.begin(), names.end(), name) != names.end()) {
+    return std::nullopt;
+  }
+  ApiError e;
+  e.http_status = 404;
+  e.code = "model_not_found";
+  e.param = "model";
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "\"" : ", \"") + n + "\"";
+  e.message = "The model \"" + name + "\" does not exist or is not served here; served: " + list;
+  return e;
+}
+
+void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::Request& http_req,
+                                      httplib::Response& res) {
+  if (!frontend_->Authorized(http_req, res)) return;
+  auto call = std::make_shared<Call>(backend_.tokenizer.get());
+  call->format = &format;
+  call->start = SteadyClock::now();
+  call->start_ns = NowNs();
+  call->body = http_req.body;
+  call->endpoint = format.endpoint();
+  auto parsed = format.Parse(http_req.body);
+  if (auto* err = std::get_if<ApiError>(&parsed)) {
+    frontend_->Reject(http_req, *err);
+    return SendError(res, *err);
+  }
+  call->req = std::move(std::get<CompletionRequest>(parsed));
+  CompletionRequest& req = call->req;
+  if (std::optional<ApiError> e = CheckModelName(req.model)) {
+    frontend_->Reject(http_req, *e);
+    return SendError(res, *e);
+  }
+  if (std::optional<ApiError> err = Prepare(call.get())) {
+    frontend_->Reject(http_req, *err);
+    return SendError(res, *err);
+  }
+
+  GenerationRequest gen_req;
+  gen_req.prompt = call->prompt_ids;
+  gen_req.sampling = req.sampling;
+  gen_req.seed = call->seed;
+  gen_req.end_tokens = end_tokens_;
+  gen_req.want_logprobs = req.logprobs;
+  gen_req.top_logprobs = req.top_logprobs;
+  if (!call->constraint_json.empty()) {
+    // Compiled once per distinct schema (the factory caches by the spec's hash).
+    auto c = constraints_->Create(call->constraint_json);
+    if (!c.ok()) {
+      const bool forced =
+          req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed;
+      ApiError e = BadRequest(!req.guided_choice.empty() ? "guided_choice"
+                              : forced                   ? "tools"
+                                                         : "response_format",
+                              c.status().message());
+      e.code = "invalid_schema";
+      frontend_->Reject(http_req, e);
+      return SendError(res, e);
+    }
+    gen_req.constraint = std::move(c).value();
+  }
+  if (req.stream) call->stream = std::make_shared<StreamQueue>();
+  gen_req.observer = call;
+  call->gen = backend_.scheduler->Submit(std::move(gen_req));
+
+  if (!req.stream) {
+    // A client that leaves meanwhile is not noticed here: the call runs to its end and is
+    // recorded as generated; only the write of the answer fails.
+    const GenerationResult& result = call->gen->Wait();
+    call->TryClaimFinalize();
+    auto [status, body] = Finalize(call.get(), result);
+    res.status = status;
+    res.set_content(body, "application/json");
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, call](size_t, httplib::DataSink& sink) { return StreamResponse(call, sink); },
+      [this, call](bool) { ReleaseStream(call); });
+}
+
+std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
+  CompletionRequest& req = call->req;
+  const engine::Tokenizer& tok = *backend_.tokenizer;
+  json tools;  // the tools as the template saw them (null: none)
+  if (req.chat) {
+    // Everything the template sees keeps the client's key order (RenderOrdered), as
+    // Hugging Face's apply_chat_template does with Python dicts: a tool schema's
+    // properties print in the order sent, not sorted.
+    nlohmann::ordered_json kwargs = nullptr;
+    if (auto k = req.raw_ordered.find("chat_template_kwargs");
+        k != req.raw_ordered.end() && k->is_object()) {
+      kwargs = *k;
+    }
+    nlohmann::ordered_json ordered_tools = ToolsForTemplateOrdered(req.tools);
+    if (req.tool_choice == ToolChoice::kNone) ordered_tools = nullptr;
+    tools = ordered_tools;
+    Result<std::string> prompt = backend_.chat_template->RenderOrdered(
+        MessagesForTemplateOrdered(req.messages), ordered_tools,
+        /*add_generation_prompt=*/true, kwargs);
+    if (!prompt.ok()) {
+      ApiError e = BadRequest("messages", "chat template: " + prompt.status().message());
+      e.http_status = 422;
+      return e;
+    }
+    call->rendered_prompt = std::move(prompt).value();
+    call->tools_active = tools.is_array();
+    call->prompt_ids = tok.Encode(call->rendered_prompt);
+  } else if (req.prompt_is_tokens) {
+    for (size_t i = 0; i < req.prompt_token_ids.size(); ++i) {
+      int32_t id = req.prompt_token_ids[i];
+      if (id >= tok.vocab_size()) {
+        return OutOfRange("prompt", "prompt[" + std::to_string(i) + "]: token id " +
+                                        std::to_string(id) + " is outside the vocabulary (" +
+                                        std::to_string(tok.vocab_size()) + " tokens)");
+      }
+    }
+    call->prompt_ids = req.prompt_token_ids;
+    call->rendered_prompt = tok.Decode(call->prompt_ids);
+  } else {
+    call->rendered_prompt = req.prompt;
+    call->prompt_ids = tok.Encode(call->rendered_prompt);
+  }
+  call->constraint_json = ConstraintSpecFor(req, tools.is_array());
+  if (!req.guided_choice.empty()) call->tools_active = false;
+  if (call->prompt_ids.empty())
+    return BadRequest(req.chat ? "messages" : "prompt", "the prompt is empty");
+  int64_t n = static_cast<int64_t>(call->prompt_ids.size());
+  if (max_context_ > 0 && n >= max_context_) {
+    ApiError e = BadRequest(req.chat ? "messages" : "prompt",
+                            "the prompt has " + std::to_string(n) +
+                                " tokens; the model's context is " + std::to_string(max_context_));
+    e.code = "context_length_exceeded";
+    return e;
+  }
+  // max_tokens is clamped to what the context leaves (as documented), not refused.
+  if (max_context_ > 0 && n + req.sampling.max_tokens > max_context_) {
+    req.sampling.max_tokens = static_cast<int32_t>(max_context_ - n);
+  }
+  for (const std::string& s : req.sampling.stop)
+    call->max_stop_len = std::max(call->max_stop_len, s.size());
+  call->call_index = next_call_index_++;
+  call->seed = req.seed ? static_cast<uint64_t>(*req.seed)
+                        : DeriveCallSeed(frontend_->options().run_seed, call->call_index);
+  call->created = call->start_ns / 1000000000;
+  call->request_id =
+      call->format->id_prefix() + id_prefix_ + "-" + std::to_string(call->call_index);
+  if (RunLog* log = frontend_->log()) RecordToolResultsFromMessages(log, req);
+  return std::nullopt;
+}
+
+CompletionResult LocalEngineApi::BuildResult(Call* call, const GenerationResult& g) {
+  CompletionResult r;
+  r.id = call->request_id;
+  r.created = call->created;
+  r.model = call->req.model;  // the name the client asked for
+  r.system_fingerprint = std::string("trace-") + numerics_;
+  r.text = call->FinalText();
+  r.finish_reason = g.finish_reason;
+  r.prompt_tokens = static_cast<int64_t>(call->prompt_ids.size());
+  r.completion_tokens = static_cast<int64_t>(g.steps.size());
+  r.cached_prompt_tokens = g.reused_prompt_tokens;
+  r.call_index = call->call_index;
+  r.seed = static_cast<int64_t>(call->seed);
+  for (const TokenStep& s : g.steps) {
+    r.token_ids.push_back(s.token);
+    r.logits_digests.push_back(s.logits_digest);
+  }
+  if (call->req.logprobs) r.logprobs = call->LogprobsOf(g.steps);
+  if (call->tools_active) {
+    // A call cut by max_tokens comes back as OpenAI returns it: the tool call with the
+    // arguments written so far, finish_reason "length"; not as raw <tool_call> text.
+    ExtractedToolCalls ex = ExtractToolCalls(r.text, id_prefix_ + std::to_string(call->call_index),
+                                             /*allow_truncated=*/g.finish_reason == "length");
+    if (!ex.calls.empty() || ex.truncated) {
+      r.tool_calls = std::move(ex.calls);
+      r.text = std::move(ex.content);
+      if (!ex.truncated && g.finish_reason == "stop") r.finish_reason = "tool_calls";
+    }
+  }
+  return r;
+}
+
+std::pair<int, std::string> LocalEngineApi::Finalize(Call* call, const GenerationResult& g,
+                                                     CompletionResult* out) {
+  CompletionResult r = BuildResult(call, g);
+  int status = 200;
+  std::string body;
+  std::string error;
+  if (!g.status.ok()) {
+    ApiError e = ErrorFromStatus(g.status);
+    status = e.http_status;
+    body = e.Body();
+    error = g.status.message();
+  } else {
+    body = call->format->Body(call->req, r);
+  }
+  if (RunLog* log = frontend_->log()) {
+    RecordLocalCall(log, *call, g, r, status, body, error, numerics_);
+  }
+  if (out) *out = std::move(r);
+  return {status, body};
+}
+
+}  // namespace trace::recorder

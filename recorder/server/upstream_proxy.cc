@@ -1,0 +1,221 @@
+#include "recorder/server/upstream_proxy.h"
+
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "recorder/openai_api.h"
+#include "recorder/server/call_recording.h"
+
+namespace trace::recorder {
+
+using json = nlohmann::json;
+
+std::pair<std::string, std::string> UpstreamProxy::SplitUrl(const std::string& url) {
+  size_t scheme = url.find("://");
+  size_t path = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  if (path == std::string::npos) return {url, ""};
+  std::string prefix = url.substr(path);
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  return {url.substr(0, path), prefix};
+}
+
+void UpstreamProxy::Register() {
+  httplib::Server& http = frontend_->http();
+  http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!frontend_->Authorized(req, res)) return;
+    Forward(req, res, "/models");
+  });
+  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!frontend_->Authorized(req, res)) return;
+    Forward(req, res, "/models/" + std::string(req.matches[1]));
+  });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!frontend_->Authorized(req, res)) return;
+    Forward(req, res, "/chat/completions");
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!frontend_->Authorized(req, res)) return;
+    Forward(req, res, "/completions");
+  });
+}
+
+void UpstreamProxy::Forward(const httplib::Request& req, httplib::Response& res,
+                            const std::string& path) {
+  RunLog* log = frontend_->log();
+  auto [origin, prefix] = SplitUrl(upstream_);
+  auto start = SteadyClock::now();
+  int64_t start_ns = NowNs();
+  json body = json::parse(req.body, nullptr, false);
+  bool stream = body.is_object() && body.value("stream", false) == true;
+  httplib::Headers headers;
+  if (const char* key = getenv("TRACE_UPSTREAM_API_KEY"); key && *key) {
+    headers.emplace("Authorization", std::string("Bearer ") + key);
+  }
+  auto client = std::make_shared<httplib::Client>(origin);
+  client->set_read_timeout(600, 0);
+  client->set_connection_timeout(10, 0);
+  // Small requests and SSE events go out at once, not after a delayed ACK (Nagle).
+  client->set_tcp_nodelay(true);
+  std::string endpoint = "/v1" + path;
+  if (req.method == "GET") {
+    auto r = client->Get((prefix + path).c_str(), headers);
+    if (!r) return SendUpstreamError(res, r.error());
+    res.status = r->status;
+    res.set_content(r->body, r->get_header_value("Content-Type").empty()
+                                 ? "application/json"
+                                 : r->get_header_value("Content-Type"));
+    return;
+  }
+  if (log && body.is_object()) {
+    auto parsed = ParseCompletionRequest(req.body, path == "/chat/completions");
+    if (auto* p = std::get_if<CompletionRequest>(&parsed)) RecordToolResultsFromMessages(log, *p);
+  }
+  if (!stream) {
+    auto r = client->Post((prefix + path).c_str(), headers, req.body, "application/json");
+    if (!r) return SendUpstreamError(res, r.error());
+    res.status = r->status;
+    res.set_content(r->body, "application/json");
+    RecordProxiedCall(endpoint, req.body, r->status, r->body, "", false, start, start_ns);
+    return;
+  }
+  std::string full_path = prefix + path;
+  std::string request_body = req.body;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream", [this, client, full_path, request_body, headers, endpoint, start,
+                            start_ns](size_t, httplib::DataSink& sink) {
+        httplib::Request up;
+        up.method = "POST";
+        up.path = full_path;
+        up.headers = headers;
+        up.body = request_body;
+        up.set_header("Content-Type", "application/json");
+        int status = 0;
+        std::string raw;
+        up.response_handler = [&](const httplib::Response& r) {
+          status = r.status;
+          return true;
+        };
+        up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+          raw.append(data, n);
+          return sink.write(data, n);
+        };
+        auto r = client->send(up);
+        if (!r) {
+          ApiError e;
+          e.http_status = 502;
+          e.type = "server_error";
+          e.message = "upstream " + upstream_ + ": " + httplib::to_string(r.error());
+          std::string chunk = "data: " + e.Body() + "\n\n";
+          sink.write(chunk.data(), chunk.size());
+          status = 502;
+        }
+        sink.done();
+        RecordProxiedCall(endpoint, request_body, status, "", raw, true, start, start_ns);
+        return true;
+      });
+}
+
+void UpstreamProxy::SendUpstreamError(httplib::Response& res, httplib::Error error) {
+  ApiError e;
+  e.http_status = 502;
+  e.type = "server_error";
+  e.code = "upstream_unavailable";
+  e.message = "upstream " + upstream_ + " did not answer: " + httplib::to_string(error);
+  SendError(res, e);
+}
+
+void UpstreamProxy::RecordProxiedCall(const std::string& endpoint, const std::string& request_body,
+                                      int status, const std::string& response_body,
+                                      const std::string& sse, bool stream,
+                                      SteadyClock::time_point start, int64_t start_ns) {
+  RunLog* log = frontend_->log();
+  if (!log) return;
+  proto::LlmCall c;
+  c.set_endpoint(endpoint);
+  c.set_request_json(request_body);
+  c.set_http_status(status);
+  c.set_stream(stream);
+  json req = json::parse(request_body, nullptr, false);
+  if (req.is_object()) {
+    c.set_model(req.value("model", ""));
+    proto::SamplingParams* p = c.mutable_params();
+    if (req.contains("temperature") && req["temperature"].is_number()) {
+      p->set_temperature(req["temperature"].get<float>());
+    }
+    if (req.contains("top_p") && req["top_p"].is_number()) p->set_top_p(req["top_p"].get<float>());
+    if (req.contains("seed") && req["seed"].is_number_integer()) {
+      p->set_seed(req["seed"].get<uint64_t>());
+      c.set_seed_used(req["seed"].get<uint64_t>());
+    }
+    if (req.contains("max_tokens") && req["max_tokens"].is_number_integer()) {
+      p->set_max_tokens(req["max_tokens"].get<int32_t>());
+    }
+  }
+  std::string text, finish, id;
+  std::vector<ToolCall> calls;
+  auto take_message = [&](const json& r) {
+    if (!r.is_object()) return;
+    id = r.value("id", id);
+    if (!r.contains("choices") || !r["choices"].is_array() || r["choices"].empty()) return;
+    const json& ch = r["choices"][0];
+    if (ch.contains("finish_reason") && ch["finish_reason"].is_string()) {
+      finish = ch["finish_reason"];
+    }
+    const json* m = ch.contains("message") ? &ch["message"]
+                    : ch.contains("delta") ? &ch["delta"]
+                                           : nullptr;
+    if (ch.contains("text") && ch["text"].is_string()) text += ch["text"].get<std::string>();
+    if (!m || !m->is_object()) return;
+    if (m->contains("content") && (*m)["content"].is_string()) {
+      text += (*m)["content"].get<std::string>();
+    }
+    if (m->contains("tool_calls") && (*m)["tool_calls"].is_array()) {
+      for (const json& tc : (*m)["tool_calls"]) {
+        size_t index = tc.contains("index") && tc["index"].is_number_integer()
+                           ? tc["index"].get<size_t>()
+                           : calls.size();
+        if (index >= calls.size()) calls.resize(index + 1);
+        ToolCall& call = calls[index];
+        if (tc.contains("id") && tc["id"].is_string()) call.id = tc["id"];
+        if (tc.contains("function") && tc["function"].is_object()) {
+          const json& f = tc["function"];
+          if (f.contains("name") && f["name"].is_string())
+            call.name += f["name"].get<std::string>();
+          if (f.contains("arguments") && f["arguments"].is_string()) {
+            call.arguments += f["arguments"].get<std::string>();
+          }
+        }
+      }
+    }
+  };
+  if (!stream) {
+    take_message(json::parse(response_body, nullptr, false));
+    c.set_response_json(response_body);
+  } else {
+    std::istringstream lines(sse);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
+      take_message(json::parse(line.substr(6), nullptr, false));
+    }
+    c.set_response_json(sse);
+  }
+  c.set_output_text(text);
+  c.set_finish_reason(status == 200 ? finish : "error");
+  c.set_request_id(id);
+  if (status != 200) c.set_error(response_body.empty() ? sse : response_body);
+  proto::Timings* t = c.mutable_timings();
+  t->set_total_ms(std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count());
+  t->set_start_ns(start_ns);
+  t->set_end_ns(NowNs());
+  Result<uint64_t> seq = log->RecordLlmCall(std::move(c));
+  if (!seq.ok()) return;
+  RecordModelToolCalls(log, *seq, calls);
+}
+
+}  // namespace trace::recorder

@@ -1,0 +1,284 @@
+#include "redact/redactor.h"
+
+#include <google/protobuf/descriptor.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace trace::redact {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+struct Range {
+  size_t begin;
+  size_t end;
+  size_t rule;  // index into the rule names (literals first, then patterns)
+};
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+std::string Marker(const std::string& rule) {
+  return "[REDACTED:" + rule + "]";
+}
+
+// Applies `fn` to every string (keys included) of a JSON value; rebuilds objects whose
+// keys changed. Returns true when anything changed.
+template <typename Fn>
+bool RedactJsonStrings(nlohmann::json* j, const Fn& fn) {
+  bool changed = false;
+  if (j->is_string()) {
+    std::string s = j->get<std::string>();
+    if (fn(&s)) {
+      *j = s;
+      changed = true;
+    }
+  } else if (j->is_array()) {
+    for (auto& v : *j) changed |= RedactJsonStrings(&v, fn);
+  } else if (j->is_object()) {
+    nlohmann::json rebuilt = nlohmann::json::object();
+    bool keys_changed = false;
+    for (auto it = j->begin(); it != j->end(); ++it) {
+      std::string key = it.key();
+      keys_changed |= fn(&key);
+      changed |= RedactJsonStrings(&it.value(), fn);
+      rebuilt[key] = it.value();
+    }
+    if (keys_changed) {
+      *j = std::move(rebuilt);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+std::string MapKeyText(const Message& entry) {
+  const FieldDescriptor* key = entry.GetDescriptor()->FindFieldByNumber(1);
+  const Reflection* refl = entry.GetReflection();
+  switch (key->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_STRING:
+      return refl->GetString(entry, key);
+    case FieldDescriptor::CPPTYPE_INT32:
+      return std::to_string(refl->GetInt32(entry, key));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return std::to_string(refl->GetInt64(entry, key));
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return std::to_string(refl->GetUInt32(entry, key));
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return std::to_string(refl->GetUInt64(entry, key));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return refl->GetBool(entry, key) ? "true" : "false";
+    default:
+      return "?";
+  }
+}
+
+}  // namespace
+
+const char kRedactedImportNote[] =
+    "This export is redacted: secrets were replaced by [REDACTED:<rule>] in the fields listed. "
+    "A run imported from it can be checked at the tokens level at most: its text no longer "
+    "matches what the model saw, and the calls listed lost their prompt or sampled token ids "
+    "with the text, so those calls cannot be replayed.";
+
+int64_t RedactionReport::replacements() const {
+  int64_t n = 0;
+  for (const auto& f : fields) {
+    for (const auto& [rule, count] : f.rules) n += count;
+  }
+  return n;
+}
+
+std::map<std::string, int> RedactionReport::RuleTotals() const {
+  std::map<std::string, int> out;
+  for (const auto& f : fields) {
+    for (const auto& [rule, count] : f.rules) out[rule] += count;
+  }
+  return out;
+}
+
+Result<Redactor> Redactor::Create(const RuleSet& rules) {
+  Redactor r;
+  for (const PatternRule& p : rules.patterns()) {
+    auto compiled = CompiledPattern::Compile(p.pattern);
+    if (!compiled.ok()) {
+      return InvalidArgument("redaction rule '" + p.name + "': " + compiled.status().message());
+    }
+    r.patterns_.push_back({p.name, std::move(*compiled)});
+  }
+  r.literals_ = rules.literals();
+  return r;
+}
+
+std::vector<std::string> Redactor::RuleNames() const {
+  std::vector<std::string> names;
+  for (const auto& p : patterns_) names.push_back(p.name);
+  for (const auto& l : literals_) names.push_back(l.name);
+  return names;
+}
+
+bool Redactor::RedactText(std::string* text, std::map<std::string, int>* hits) const {
+  if (text->empty()) return false;
+  std::string_view subject(*text);
+  std::vector<Range> ranges;
+  // Literal secrets first: on equal ranges the environment variable's name is reported.
+  for (size_t i = 0; i < literals_.size(); ++i) {
+    const std::string& value = literals_[i].value;
+    for (size_t at = subject.find(value); at != std::string_view::npos;
+         at = subject.find(value, at + value.size())) {
+      ranges.push_back({at, at + value.size(), i});
+    }
+  }
+  std::vector<std::pair<size_t, size_t>> found;
+  for (size_t i = 0; i < patterns_.size(); ++i) {
+    found.clear();
+    if (!patterns_[i].compiled.FindAll(subject, &found)) {
+      // PCRE2 gave up on this text: the whole field is treated as secret.
+      *text = Marker(patterns_[i].name);
+      if (hits) ++(*hits)[patterns_[i].name];
+      return true;
+    }
+    for (const auto& [b, e] : found) ranges.push_back({b, e, literals_.size() + i});
+  }
+  if (ranges.empty()) return false;
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end > b.end;
+    return a.rule < b.rule;
+  });
+  auto rule_name = [&](size_t rule) -> const std::string& {
+    return rule < literals_.size() ? literals_[rule].name : patterns_[rule - literals_.size()].name;
+  };
+  std::string out;
+  out.reserve(text->size());
+  size_t copied = 0;
+  for (size_t i = 0; i < ranges.size();) {
+    // Overlapping ranges merge into one replacement, named by the first.
+    size_t begin = ranges[i].begin, end = ranges[i].end;
+    const std::string& name = rule_name(ranges[i].rule);
+    size_t j = i + 1;
+    while (j < ranges.size() && ranges[j].begin < end) end = std::max(end, ranges[j++].end);
+    out.append(subject.substr(copied, begin - copied));
+    out += Marker(name);
+    if (hits) ++(*hits)[name];
+    copied = end;
+    i = j;
+  }
+  out.append(subject.substr(copied));
+  *text = std::move(out);
+  return true;
+}
+
+bool Redactor::RedactJsonText(std::string* text, std::map<std::string, int>* hits) const {
+  bool changed = RedactText(text, hits);
+  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_structured()) return changed;
+  bool deeper = RedactJsonStrings(&doc, [&](std::string* s) { return RedactText(s, hits); });
+  if (deeper) *text = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return changed || deeper;
+}
+
+std::vector<std::string> Redactor::RedactMessage(Message* message, const std::string& where,
+                                                 const std::string& prefix,
+                                                 RedactionReport* report) const {
+  std::vector<std::string> changed;
+  const Reflection* refl = message->GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  refl->ListFields(*message, &fields);
+  auto scan = [&](std::string* value, const std::string& path, bool json) {
+    std::map<std::string, int> hits;
+    bool did = json ? RedactJsonText(value, &hits) : RedactText(value, &hits);
+    if (did) {
+      changed.push_back(path);
+      if (report) report->fields.push_back({where, path, std::move(hits)});
+    }
+    return did;
+  };
+  for (const FieldDescriptor* f : fields) {
+    const std::string path = prefix + f->name();
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+      const bool json = EndsWith(f->name(), "_json");
+      if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(*message, f); ++i) {
+          std::string v = refl->GetRepeatedString(*message, f, i);
+          if (scan(&v, path + "[" + std::to_string(i) + "]", json)) {
+            refl->SetRepeatedString(message, f, i, std::move(v));
+          }
+        }
+      } else {
+        std::string v = refl->GetString(*message, f);
+        if (scan(&v, path, json)) refl->SetString(message, f, std::move(v));
+      }
+    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (f->is_map()) {
+        for (int i = 0; i < refl->FieldSize(*message, f); ++i) {
+          Message* entry = refl->MutableRepeatedMessage(message, f, i);
+          std::string key = MapKeyText(*entry);
+          RedactText(&key, nullptr);  // a report never repeats a secret, even from a key
+          auto sub = RedactMessage(entry, where, path + "[" + key + "].", report);
+          changed.insert(changed.end(), sub.begin(), sub.end());
+        }
+      } else if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(*message, f); ++i) {
+          auto sub = RedactMessage(refl->MutableRepeatedMessage(message, f, i), where,
+                                   path + "[" + std::to_string(i) + "].", report);
+          changed.insert(changed.end(), sub.begin(), sub.end());
+        }
+      } else {
+        auto sub = RedactMessage(refl->MutableMessage(message, f), where, path + ".", report);
+        changed.insert(changed.end(), sub.begin(), sub.end());
+      }
+    }
+  }
+  return changed;
+}
+
+void Redactor::RedactHeader(proto::RunHeader* header, RedactionReport* report) const {
+  for (auto& [name, value] : *header->mutable_env()) {
+    if (value.empty() || !RuleSet::NameLooksSecret(name)) continue;
+    value = Marker("env-name");
+    if (report) report->fields.push_back({"header", "env[" + name + "].value", {{"env-name", 1}}});
+  }
+  RedactMessage(header, "header", "", report);
+}
+
+void Redactor::RedactEvent(proto::Event* event, RedactionReport* report) const {
+  const std::string where = "seq " + std::to_string(event->seq());
+  std::vector<std::string> changed = RedactMessage(event, where, "", report);
+  if (!event->has_llm_call() || changed.empty()) return;
+  std::set<std::string> paths(changed.begin(), changed.end());
+  proto::LlmCall* c = event->mutable_llm_call();
+  const bool prompt_redacted =
+      paths.count("llm_call.rendered_prompt") ||
+      (c->rendered_prompt().empty() && paths.count("llm_call.request_json"));
+  if (prompt_redacted && c->prompt_token_ids_size() > 0) {
+    c->clear_prompt_token_ids();
+    if (report) report->prompt_tokens_removed.push_back(event->seq());
+  }
+  const bool output_redacted = paths.count("llm_call.output_text") ||
+                               (c->output_text().empty() && paths.count("llm_call.response_json"));
+  if (output_redacted && c->token_ids_size() > 0) {
+    c->clear_token_ids();
+    c->clear_logits_digests();
+    c->clear_logits();
+    c->clear_logprobs();
+    c->clear_runner_up_ids();
+    c->clear_runner_up_logits();
+    c->clear_layer_digests();
+    c->set_num_layers(0);
+    if (report) report->sampled_tokens_removed.push_back(event->seq());
+  }
+}
+
+void RedactRun(const Redactor& redactor, proto::RunHeader* header,
+               std::vector<proto::Event>* events, RedactionReport* report) {
+  redactor.RedactHeader(header, report);
+  for (proto::Event& e : *events) redactor.RedactEvent(&e, report);
+}
+
+}  // namespace trace::redact

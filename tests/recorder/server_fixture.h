@@ -1,0 +1,147 @@
+// The fixture of the recorder's server tests: a demo model made once per suite, servers
+// started in-process with a test key, and HTTP helpers (plain and streamed chat, the
+// conversations and tools the tests send).
+//
+// Ownership: each test owns the servers it starts. Thread safety: helpers are reentrant.
+// Errors: helpers fail the running test on transport or HTTP errors.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model_init.h"
+#include "recorder/server.h"
+
+namespace trace::recorder::testing {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+inline constexpr const char* kKey = "test-key";
+
+inline std::string TempDir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("trace_rec_" + name + "_" + std::to_string(getpid()));
+  fs::create_directories(p);
+  return p.string();
+}
+
+class ServerTest : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    model_dir_ = new std::string(TempDir("model") + "/demo");
+    Status st = engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed, *model_dir_);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(fs::path(*model_dir_).parent_path());
+    delete model_dir_;
+  }
+
+  std::unique_ptr<Server> StartServer(SchedulerOptions so = {}, RunLog* log = nullptr,
+                                      std::vector<std::string> served_names = {}) {
+    engine::EngineOptions eo;
+    eo.threads = 2;
+    auto backend = LoadLocalBackend(*model_dir_, eo, so, /*hash_weights=*/false);
+    EXPECT_TRUE(backend.ok()) << backend.status().message();
+    if (!backend.ok()) return nullptr;
+    ServerOptions opts;
+    opts.api_key = kKey;
+    opts.run_seed = 11;
+    opts.served_model_names = std::move(served_names);
+    auto server = Server::CreateLocal(std::move(backend).value(), opts);
+    server->SetRunLog(log);
+    Status st = server->Start();
+    EXPECT_TRUE(st.ok()) << st.message();
+    return server;
+  }
+
+  static httplib::Result Post(Server& s, const std::string& path, const json& body,
+                              const std::string& key = kKey) {
+    httplib::Client c("127.0.0.1", s.port());
+    c.set_read_timeout(600, 0);
+    httplib::Headers h;
+    if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
+    return c.Post(path.c_str(), h, body.is_string() ? body.get<std::string>() : body.dump(),
+                  "application/json");
+  }
+
+  // Non-streamed chat completion; fails the test unless HTTP 200.
+  static json Chat(Server& s, json body) {
+    body["model"] = s.model_name();
+    auto r = Post(s, "/v1/chat/completions", body);
+    EXPECT_TRUE(r) << "no response: " << httplib::to_string(r.error());
+    if (!r) return json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body);
+  }
+
+  // Streamed: the content deltas joined, tool_calls, finish_reason and the trace extension.
+  static json ChatStream(Server& s, json body) {
+    body["model"] = s.model_name();
+    body["stream"] = true;
+    auto r = Post(s, "/v1/chat/completions", body);
+    EXPECT_TRUE(r);
+    if (!r) return json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+    json out = {{"content", ""}, {"tool_calls", json::array()}};
+    bool done = false;
+    std::istringstream lines(r->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("data: ", 0) != 0) continue;
+      std::string data = line.substr(6);
+      if (data == "[DONE]") {
+        done = true;
+        continue;
+      }
+      json chunk = json::parse(data);
+      if (chunk.contains("trace")) out["trace"] = chunk["trace"];
+      for (const json& c : chunk["choices"]) {
+        const json& d = c["delta"];
+        if (d.contains("content") && d["content"].is_string()) {
+          out["content"] = out["content"].get<std::string>() + d["content"].get<std::string>();
+        }
+        if (d.contains("tool_calls")) {
+          for (json tc : d["tool_calls"]) {
+            tc.erase("index");
+            out["tool_calls"].push_back(tc);
+          }
+        }
+        if (!c["finish_reason"].is_null()) out["finish_reason"] = c["finish_reason"];
+      }
+    }
+    EXPECT_TRUE(done) << "stream without [DONE]";
+    return out;
+  }
+
+  static json Conversation(int k) {
+    return json::array(
+        {{{"role", "system"}, {"content", "You are terse."}},
+         {{"role", "user"},
+          {"content", "Question number " + std::to_string(k) + ": what is " +
+                          std::to_string(k * 7) + " plus " + std::to_string(k) + "?"}}});
+  }
+
+  static json Tools() {
+    return json::parse(R"([
+      {"type": "function", "function": {"name": "lookup_customer",
+        "parameters": {"type": "object", "required": ["customer_id"], "properties":
+                       {"customer_id": {"type": "integer", "minimum": 1, "maximum": 9999}}}}},
+      {"type": "function", "function": {"name": "delete_customer",
+        "parameters": {"type": "object", "required": ["customer_id"], "properties":
+                       {"customer_id": {"type": "integer", "minimum": 1, "maximum": 9999}}}}}
+    ])");
+  }
+
+  static inline std::string* model_dir_ = nullptr;
+};
+
+}  // namespace trace::recorder::testing
