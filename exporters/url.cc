@@ -1,6 +1,7 @@
 #include "exporters/url.h"
 
 #include <cctype>
+#include "base/escape.h"
 
 namespace trace::exporters {
 
@@ -11,7 +12,7 @@ std::string HttpUrl::Origin() const {
 
 Result<HttpUrl> ParseHttpUrl(std::string_view url) {
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("URL '" + std::string(url) + "': " + why);
+    return InvalidArgument("URL '" + EscapeForDisplay(url) + "': " + why);
   };
   HttpUrl out;
   size_t colon = url.find("://");
@@ -20,7 +21,7 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
     out.scheme += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   if (out.scheme != "http" && out.scheme != "https") {
-    return bad("scheme must be http or https, not '" + out.scheme + "'");
+    return bad("scheme must be http or https, not '" + EscapeForDisplay(out.scheme) + "'");
   }
   std::string_view rest = url.substr(colon + 3);
   size_t slash = rest.find_first_of("/?");
@@ -52,12 +53,12 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
     int port = 0;
     for (char ch : port_text) {
       if (!std::isdigit(static_cast<unsigned char>(ch)) || port > 65535) {
-        return bad("port '" + std::string(port_text) + "' is not a number from 1 to 65535");
+        return bad("port '" + EscapeForDisplay(port_text) + "' is not a number from 1 to 65535");
       }
       port = port * 10 + (ch - '0');
     }
     if (port < 1 || port > 65535) {
-      return bad("port '" + std::string(port_text) + "' is not a number from 1 to 65535");
+      return bad("port '" + EscapeForDisplay(port_text) + "' is not a number from 1 to 65535");
     }
     out.port = port;
   }

@@ -151,6 +151,50 @@ TEST(RedactRulesTest, JsonEscapedSecretsAreFoundAndTheDocumentStillParses) {
   EXPECT_EQ(hits["private-key"], 1);
 }
 
+// A match that runs from one JSON string into another (a key block whose END line is in a
+// later message, or one cut off, which runs to the end of the text), or that ends inside
+// an escape sequence, replaces only string content: the document stays valid JSON and the
+// secret is gone. (Found by tests/fuzz/redact_fuzz.cc: the document used to break.)
+TEST(RedactRulesTest, MatchesAcrossJsonStringsKeepTheDocumentValid) {
+  Redactor r = Defaults();
+  const std::string body = "MIIEowIBAAKCAQEA7bq9x1u2hQZy8Tq3p0w";
+  for (std::string doc : {
+           R"({"a": "-----BEGIN RSA PRIVATE KEY-----\n)" + body +
+               R"(", "b": [1, {"c": "x-----END RSA PRIVATE KEY-----"}], "n": 7})",
+           R"({"a": "cut off: -----BEGIN PRIVATE KEY-----\n)" + body + R"(", "b": ["tail"], "n": 7})",
+       }) {
+    SCOPED_TRACE(doc);
+    ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
+    auto j = nlohmann::json::parse(doc, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << doc;
+    EXPECT_EQ(j["n"], 7);
+    EXPECT_EQ(doc.find(body), std::string::npos) << doc;
+    std::string again = doc;
+    EXPECT_FALSE(r.RedactJsonText(&again, nullptr)) << again;  // idempotent
+  }
+  // A literal secret that starts inside an escape sequence ("\n" + "secretvalue1"): the
+  // whole escape goes with it.
+  RuleSet rules = RuleSet::Empty();
+  rules.AddLiteral("env:X", "nsecretvalue1");
+  auto literal = Redactor::Create(rules);
+  ASSERT_TRUE(literal.ok());
+  std::string doc = R"({"s": "line\nsecretvalue1 end", "n": 7})";
+  ASSERT_TRUE(literal->RedactJsonText(&doc, nullptr));
+  auto j = nlohmann::json::parse(doc, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << doc;
+  EXPECT_EQ(j["s"], "line[REDACTED:env:X] end");
+}
+
+// Nesting too deep to walk safely is scanned as text: no stack overflow, the raw secret
+// still found.
+TEST(RedactRulesTest, DeeplyNestedJsonIsScannedAsText) {
+  Redactor r = Defaults();
+  std::string doc = std::string(100000, '[') + R"("sk-proj-4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2")" +
+                    std::string(100000, ']');
+  ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
+  EXPECT_EQ(doc.find("4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2"), std::string::npos);
+}
+
 TEST(RedactRulesTest, SecretLookingEnvironmentValuesAreLiterals) {
   EXPECT_TRUE(RuleSet::NameLooksSecret("OPENAI_API_KEY"));
   EXPECT_TRUE(RuleSet::NameLooksSecret("GITHUB_TOKEN"));
