@@ -2,7 +2,8 @@
 // reaches it, over HTTP on loopback: one server (proxy mode, so no model is needed) lives
 // for the whole run and every input is one request body. Promises: the server answers
 // every request (it neither dies nor hangs), with 200 and {"seqs": [...]} or with a 4xx
-// whose body is an OpenAI-style error {"error": {"message": "...", ...}}.
+// whose body is an OpenAI-style error {"error": {"message": "...", ...}} whose message is
+// one printable line.
 //
 // The client is a few lines of plain sockets rather than httplib::Client: it sends each
 // request in one write and ACKs at once (TCP_QUICKACK), because the server writes a
@@ -179,5 +180,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       reply["error"]["message"].get<std::string>().empty()) {
     Fail("4xx without an OpenAI-style error body: " + res.body);
   }
+  // The agent's SDK prints the message on its developer's terminal.
+  trace::fuzz::RequireOneLine(reply["error"]["message"].get<std::string>(), "event API error");
   return 0;
 }

