@@ -196,11 +196,13 @@ Result<std::pair<std::string, std::string>> ParseOtlpHeader(std::string_view tex
                            "' is not a valid HTTP header name");
   }
   if (value.find_first_of("\r\n") != std::string::npos) {
-    return InvalidArgument("OTLP header '" + EscapeForDisplay(key) + "' has a line break in its value");
+    return InvalidArgument("OTLP header '" + EscapeForDisplay(key) +
+                           "' has a line break in its value");
   }
   std::string lower = Lower(key);
   if (lower == "content-type" || lower == "content-length") {
-    return InvalidArgument("OTLP header '" + EscapeForDisplay(key) + "' is set by trace and cannot be given");
+    return InvalidArgument("OTLP header '" + EscapeForDisplay(key) +
+                           "' is set by trace and cannot be given");
   }
   return std::make_pair(key, value);
 }
@@ -270,7 +272,9 @@ Result<OtlpHttpResult> PostOtlp(const OtlpRequest& request, const OtlpHttpOption
                              ", which is not https");
     }
     std::ifstream ca(options.ca_file);
-    if (!ca) return NotFound(EscapePathForDisplay(options.ca_file) + ": cannot open the CA certificate file");
+    if (!ca)
+      return NotFound(EscapePathForDisplay(options.ca_file) +
+                      ": cannot open the CA certificate file");
     client.set_ca_cert_path(options.ca_file.c_str());
   }
   httplib::Headers headers;

@@ -1,6 +1,7 @@
 #include "exporters/url.h"
 
 #include <cctype>
+
 #include "base/escape.h"
 
 namespace trace::exporters {
@@ -47,6 +48,22 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
     if (c != std::string_view::npos) port_text = authority.substr(c + 1);
   }
   if (out.host.empty()) return bad("no host");
+  // The host goes back into a URL (Origin) and into the Host header: an IPv6 address in
+  // brackets holds only hex digits, ':' and '.'; a name or IPv4 address only RFC 3986's
+  // unreserved characters (a '%' escape, a bracket or a control byte here is a typo).
+  const bool v6 = !authority.empty() && authority[0] == '[';
+  for (char ch : out.host) {
+    const auto c = static_cast<unsigned char>(ch);
+    const bool ok = v6 ? std::isxdigit(c) || c == ':' || c == '.'
+                       : std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+    if (!ok) {
+      return bad(v6 ? "the address in brackets is not an IPv6 address"
+                    : "host '" + EscapeForDisplay(out.host) + "' is not a host name or IP address");
+    }
+  }
+  if (v6 && out.host.find(':') == std::string::npos) {
+    return bad("the address in brackets is not an IPv6 address");
+  }
   if (port_text.empty()) {
     out.port = out.scheme == "https" ? 443 : 80;
   } else {

@@ -42,7 +42,8 @@ void Url(std::string_view text) {
 
 void Headers(std::string_view text) {
   auto list = trace::exporters::ParseOtlpHeaderList(text, "OTEL_EXPORTER_OTLP_HEADERS");
-  if (!list.ok()) RequireOneLine(list.status(), "ParseOtlpHeaderList", "OTEL_EXPORTER_OTLP_HEADERS");
+  if (!list.ok())
+    RequireOneLine(list.status(), "ParseOtlpHeaderList", "OTEL_EXPORTER_OTLP_HEADERS");
   auto one = trace::exporters::ParseOtlpHeader(text);
   if (!one.ok()) RequireOneLine(one.status(), "ParseOtlpHeader");
   trace::exporters::HttpHeaders all;
@@ -65,7 +66,8 @@ void RulesFile(std::string_view text) {
   trace::Status st = rules.AddRulesFile(path);
   if (!st.ok()) return RequireOneLine(st, "AddRulesFile", path);
   auto redactor = trace::redact::Redactor::Create(rules);
-  if (!redactor.ok()) Fail("rules that were accepted do not compile: " + redactor.status().message());
+  if (!redactor.ok())
+    Fail("rules that were accepted do not compile: " + redactor.status().message());
   std::string sample(text);
   (void)redactor->RedactText(&sample, nullptr);
 }
@@ -81,8 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 4) {
     case 0: {
-      auto levels = trace::exporters::ParseReplayReport(std::string(text), "01JD0000000000000000000AAA",
-                                                        "fuzz/report.json");
+      auto levels = trace::exporters::ParseReplayReport(
+          std::string(text), "01JD0000000000000000000AAA", "fuzz/report.json");
       if (!levels.ok()) RequireOneLine(levels.status(), "ParseReplayReport", "fuzz/report.json");
       break;
     }
