@@ -81,28 +81,37 @@ std::optional<nlohmann::json> ParseBounded(const std::string& text) {
 }
 
 // For each byte of a valid JSON text (and one past the end): whether it lies inside a
-// string literal, between the quotes, and whether a replacement may start or end there
-// (inside a string, not within an escape sequence or a multi-byte character).
+// string value, between the quotes, and whether a replacement may start or end there
+// (inside a string, not within an escape sequence or a multi-byte character). Object keys
+// count as structure: a match running across them leaves them alone (replacing two keys
+// by the same marker would merge their members); a secret inside one key is found when
+// the parsed document's keys are redacted one by one.
 std::vector<uint8_t> JsonLayout(std::string_view text) {
   std::vector<uint8_t> layout(text.size() + 1, 0);
   bool in_string = false;
+  size_t string_begin = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (!in_string) {
       if (c == '"') {
         in_string = true;
+        string_begin = i + 1;
         layout[i + 1] |= kJsonCutPoint;  // right after the opening quote
       }
       continue;
     }
     if (c == '"') {
       in_string = false;  // the closing quote: its position was marked a cut point
+      const size_t next = text.find_first_not_of(" \t\r\n", i + 1);
+      if (next != std::string_view::npos && text[next] == ':') {  // a key
+        std::fill(layout.begin() + string_begin, layout.begin() + i, 0);
+      }
       continue;
     }
     const size_t len = c != '\\' ? 1 : text[i + 1] == 'u' ? 6 : 2;  // valid JSON: in bounds
     for (size_t k = i; k < i + len; ++k) layout[k] |= kJsonStringByte;
-    const bool continuation = i + len < text.size() &&
-                              (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80;
+    const bool continuation =
+        i + len < text.size() && (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80;
     if (!continuation) layout[i + len] |= kJsonCutPoint;
     i += len - 1;
   }
@@ -221,14 +230,17 @@ bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
     out.append(subject.substr(copied, begin - copied));
     // Inside a JSON string the marker is written as JSON string content (a rule named
     // after an environment variable may hold any character).
+    std::string marker = Marker(name);
     if (json_layout) {
-      const std::string quoted = nlohmann::json(Marker(name)).dump();
-      out.append(quoted, 1, quoted.size() - 2);
-    } else {
-      out += Marker(name);
+      const std::string quoted = nlohmann::json(marker).dump();
+      marker = quoted.substr(1, quoted.size() - 2);
     }
-    if (hits) ++(*hits)[name];
+    out += marker;
     copied = end;
+    // A match that is already this marker (a URL password rule matches
+    // "user:[REDACTED:url-password]@") changes nothing: redacting twice is a no-op.
+    if (subject.substr(begin, end - begin) == marker) return;
+    if (hits) ++(*hits)[name];
     changed = true;
   };
   for (size_t i = 0; i < ranges.size();) {

@@ -7,8 +7,8 @@
 #include <cctype>
 #include <fstream>
 
-#include "redact/pattern.h"
 #include "base/escape.h"
+#include "redact/pattern.h"
 
 namespace trace::redact {
 namespace {

@@ -161,7 +161,8 @@ TEST(RedactRulesTest, MatchesAcrossJsonStringsKeepTheDocumentValid) {
   for (std::string doc : {
            R"({"a": "-----BEGIN RSA PRIVATE KEY-----\n)" + body +
                R"(", "b": [1, {"c": "x-----END RSA PRIVATE KEY-----"}], "n": 7})",
-           R"({"a": "cut off: -----BEGIN PRIVATE KEY-----\n)" + body + R"(", "b": ["tail"], "n": 7})",
+           R"({"a": "cut off: -----BEGIN PRIVATE KEY-----\n)" + body +
+               R"(", "b": ["tail"], "n": 7})",
        }) {
     SCOPED_TRACE(doc);
     ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
@@ -183,6 +184,26 @@ TEST(RedactRulesTest, MatchesAcrossJsonStringsKeepTheDocumentValid) {
   auto j = nlohmann::json::parse(doc, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << doc;
   EXPECT_EQ(j["s"], "line[REDACTED:env:X] end");
+}
+
+// A rule that matches its own marker ("user:[REDACTED:url-password]@" is still a URL with a
+// password) leaves it as it is: redacting again reports no change and keeps the JSON
+// document's formatting. (Found by tests/fuzz/redact_fuzz.cc: the second pass rewrote it.)
+TEST(RedactRulesTest, RedactingTwiceChangesNothing) {
+  Redactor r = Defaults();
+  std::string text = "db at postgres://user:pa55word@db.internal:5432/x";
+  ASSERT_TRUE(r.RedactText(&text, nullptr));
+  const std::string once = text;
+  std::map<std::string, int> hits;
+  EXPECT_FALSE(r.RedactText(&text, &hits)) << text;
+  EXPECT_EQ(text, once);
+  EXPECT_TRUE(hits.empty());
+
+  std::string doc = R"({"url": "postgres://user:pa55word@db:5432/x", "n": [1, 2]})";
+  ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
+  const std::string doc_once = doc;
+  EXPECT_FALSE(r.RedactJsonText(&doc, nullptr)) << doc;
+  EXPECT_EQ(doc, doc_once);
 }
 
 // Nesting too deep to walk safely is scanned as text: no stack overflow, the raw secret
