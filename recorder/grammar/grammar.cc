@@ -233,7 +233,8 @@ Result<std::shared_ptr<const Grammar>> GrammarBuilder::Build(int32_t root) {
     g->rules.push_back(def.rule);
     if (def.rule.kind == Rule::kString) continue;
     if (def.body < 0)
-      return InvalidArgument("grammar: rule " + EscapePathForDisplay(def.rule.name) + " is never defined");
+      return InvalidArgument("grammar: rule " + EscapePathForDisplay(def.rule.name) +
+                             " is never defined");
 
     // Thompson construction (iterative over the expression DAG; each use gets its states).
     Nfa nfa;
@@ -278,7 +279,8 @@ Result<std::shared_ptr<const Grammar>> GrammarBuilder::Build(int32_t root) {
         }
       }
       if (nfa.st.size() > static_cast<size_t>(kMaxStates)) {
-        return InvalidArgument("grammar: rule " + EscapePathForDisplay(def.rule.name) + " is too large to compile");
+        return InvalidArgument("grammar: rule " + EscapePathForDisplay(def.rule.name) +
+                               " is too large to compile");
       }
     }
 
@@ -350,7 +352,8 @@ Result<std::shared_ptr<const Grammar>> GrammarBuilder::Build(int32_t root) {
       }
       out.push_back(std::move(p));
       if (base + sets.size() > static_cast<size_t>(kMaxStates)) {
-        return InvalidArgument("grammar: rule " + EscapePathForDisplay(def.rule.name) + " is too large to compile");
+        return InvalidArgument("grammar: rule " + EscapePathForDisplay(def.rule.name) +
+                               " is too large to compile");
       }
     }
     for (Pending& p : out) {
