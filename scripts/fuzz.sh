@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of trace's parsers with libFuzzer (docs/fuzzing.md).
 #
-#   scripts/fuzz.sh [--minutes N] [--keep-going] [--build-dir DIR] [--build-only | --no-build]
-#                   [TARGET...]
+#   scripts/fuzz.sh [--minutes N | --runs N] [--keep-going] [--build-dir DIR]
+#                   [--build-only | --no-build] [TARGET...]
 #
 # Builds every fuzz target of tests/fuzz/ with clang, libFuzzer and ASan+UBSan into its own
 # build folder (default build-fuzz/), then fuzzes each TARGET (default: all) in turn for N
-# minutes (default 10), starting from its seeds (tests/fuzz/corpus/TARGET/ and the seeds
+# minutes (default 10) or for exactly N inputs (--runs: the same work on any machine),
+# starting from its seeds (tests/fuzz/corpus/TARGET/ and the seeds
 # the target computes) and the corpus earlier runs grew (DIR/fuzz-corpus/TARGET/). Prints
 # executions, speed, corpus size and findings per target; a finding is saved in
 # DIR/fuzz-findings/TARGET/ (replay it: DIR/tests/fuzz/TARGET FILE). Exit 1 when any target
 # found something; --keep-going goes on after a finding (libFuzzer's fork mode), to fuzz
 # past a known bug not fixed yet. Needs Debian's clang-14 and libclang-rt-14-dev (CI does
-# not: it runs the same targets as fixed-count ctests built with g++).
+# not: it replays the same targets' seeds and corpora as ctests built with g++).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 minutes=10
+runs=0
 build_dir=build-fuzz
 build=1
 run=1
@@ -25,11 +27,12 @@ targets=()
 while (($#)); do
   case "$1" in
     --minutes) minutes="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
     --build-dir) build_dir="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
     --build-only) run=0; shift ;;
     --keep-going) keep_going=1; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -38,6 +41,18 @@ done
 if ! [[ "$minutes" =~ ^[0-9]+([.][0-9]+)?$ ]] || awk -v m="$minutes" 'BEGIN { exit !(m * 60 < 1) }'; then
   echo "fuzz.sh: --minutes takes a positive number (at least 1 s), got '$minutes'" >&2
   exit 2
+fi
+
+if ! [[ "$runs" =~ ^[0-9]+$ ]]; then
+  echo "fuzz.sh: --runs takes a whole number, got '$runs'" >&2
+  exit 2
+fi
+if ((runs > 0)); then
+  budget=(-runs="$runs")
+  what="$runs runs"
+else
+  budget=(-max_total_time="$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }')")
+  what="$minutes min"
 fi
 
 all=()
@@ -73,7 +88,6 @@ fi
 
 ((run)) || exit 0
 
-seconds=$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }')
 status=0
 summary=()
 for t in "${targets[@]}"; do
@@ -86,11 +100,11 @@ for t in "${targets[@]}"; do
   [[ -f tests/fuzz/dict/$t.dict ]] && args+=("-dict=tests/fuzz/dict/$t.dict")
   ((keep_going)) && args+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
   before=$(find "$findings" -type f | wc -l)
-  echo "fuzz.sh: $t for $minutes min (log: $log)"
+  echo "fuzz.sh: $t for $what (log: $log)"
   rc=0
   # New inputs go into the first corpus folder ($work); the checked-in seeds stay as they are.
   TRACE_FUZZ_SEED_DIR="$work" "$build_dir/tests/fuzz/$t" "${args[@]}" \
-    -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+    "${budget[@]}" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$findings/" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
@@ -110,6 +124,6 @@ for t in "${targets[@]}"; do
   summary+=("$line")
 done
 echo
-echo "fuzz.sh: summary ($minutes min per target)"
+echo "fuzz.sh: summary ($what per target)"
 printf '%s\n' "${summary[@]}"
 exit "$status"
