@@ -69,6 +69,10 @@ constexpr int kMaxJsonDepth = 512;
 // `text` parsed as JSON, or nullopt when it is not JSON or nests deeper than kMaxJsonDepth.
 // (nlohmann's parser itself is iterative; its callback sees each value's depth.)
 std::optional<nlohmann::json> ParseBounded(const std::string& text) {
+  // nlohmann's lexer reads a NUL byte as the end of the input, so "{}\0 sk-..." would parse
+  // as {} and the text after the NUL would be neither walked nor, as JSON layout, scanned.
+  // A NUL is never part of a JSON text (inside strings it must be escaped).
+  if (text.find('\0') != std::string::npos) return std::nullopt;
   bool too_deep = false;
   nlohmann::json::parser_callback_t cb = [&too_deep](int depth, nlohmann::json::parse_event_t,
                                                      nlohmann::json&) {

@@ -206,6 +206,17 @@ TEST(RedactRulesTest, RedactingTwiceChangesNothing) {
   EXPECT_EQ(doc, doc_once);
 }
 
+// nlohmann's parser stops at a NUL byte: a JSON document followed by a NUL and a secret
+// must be scanned as text, not taken for the document before the NUL. (Found by
+// tests/fuzz/redact_fuzz.cc under libFuzzer: the secret after the NUL survived.)
+TEST(RedactRulesTest, TextAfterANulByteIsRedacted) {
+  Redactor r = Defaults();
+  std::string doc =
+      R"({"a": "x"})" + std::string(1, '\0') + " sk-proj-4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2";
+  ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
+  EXPECT_EQ(doc.find("4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2"), std::string::npos) << doc;
+}
+
 // Nesting too deep to walk safely is scanned as text: no stack overflow, the raw secret
 // still found.
 TEST(RedactRulesTest, DeeplyNestedJsonIsScannedAsText) {
