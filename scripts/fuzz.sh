@@ -118,7 +118,7 @@ for t in "${targets[@]}"; do
     "${rate:-?}" "$corpus" "$((after - before))")
   if ((rc != 0 || after > before)); then
     status=1
-    line+="  FAILED (exit $rc): $(grep -m1 -E 'ERROR|SUMMARY|fuzz target:' "$log" || true)"
+    line+="  FAILED (exit $rc): $(grep -m1 -E '^SUMMARY|^fuzz target:|==ERROR' "$log" || true)"
   fi
   echo "$line"
   summary+=("$line")
