@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "base/escape.h"
+#include "base/files.h"
 #include "base/hash.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
@@ -18,19 +19,11 @@
 namespace trace::engine {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 // A path or name as error messages show it (base/escape.h): paths whole, names clipped.
 std::string Shown(const std::string& path) {
   return EscapePathForDisplay(path);
-}
-
-// Whether `path` exists; an unreadable directory on the way counts as "no" (the read that
-// follows, if any, then names the file and the error) instead of throwing.
-bool Exists(const std::string& path) {
-  std::error_code ec;
-  return fs::exists(path, ec);
 }
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -82,7 +75,12 @@ Status LoadedModel::OpenWeights() {
   const std::string single_path = dir_ + "/model.safetensors";
   std::map<std::string, std::string> index;  // tensor -> shard file name
   std::set<std::string> shard_names;
-  if (Exists(index_path)) {
+  TRACE_ASSIGN_OR_RETURN(bool has_index, PathExists(index_path));
+  bool has_single = false;
+  if (!has_index) {
+    TRACE_ASSIGN_OR_RETURN(has_single, PathExists(single_path));
+  }
+  if (has_index) {
     TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(index_path));
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
@@ -103,7 +101,7 @@ Status LoadedModel::OpenWeights() {
       index[it.key()] = shard;
       shard_names.insert(shard);
     }
-  } else if (Exists(single_path)) {
+  } else if (has_single) {
     shard_names.insert("model.safetensors");
   } else {
     return NotFound(Shown(dir_) + ": no model.safetensors or model.safetensors.index.json");
@@ -184,13 +182,14 @@ Result<const float*> LoadedModel::Bias(const std::string& name, int64_t n) {
 
 Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
   dir_ = dir;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return NotFound(Shown(dir) + ": not a model folder");
+  TRACE_ASSIGN_OR_RETURN(bool is_dir, IsDirectory(dir));
+  if (!is_dir) return NotFound(Shown(dir) + ": not a model folder");
   const std::string config_path = dir + "/config.json";
   TRACE_ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path));
   TRACE_ASSIGN_OR_RETURN(config_, ParseModelConfig(config_text, config_path));
   const std::string gen_path = dir + "/generation_config.json";
-  if (Exists(gen_path)) {
+  TRACE_ASSIGN_OR_RETURN(bool has_gen, PathExists(gen_path));
+  if (has_gen) {
     TRACE_ASSIGN_OR_RETURN(std::string gen_text, ReadFile(gen_path));
     TRACE_RETURN_IF_ERROR(MergeGenerationConfig(gen_text, gen_path, &config_));
   }
@@ -255,16 +254,22 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
     }
   }
   const std::string tok_path = dir + "/tokenizer.json";
-  if (Exists(tok_path)) {
+  TRACE_ASSIGN_OR_RETURN(bool has_tok, PathExists(tok_path));
+  if (has_tok) {
     TRACE_ASSIGN_OR_RETURN(fingerprint_.tokenizer_sha256, Sha256File(tok_path));
   }
   // The chat template: chat_template.jinja if present, else tokenizer_config.json's field.
   const std::string jinja_path = dir + "/chat_template.jinja";
   const std::string tok_config_path = dir + "/tokenizer_config.json";
-  if (Exists(jinja_path)) {
+  TRACE_ASSIGN_OR_RETURN(bool has_jinja, PathExists(jinja_path));
+  bool has_tok_config = false;
+  if (!has_jinja) {
+    TRACE_ASSIGN_OR_RETURN(has_tok_config, PathExists(tok_config_path));
+  }
+  if (has_jinja) {
     TRACE_ASSIGN_OR_RETURN(std::string tmpl, ReadFile(jinja_path));
     fingerprint_.chat_template_sha256 = Sha256Hex(tmpl);
-  } else if (Exists(tok_config_path)) {
+  } else if (has_tok_config) {
     TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(tok_config_path));
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {

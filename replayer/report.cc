@@ -133,9 +133,11 @@ std::string RenderReplayText(const RunReport& r) {
   o << "run " << r.run_id << " (" << r.run_status << "): " << r.calls_in_run
     << " model calls, replayed " << r.calls.size() << " on " << r.device << ", numerics "
     << r.numerics << (r.batch > 1 ? ", batch " + std::to_string(r.batch) : "") << "\n";
-  if (r.run_status != "complete") {
+  if (r.run_status == "recording") {
+    o << "note: the run is still being recorded; replayed the model calls committed so far\n";
+  } else if (r.run_status != "complete") {
     o << "note: the run is " << r.run_status
-      << " (the recording was cut off); replayed the model calls it holds\n";
+      << " (it did not end cleanly); replayed the model calls it holds\n";
   }
   if (r.model_override) {
     o << "model: replaying against " << r.model_dir << " ON PURPOSE (--model); it differs:\n";

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "base/escape.h"
+#include "base/files.h"
 #include "engine/template/template_internal.h"
 
 namespace trace::engine {
@@ -169,8 +170,8 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
   if (it == config.end() || it->is_null()) {
     // Newer transformers save the template next to the config as chat_template.jinja.
     auto jinja = std::filesystem::path(file).parent_path() / "chat_template.jinja";
-    std::error_code ec;
-    if (!std::filesystem::exists(jinja, ec)) {
+    TRACE_ASSIGN_OR_RETURN(bool has_jinja, PathExists(jinja.string()));
+    if (!has_jinja) {
       return NotFound(path + ": no field 'chat_template' and no chat_template.jinja beside it");
     }
     TRACE_ASSIGN_OR_RETURN(source, ReadFile(jinja.string(), "chat template"));

@@ -94,6 +94,7 @@ std::optional<ApiError> LocalEngineApi::CheckModelName(const std::string& name) 
 void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::Request& http_req,
                                       httplib::Response& res) {
   if (!frontend_->Authorized(http_req, res)) return;
+  if (!frontend_->Recordable(res)) return;
   auto call = std::make_shared<Call>(backend_.tokenizer.get());
   call->format = &format;
   call->start = SteadyClock::now();
@@ -148,9 +149,9 @@ void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::R
     // recorded as generated; only the write of the answer fails.
     const GenerationResult& result = call->gen->Wait();
     call->TryClaimFinalize();
-    auto [status, body] = Finalize(call.get(), result);
-    res.status = status;
-    res.set_content(body, "application/json");
+    Answer answer = Finalize(call.get(), result);
+    res.status = answer.http_status();
+    res.set_content(answer.body, "application/json");
     return;
   }
   res.set_header("Cache-Control", "no-cache");
@@ -262,25 +263,21 @@ CompletionResult LocalEngineApi::BuildResult(Call* call, const GenerationResult&
   return r;
 }
 
-std::pair<int, std::string> LocalEngineApi::Finalize(Call* call, const GenerationResult& g,
-                                                     CompletionResult* out) {
-  CompletionResult r = BuildResult(call, g);
-  int status = 200;
-  std::string body;
-  std::string error;
-  if (!g.status.ok()) {
-    ApiError e = ErrorFromStatus(g.status);
-    status = e.http_status;
-    body = e.Body();
-    error = g.status.message();
-  } else {
-    body = call->format->Body(call->req, r);
-  }
+LocalEngineApi::Answer LocalEngineApi::Finalize(Call* call, const GenerationResult& g) {
+  Answer a;
+  a.result = BuildResult(call, g);
+  if (!g.status.ok()) a.error = ErrorFromStatus(g.status);
+  a.body = a.error ? a.error->Body() : call->format->Body(call->req, a.result);
   if (RunLog* log = frontend_->log()) {
-    RecordLocalCall(log, *call, g, r, status, body, error, numerics_);
+    Result<uint64_t> last = RecordLocalCall(log, *call, g, a.result, a.http_status(), a.body,
+                                            g.status.ok() ? "" : g.status.message(), numerics_);
+    // Acknowledged means stored: the answer goes out once the call is committed, else 503.
+    if (Status st = frontend_->Commit(last); !st.ok()) {
+      a.error = ErrorFromStatus(st);
+      a.body = a.error->Body();
+    }
   }
-  if (out) *out = std::move(r);
-  return {status, body};
+  return a;
 }
 
 }  // namespace trace::recorder

@@ -13,7 +13,8 @@
 // frontend, which must outlive it. Thread safety: handlers run concurrently on the
 // frontend's threads; per-call state is a shared Call (local_call.h). Errors: a bad request
 // is answered with an OpenAI error body and recorded as a rejected request; an engine
-// failure is a 5xx and recorded with the call.
+// failure is a 5xx and recorded with the call; a call the store could not take is a 503
+// (and once the store failed, every request is refused with 503 up front).
 #pragma once
 
 #include <atomic>
@@ -50,15 +51,23 @@ class LocalEngineApi {
   // Renders, tokenizes, picks the seed and the constraint. An error is the client's.
   std::optional<ApiError> Prepare(Call* call);
   CompletionResult BuildResult(Call* call, const GenerationResult& g);
-  // Builds the response, records the call; returns (HTTP status, non-streamed body).
-  // Call only once per call, after TryClaimFinalize.
-  std::pair<int, std::string> Finalize(Call* call, const GenerationResult& g,
-                                       CompletionResult* out = nullptr);
+  // What a finished call is answered with: its result, or the error sent instead.
+  struct Answer {
+    CompletionResult result;
+    std::optional<ApiError> error;  // the generation failed, or the call was not stored
+    std::string body;               // the non-streamed response, or the error's body
+    int http_status() const { return error ? error->http_status : 200; }
+  };
+  // Builds the response, records the call and waits for its commit (acknowledged means
+  // stored: a call the store did not take is answered 503). Call only once per call,
+  // after TryClaimFinalize.
+  Answer Finalize(Call* call, const GenerationResult& g);
   // Streaming (local_stream.cc): writes the events of a streamed call; false when the
   // client went away (the generation is cancelled and the call recorded as such).
   bool StreamResponse(const std::shared_ptr<Call>& call, httplib::DataSink& sink);
   // The response of a streamed call is being destroyed: if nothing finalized the call
-  // (the client left before or while it streamed), cancel, wait and record it.
+  // (the client left before or while it streamed), cancel, wait, record it and wait for
+  // its commit.
   void ReleaseStream(const std::shared_ptr<Call>& call);
 
   LocalBackend backend_;

@@ -4,7 +4,9 @@
 // or within kProbeInterval of silence by an SSE comment that cannot be written; its
 // generation is cancelled at the next engine step and the call recorded with the tokens
 // sampled so far and finish_reason "cancelled". ReleaseStream covers a stream torn down
-// before StreamResponse ran or finished.
+// before StreamResponse ran or finished. The end of a stream (finish reason, usage,
+// terminator) goes out only once the call is committed; if the store did not take it, the
+// stream ends with a 503 error event instead.
 #include <chrono>
 
 #include "recorder/server/local_engine.h"
@@ -55,14 +57,15 @@ bool LocalEngineApi::StreamResponse(const std::shared_ptr<Call>& call, httplib::
   }
   if (!call->TryClaimFinalize()) return false;
   const GenerationResult& g = call->gen->Wait();
-  CompletionResult r;
-  auto [status, body] = Finalize(call.get(), g, &r);
-  if (status != 200) {
-    ApiError e = ErrorFromStatus(g.status);
-    write(encoder->Error(e));
+  // The stream's end waits for the call's commit: a client never sees the end of an answer
+  // that is not stored (the text deltas above went out as generated).
+  Answer answer = Finalize(call.get(), g);
+  if (answer.error) {
+    write(encoder->Error(*answer.error));
     sink.done();
     return true;
   }
+  const CompletionResult& r = answer.result;
   // What the non-streamed response says, minus what was already sent: the rest of the text
   // (all of it while tool calls were possible) and the logprobs of the tokens not yet sent.
   const size_t sent = call->streamed_bytes();

@@ -1,5 +1,6 @@
 #include "recorder/server/upstream_proxy.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -11,6 +12,13 @@
 #include "recorder/server/call_recording.h"
 
 namespace trace::recorder {
+namespace {
+
+// How many bytes of a relayed stream wait for the call's commit: at least its terminator
+// ("data: [DONE]\n\n").
+constexpr size_t kHeldBack = 64;
+
+}  // namespace
 
 using json = nlohmann::json;
 
@@ -34,11 +42,11 @@ void UpstreamProxy::Register() {
     Forward(req, res, "/models/" + std::string(req.matches[1]));
   });
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!frontend_->Authorized(req, res)) return;
+    if (!frontend_->Authorized(req, res) || !frontend_->Recordable(res)) return;
     Forward(req, res, "/chat/completions");
   });
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!frontend_->Authorized(req, res)) return;
+    if (!frontend_->Authorized(req, res) || !frontend_->Recordable(res)) return;
     Forward(req, res, "/completions");
   });
 }
@@ -77,9 +85,12 @@ void UpstreamProxy::Forward(const httplib::Request& req, httplib::Response& res,
   if (!stream) {
     auto r = client->Post((prefix + path).c_str(), headers, req.body, "application/json");
     if (!r) return SendUpstreamError(res, r.error());
+    // Acknowledged means stored: answer once the call is committed, else 503.
+    Result<uint64_t> last =
+        RecordProxiedCall(endpoint, req.body, r->status, r->body, "", false, start, start_ns);
+    if (Status st = frontend_->Commit(last); !st.ok()) return SendError(res, ErrorFromStatus(st));
     res.status = r->status;
     res.set_content(r->body, "application/json");
-    RecordProxiedCall(endpoint, req.body, r->status, r->body, "", false, start, start_ns);
     return;
   }
   std::string full_path = prefix + path;
@@ -100,9 +111,17 @@ void UpstreamProxy::Forward(const httplib::Request& req, httplib::Response& res,
           status = r.status;
           return true;
         };
+        // The stream's last bytes (its "data: [DONE]") are held back until the call is
+        // committed: the client does not see the end of an answer that is not stored.
+        size_t sent = 0;
+        auto send_upto = [&](size_t end) {
+          bool ok = end <= sent || sink.write(raw.data() + sent, end - sent);
+          sent = std::max(sent, end);
+          return ok;
+        };
         up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
           raw.append(data, n);
-          return sink.write(data, n);
+          return send_upto(raw.size() > kHeldBack ? raw.size() - kHeldBack : 0);
         };
         auto r = client->send(up);
         if (!r) {
@@ -111,11 +130,19 @@ void UpstreamProxy::Forward(const httplib::Request& req, httplib::Response& res,
           e.type = "server_error";
           e.message = "upstream " + upstream_ + ": " + httplib::to_string(r.error());
           std::string chunk = "data: " + e.Body() + "\n\n";
+          send_upto(raw.size());
           sink.write(chunk.data(), chunk.size());
           status = 502;
         }
+        Result<uint64_t> last =
+            RecordProxiedCall(endpoint, request_body, status, "", raw, true, start, start_ns);
+        if (Status st = frontend_->Commit(last); !st.ok()) {
+          std::string chunk = "data: " + ErrorFromStatus(st).Body() + "\n\n";
+          sink.write(chunk.data(), chunk.size());
+        } else {
+          send_upto(raw.size());
+        }
         sink.done();
-        RecordProxiedCall(endpoint, request_body, status, "", raw, true, start, start_ns);
         return true;
       });
 }
@@ -129,12 +156,14 @@ void UpstreamProxy::SendUpstreamError(httplib::Response& res, httplib::Error err
   SendError(res, e);
 }
 
-void UpstreamProxy::RecordProxiedCall(const std::string& endpoint, const std::string& request_body,
-                                      int status, const std::string& response_body,
-                                      const std::string& sse, bool stream,
-                                      SteadyClock::time_point start, int64_t start_ns) {
+Result<uint64_t> UpstreamProxy::RecordProxiedCall(const std::string& endpoint,
+                                                  const std::string& request_body, int status,
+                                                  const std::string& response_body,
+                                                  const std::string& sse, bool stream,
+                                                  SteadyClock::time_point start,
+                                                  int64_t start_ns) {
   RunLog* log = frontend_->log();
-  if (!log) return;
+  if (!log) return uint64_t{0};
   proto::LlmCall c;
   c.set_endpoint(endpoint);
   c.set_request_json(request_body);
@@ -213,9 +242,8 @@ void UpstreamProxy::RecordProxiedCall(const std::string& endpoint, const std::st
   t->set_total_ms(std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count());
   t->set_start_ns(start_ns);
   t->set_end_ns(NowNs());
-  Result<uint64_t> seq = log->RecordLlmCall(std::move(c));
-  if (!seq.ok()) return;
-  RecordModelToolCalls(log, *seq, calls);
+  TRACE_ASSIGN_OR_RETURN(uint64_t seq, log->RecordLlmCall(std::move(c)));
+  return RecordModelToolCalls(log, seq, calls);
 }
 
 }  // namespace trace::recorder

@@ -6,7 +6,9 @@
 //
 // Ownership: borrows the frontend, which must outlive it. Thread safety: handlers run on
 // the frontend's threads, each with its own upstream client. Errors: an upstream that does
-// not answer is a 502 (code upstream_unavailable) naming the URL and the socket error.
+// not answer is a 502 (code upstream_unavailable) naming the URL and the socket error; a
+// call the store could not take is a 503 (a stream: its last bytes, the terminator, are
+// held back until the commit and replaced by a 503 error event).
 #pragma once
 
 #include <string>
@@ -31,10 +33,12 @@ class UpstreamProxy {
   void Forward(const httplib::Request& req, httplib::Response& res, const std::string& path);
   void SendUpstreamError(httplib::Response& res, httplib::Error error);
   // Records a proxied call: the response body, or for a stream the raw SSE text (kept as
-  // response_json) with the content and tool calls reassembled from its deltas.
-  void RecordProxiedCall(const std::string& endpoint, const std::string& request_body, int status,
-                         const std::string& response_body, const std::string& sse, bool stream,
-                         SteadyClock::time_point start, int64_t start_ns);
+  // response_json) with the content and tool calls reassembled from its deltas. Returns
+  // the last seq appended (0 when not recording).
+  Result<uint64_t> RecordProxiedCall(const std::string& endpoint, const std::string& request_body,
+                                     int status, const std::string& response_body,
+                                     const std::string& sse, bool stream,
+                                     SteadyClock::time_point start, int64_t start_ns);
 
   HttpFrontend* frontend_;
   std::string upstream_;

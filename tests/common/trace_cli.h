@@ -22,9 +22,11 @@ struct CliResult {
   std::string err;
 };
 
-// Runs `trace ARGS...`.
-inline CliResult RunTrace(const TempDir& dir, const std::vector<std::string>& args) {
-  std::string cmd = ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace");
+// Runs `[PREFIX] trace ARGS...`; PREFIX is shell text put before the command (e.g.
+// "ulimit -f 0; " or an environment assignment).
+inline CliResult RunTrace(const TempDir& dir, const std::vector<std::string>& args,
+                          const std::string& prefix = "") {
+  std::string cmd = prefix + ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace");
   for (const auto& a : args) cmd += " " + ShellQuote(a);
   cmd += " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
   const int status = std::system(cmd.c_str());

@@ -80,8 +80,8 @@ messages = [{"role": "system", "content": "Deploy with " + S["github"] + " when 
             {"role": "user", "content": "My key is " + S["openai"] + ", AWS id " + S["aws"]}]
 tc.context("Keys: " + S["anthropic"], source="kb/keys.md", chunk_id="k1", score=0.5, query="keys")
 tc.template_var("api_key", S["google"], template="system")
-r = chat(messages, tools=tools, tool_choice="required", parallel_tool_calls=False, max_tokens=64,
-         temperature=0)
+r = chat(messages, tools=tools, tool_choice="required", parallel_tool_calls=False,
+         max_tokens=64, temperature=0)
 call = r["choices"][0]["message"]["tool_calls"][0]
 result = ("row: password=" + S["password"] + "\n-----BEGIN PRIVATE KEY-----\n" + S["pem_body"] +
           "\n-----END PRIVATE KEY-----\nrun key " + key + "\nenv " + os.environ["PLANTED_DB_PASSWORD"])
