@@ -283,7 +283,14 @@ bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
 
 bool Redactor::RedactJsonText(std::string* text, std::map<std::string, int>* hits) const {
   std::optional<nlohmann::json> doc = ParseBounded(*text);
-  if (!doc) return RedactText(text, hits);  // not JSON (or too deep to walk): text it is
+  if (!doc) {  // not JSON (or too deep to walk): text it is
+    const bool changed = RedactText(text, hits);
+    // The secret replaced may have been what kept the text from being JSON (a control
+    // byte in a token): then the JSON pass follows, so a second redaction finds nothing
+    // more (escaped secrets such as "\u0073k-..." are only seen in the parsed strings).
+    if (changed && ParseBounded(*text)) RedactJsonText(text, hits);
+    return changed;
+  }
   const std::vector<uint8_t> layout = JsonLayout(*text);
   const bool changed = Redact(text, hits, &layout);
   if (changed) doc = ParseBounded(*text);  // string content changed, the structure did not

@@ -217,6 +217,23 @@ TEST(RedactRulesTest, TextAfterANulByteIsRedacted) {
   EXPECT_EQ(doc.find("4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2"), std::string::npos) << doc;
 }
 
+// A document that is JSON only once a secret is replaced (the secret held a control
+// byte) gets the JSON pass too: its escaped secrets go in the first redaction, not the
+// second. (Found by tests/fuzz/redact_fuzz.cc under libFuzzer.)
+TEST(RedactRulesTest, TextThatBecomesJsonIsRedactedAsJson) {
+  Redactor r = Defaults();
+  std::string doc =
+      R"({"key": "-----BEGIN PRIVATE KEY-----)" + std::string(1, '\x11') +
+      R"(MIIEow-----END PRIVATE KEY-----", "note": "\u0073k-ant-api03-abcdefghijklmnopqrstuvwxyz"})";
+  ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
+  auto j = nlohmann::json::parse(doc, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << doc;
+  EXPECT_EQ(j["note"], "[REDACTED:anthropic-api-key]") << doc;
+  const std::string once = doc;
+  EXPECT_FALSE(r.RedactJsonText(&doc, nullptr)) << doc;
+  EXPECT_EQ(doc, once);
+}
+
 // Nesting too deep to walk safely is scanned as text: no stack overflow, the raw secret
 // still found.
 TEST(RedactRulesTest, DeeplyNestedJsonIsScannedAsText) {
