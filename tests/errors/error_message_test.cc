@@ -43,39 +43,11 @@ void WriteFile(const std::string& path, const std::string& data) {
 }
 
 // Every document that differs from `doc` by one node replaced with the hostile text or one
-// object key renamed to it.
-std::vector<std::string> HostileVariants(const ojson& doc) {
-  std::vector<ojson::json_pointer> nodes;
-  std::function<void(const ojson&, const ojson::json_pointer&)> collect =
-      [&](const ojson& j, const ojson::json_pointer& at) {
-        if (j.is_object()) {
-          for (auto it = j.begin(); it != j.end(); ++it) {
-            nodes.push_back(at / it.key());
-            collect(it.value(), at / it.key());
-          }
-        } else if (j.is_array()) {
-          for (size_t i = 0; i < j.size(); ++i) {
-            nodes.push_back(at / i);
-            collect(j[i], at / i);
-          }
-        }
-      };
-  collect(doc, ojson::json_pointer());
+// object key renamed to it, as text.
+std::vector<std::string> HostileDocuments(const ojson& doc) {
   std::vector<std::string> out;
-  for (const auto& p : nodes) {
-    ojson replaced = doc;
-    replaced[p] = HostileText();
-    out.push_back(replaced.dump());
-    const ojson& parent = doc[p.parent_pointer()];
-    if (parent.is_object()) {
-      ojson renamed = doc;
-      ojson& obj = renamed[p.parent_pointer()];
-      ojson value = obj[p.back()];
-      obj.erase(p.back());
-      obj[HostileText()] = value;
-      out.push_back(renamed.dump());
-    }
-  }
+  for (const auto& [pointer, variant] : testing::HostileVariants(doc))
+    out.push_back(variant.dump());
   return out;
 }
 
@@ -109,7 +81,7 @@ void ExpectCleanError(const Status& st, bool echoes_hostile_value = true) {
 
 TEST(ErrorMessages, TokenizerJsonEveryNode) {
   const ojson doc = ojson::parse(engine::testing::MakeLlama3StyleTokenizerJson());
-  const Tally t = CheckAll(HostileVariants(doc), [](const std::string& text) {
+  const Tally t = CheckAll(HostileDocuments(doc), [](const std::string& text) {
     auto r = engine::Tokenizer::LoadFromString(text, kOddPath);
     return r.ok() ? Status::Ok() : r.status();
   });
@@ -165,13 +137,13 @@ TEST(ErrorMessages, ModelConfigEveryNode) {
   ASSERT_TRUE(preset.ok());
   ojson doc = ojson::parse(engine::ModelConfigToJson(*preset));
   doc["rope_scaling"] = {{"rope_type", "default"}};
-  const Tally t = CheckAll(HostileVariants(doc), [](const std::string& text) {
+  const Tally t = CheckAll(HostileDocuments(doc), [](const std::string& text) {
     auto r = engine::ParseModelConfig(text, kOddPath);
     return r.ok() ? Status::Ok() : r.status();
   });
   EXPECT_GT(t.errors, 15);
   EXPECT_GE(t.echoes, 3);  // model_type, torch_dtype, rope_type
-  const Tally g = CheckAll(HostileVariants(ojson::parse(R"({"eos_token_id": [1, 2]})")),
+  const Tally g = CheckAll(HostileDocuments(ojson::parse(R"({"eos_token_id": [1, 2]})")),
                            [](const std::string& text) {
                              engine::ModelConfig c;
                              return engine::MergeGenerationConfig(text, kOddPath, &c);
@@ -193,7 +165,7 @@ TEST(ErrorMessages, SafetensorsHeaderEveryNode) {
   const ojson doc = ojson::parse(
       R"({"__metadata__": {"format": "pt"}, "w": {"dtype": "BF16", "shape": [2, 2],)"
       R"( "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})");
-  const Tally t = CheckAll(HostileVariants(doc), [](const std::string& header) {
+  const Tally t = CheckAll(HostileDocuments(doc), [](const std::string& header) {
     const std::string file = SafetensorsFile(header, 12);
     auto r = engine::ParseSafetensorsHeader(reinterpret_cast<const uint8_t*>(file.data()),
                                             file.size(), kOddPath);

@@ -29,44 +29,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 using testing::HostileText;
+using testing::HostileVariants;
 using testing::IsOneSafeLine;
-
-// Every (pointer, document) that differs from `doc` by one node replaced with the hostile
-// text or one object key renamed to it; `pointer` names the change ("/messages/0/role",
-// "/messages/0/role#key" for a renamed key).
-std::vector<std::pair<std::string, ojson>> HostileVariants(const ojson& doc) {
-  std::vector<ojson::json_pointer> nodes;
-  std::function<void(const ojson&, const ojson::json_pointer&)> collect =
-      [&](const ojson& j, const ojson::json_pointer& at) {
-        if (j.is_object()) {
-          for (auto it = j.begin(); it != j.end(); ++it) {
-            nodes.push_back(at / it.key());
-            collect(it.value(), at / it.key());
-          }
-        } else if (j.is_array()) {
-          for (size_t i = 0; i < j.size(); ++i) {
-            nodes.push_back(at / i);
-            collect(j[i], at / i);
-          }
-        }
-      };
-  collect(doc, ojson::json_pointer());
-  std::vector<std::pair<std::string, ojson>> out;
-  for (const auto& p : nodes) {
-    ojson replaced = doc;
-    replaced[p] = HostileText();
-    out.emplace_back(p.to_string(), replaced);
-    if (doc[p.parent_pointer()].is_object()) {
-      ojson renamed = doc;
-      ojson& obj = renamed[p.parent_pointer()];
-      ojson value = obj[p.back()];
-      obj.erase(p.back());
-      obj[HostileText()] = value;
-      out.emplace_back(p.to_string() + "#key", renamed);
-    }
-  }
-  return out;
-}
 
 // Runs `message_of` on every variant; returns the pointers whose error message is not one
 // safe line, and counts the errors.

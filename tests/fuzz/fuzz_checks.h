@@ -1,9 +1,12 @@
 // Checks shared by the fuzz targets: a broken promise prints what broke and aborts, which
-// the fuzzer (or tests/fuzz/fuzz_driver.cc) reports with the input.
+// the fuzzer (or tests/fuzz/fuzz_driver.cc) reports with the input. Also the one seeded
+// random sequence the targets and the driver draw from.
 //
 // Ownership: none. Thread safety: reentrant. Errors: these functions abort on failure.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -43,5 +46,18 @@ inline void RequireOneLine(const Status& status, const char* where,
                            std::string_view must_name = {}) {
   RequireOneLine(status.message(), where, must_name);
 }
+
+// splitmix64: the same sequence on every platform and standard library, so a fuzz run's
+// choices follow its seed and input only.
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t Next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  size_t Below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(Next() % n); }
+};
 
 }  // namespace trace::fuzz

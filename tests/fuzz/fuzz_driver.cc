@@ -28,6 +28,7 @@
 // Defined by a sanitizer runtime when one is linked (weak: absent otherwise).
 extern "C" void __sanitizer_set_death_callback(void (*callback)()) __attribute__((weak));
 
+#include "tests/fuzz/fuzz_checks.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {
@@ -145,16 +146,7 @@ bool ReadDictionary(const std::string& path, std::vector<std::string>* out) {
 
 // ---- mutation ------------------------------------------------------------------------
 
-struct Rng {  // splitmix64: the same sequence on every platform and standard library
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  size_t Below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(Next() % n); }
-};
+using Rng = trace::fuzz::SplitMix64;
 
 const char* const kNumbers[] = {"0",
                                 "-1",

@@ -57,15 +57,7 @@ const Vocabulary& Vocab() {
   return *v;
 }
 
-struct Rng {  // splitmix64
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-};
+using Rng = trace::fuzz::SplitMix64;
 
 // `text` with every run of digits outside strings shortened to one or two digits of the
 // same kind ("0" stays "0", a run with a leading zero becomes "00", any other "1"): the

@@ -189,7 +189,7 @@ TEST(RedactRulesTest, MatchesAcrossJsonStringsKeepTheDocumentValid) {
 // A rule that matches its own marker ("user:[REDACTED:url-password]@" is still a URL with a
 // password) leaves it as it is: redacting again reports no change and keeps the JSON
 // document's formatting. (Found by tests/fuzz/redact_fuzz.cc: the second pass rewrote it.)
-TEST(RedactRulesTest, RedactingTwiceChangesNothing) {
+TEST(RedactRulesTest, ARuleMatchingItsOwnMarkerIsNoChange) {
   Redactor r = Defaults();
   std::string text = "db at postgres://user:pa55word@db.internal:5432/x";
   ASSERT_TRUE(r.RedactText(&text, nullptr));
