@@ -187,8 +187,18 @@ std::vector<std::string> Redactor::RuleNames() const {
   return names;
 }
 
+// A marker can complete a rule's context ("[REDACTED:aws-secret-access-key]" holds "aws" and
+// "secret", so 40 characters after it look like a key), and a replaced secret can make a
+// document JSON: redaction repeats until nothing changes, so redacting its output again
+// changes nothing. Each pass only replaces text with markers; a few passes always settle.
+constexpr int kMaxRedactionPasses = 8;
+
 bool Redactor::RedactText(std::string* text, std::map<std::string, int>* hits) const {
-  return Redact(text, hits, nullptr);
+  bool changed = false;
+  for (int pass = 0; pass < kMaxRedactionPasses && Redact(text, hits, nullptr); ++pass) {
+    changed = true;
+  }
+  return changed;
 }
 
 bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
@@ -282,13 +292,21 @@ bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
 }
 
 bool Redactor::RedactJsonText(std::string* text, std::map<std::string, int>* hits) const {
+  bool changed = false;
+  for (int pass = 0; pass < kMaxRedactionPasses && RedactJsonOnce(text, hits); ++pass) {
+    changed = true;
+  }
+  return changed;
+}
+
+bool Redactor::RedactJsonOnce(std::string* text, std::map<std::string, int>* hits) const {
   std::optional<nlohmann::json> doc = ParseBounded(*text);
   if (!doc) {  // not JSON (or too deep to walk): text it is
     const bool changed = RedactText(text, hits);
     // The secret replaced may have been what kept the text from being JSON (a control
     // byte in a token): then the JSON pass follows, so a second redaction finds nothing
     // more (escaped secrets such as "\u0073k-..." are only seen in the parsed strings).
-    if (changed && ParseBounded(*text)) RedactJsonText(text, hits);
+    if (changed && ParseBounded(*text)) RedactJsonOnce(text, hits);
     return changed;
   }
   const std::vector<uint8_t> layout = JsonLayout(*text);

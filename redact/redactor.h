@@ -95,6 +95,8 @@ class Redactor {
   // replaces only the string content it covers, so the document stays valid JSON.
   bool Redact(std::string* text, std::map<std::string, int>* hits,
               const std::vector<uint8_t>* json_layout) const;
+  // One pass of RedactJsonText (which repeats it until nothing changes).
+  bool RedactJsonOnce(std::string* text, std::map<std::string, int>* hits) const;
 
   struct Pattern {
     std::string name;

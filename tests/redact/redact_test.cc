@@ -234,6 +234,26 @@ TEST(RedactRulesTest, TextThatBecomesJsonIsRedactedAsJson) {
   EXPECT_EQ(doc, once);
 }
 
+// A marker can complete a rule's context: after "[REDACTED:aws-secret-access-key]" the
+// next 40 key-like characters match the AWS rule. One redaction takes them too, so a second
+// finds nothing. (Found by tests/fuzz/redact_fuzz.cc under libFuzzer.)
+TEST(RedactRulesTest, AMarkerThatCompletesARuleIsRedactedInTheSamePass) {
+  Redactor r = Defaults();
+  const std::string second = "GITHUBdefghijklmnop1jklmnopqrstuvwxyz012";
+  for (bool json : {false, true}) {
+    std::string text =
+        json ? R"({"env": "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEYAB )" +
+                   second + R"("})"
+             : "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEYAB " + second;
+    SCOPED_TRACE(text);
+    ASSERT_TRUE(json ? r.RedactJsonText(&text, nullptr) : r.RedactText(&text, nullptr));
+    EXPECT_EQ(text.find(second), std::string::npos) << text;
+    const std::string once = text;
+    EXPECT_FALSE(json ? r.RedactJsonText(&text, nullptr) : r.RedactText(&text, nullptr)) << text;
+    EXPECT_EQ(text, once);
+  }
+}
+
 // Nesting too deep to walk safely is scanned as text: no stack overflow, the raw secret
 // still found.
 TEST(RedactRulesTest, DeeplyNestedJsonIsScannedAsText) {
