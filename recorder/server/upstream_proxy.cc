@@ -1,14 +1,19 @@
 #include "recorder/server/upstream_proxy.h"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "recorder/api/json_body.h"
 #include "recorder/openai_api.h"
+#include "recorder/secrets.h"
 #include "recorder/server/call_recording.h"
 
 namespace trace::recorder {
@@ -21,6 +26,19 @@ constexpr size_t kHeldBack = 64;
 }  // namespace
 
 using json = nlohmann::json;
+
+namespace {
+// The most tool calls one proxied response is reassembled into.
+constexpr size_t kMaxProxiedToolCalls = 128;
+}  // namespace
+
+UpstreamProxy::UpstreamProxy(HttpFrontend* frontend, const std::string& upstream_base_url)
+    : frontend_(frontend) {
+  UrlWithoutCredentials u = SplitUrlCredentials(upstream_base_url);
+  upstream_ = std::move(u.url);
+  user_ = std::move(u.user);
+  password_ = std::move(u.password);
+}
 
 std::pair<std::string, std::string> UpstreamProxy::SplitUrl(const std::string& url) {
   size_t scheme = url.find("://");
@@ -57,13 +75,13 @@ void UpstreamProxy::Forward(const httplib::Request& req, httplib::Response& res,
   auto [origin, prefix] = SplitUrl(upstream_);
   auto start = SteadyClock::now();
   int64_t start_ns = NowNs();
-  json body = json::parse(req.body, nullptr, false);
+  json body = ParseJsonOrDiscarded(req.body);
   bool stream = body.is_object() && body.value("stream", false) == true;
   httplib::Headers headers;
-  if (const char* key = getenv("TRACE_UPSTREAM_API_KEY"); key && *key) {
-    headers.emplace("Authorization", std::string("Bearer ") + key);
-  }
+  const char* key = getenv("TRACE_UPSTREAM_API_KEY");
+  if (key && *key) headers.emplace("Authorization", std::string("Bearer ") + key);
   auto client = std::make_shared<httplib::Client>(origin);
+  if (!(key && *key) && !user_.empty()) client->set_basic_auth(user_.c_str(), password_.c_str());
   client->set_read_timeout(600, 0);
   client->set_connection_timeout(10, 0);
   // Small requests and SSE events go out at once, not after a delayed ACK (Nagle).
@@ -169,20 +187,35 @@ Result<uint64_t> UpstreamProxy::RecordProxiedCall(const std::string& endpoint,
   c.set_request_json(request_body);
   c.set_http_status(status);
   c.set_stream(stream);
-  json req = json::parse(request_body, nullptr, false);
+  json req = ParseJsonOrDiscarded(request_body);
   if (req.is_object()) {
-    c.set_model(req.value("model", ""));
+    if (auto m = req.find("model"); m != req.end() && m->is_string()) c.set_model(*m);
     proto::SamplingParams* p = c.mutable_params();
-    if (req.contains("temperature") && req["temperature"].is_number()) {
-      p->set_temperature(req["temperature"].get<float>());
+    // Numbers are range-checked before any cast: the upstream judged the request, not us,
+    // so an out-of-range value is simply not copied.
+    auto as_float = [&](const char* name, auto set) {
+      auto it = req.find(name);
+      if (it == req.end() || !it->is_number()) return;
+      const double d = it->get<double>();
+      if (std::isfinite(d) && std::abs(d) <= std::numeric_limits<float>::max()) {
+        set(static_cast<float>(d));
+      }
+    };
+    as_float("temperature", [&](float v) { p->set_temperature(v); });
+    as_float("top_p", [&](float v) { p->set_top_p(v); });
+    if (auto s = req.find("seed"); s != req.end() && s->is_number_integer()) {
+      // Signed seeds are kept as their two's-complement bits (as the local engine does).
+      const uint64_t seed =
+          s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
+      p->set_seed(seed);
+      c.set_seed_used(seed);
     }
-    if (req.contains("top_p") && req["top_p"].is_number()) p->set_top_p(req["top_p"].get<float>());
-    if (req.contains("seed") && req["seed"].is_number_integer()) {
-      p->set_seed(req["seed"].get<uint64_t>());
-      c.set_seed_used(req["seed"].get<uint64_t>());
-    }
-    if (req.contains("max_tokens") && req["max_tokens"].is_number_integer()) {
-      p->set_max_tokens(req["max_tokens"].get<int32_t>());
+    if (auto m = req.find("max_tokens"); m != req.end() && m->is_number_integer()) {
+      const int64_t v =
+          m->is_number_unsigned()
+              ? static_cast<int64_t>(std::min<uint64_t>(m->get<uint64_t>(), INT32_MAX))
+              : m->get<int64_t>();
+      if (v >= 0 && v <= INT32_MAX) p->set_max_tokens(static_cast<int32_t>(v));
     }
   }
   std::string text, finish, id;
@@ -205,9 +238,14 @@ Result<uint64_t> UpstreamProxy::RecordProxiedCall(const std::string& endpoint,
     }
     if (m->contains("tool_calls") && (*m)["tool_calls"].is_array()) {
       for (const json& tc : (*m)["tool_calls"]) {
-        size_t index = tc.contains("index") && tc["index"].is_number_integer()
-                           ? tc["index"].get<size_t>()
-                           : calls.size();
+        size_t index = calls.size();
+        if (tc.contains("index") && tc["index"].is_number_unsigned()) {
+          index = tc["index"].get<uint64_t>() < kMaxProxiedToolCalls
+                      ? static_cast<size_t>(tc["index"].get<uint64_t>())
+                      : kMaxProxiedToolCalls;
+        }
+        // An upstream's index is not trusted to size memory.
+        if (index >= kMaxProxiedToolCalls) continue;
         if (index >= calls.size()) calls.resize(index + 1);
         ToolCall& call = calls[index];
         if (tc.contains("id") && tc["id"].is_string()) call.id = tc["id"];
@@ -223,14 +261,14 @@ Result<uint64_t> UpstreamProxy::RecordProxiedCall(const std::string& endpoint,
     }
   };
   if (!stream) {
-    take_message(json::parse(response_body, nullptr, false));
+    take_message(ParseJsonOrDiscarded(response_body));
     c.set_response_json(response_body);
   } else {
     std::istringstream lines(sse);
     for (std::string line; std::getline(lines, line);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
-      take_message(json::parse(line.substr(6), nullptr, false));
+      take_message(ParseJsonOrDiscarded(line.substr(6)));
     }
     c.set_response_json(sse);
   }

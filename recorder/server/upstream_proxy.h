@@ -21,8 +21,9 @@ namespace trace::recorder {
 
 class UpstreamProxy {
  public:
-  UpstreamProxy(HttpFrontend* frontend, std::string upstream_base_url)
-      : frontend_(frontend), upstream_(std::move(upstream_base_url)) {}
+  // Credentials in the URL (https://user:pass@host/v1) are sent as basic auth (unless
+  // $TRACE_UPSTREAM_API_KEY gives a bearer token) and never appear in messages.
+  UpstreamProxy(HttpFrontend* frontend, const std::string& upstream_base_url);
   // Adds the /v1/* routes to the frontend.
   void Register();
 
@@ -41,7 +42,8 @@ class UpstreamProxy {
                                      SteadyClock::time_point start, int64_t start_ns);
 
   HttpFrontend* frontend_;
-  std::string upstream_;
+  std::string upstream_;  // without credentials
+  std::string user_, password_;
 };
 
 }  // namespace trace::recorder

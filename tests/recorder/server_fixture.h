@@ -1,6 +1,6 @@
 // The fixture of the recorder's server tests: a demo model made once per suite, servers
-// started in-process with a test key, and HTTP helpers (plain and streamed chat, the
-// conversations and tools the tests send).
+// started in-process with a test key, a run in a fresh store to record into, and HTTP helpers
+// (plain and streamed chat, the conversations and tools the tests send).
 //
 // Ownership: each test owns the servers it starts. Thread safety: helpers are reentrant.
 // Errors: helpers fail the running test on transport or HTTP errors.
@@ -18,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model_init.h"
+#include "recorder/run_log.h"
 #include "recorder/server.h"
+#include "store/store.h"
 
 namespace trace::recorder::testing {
 
@@ -32,6 +34,39 @@ inline std::string TempDir(const std::string& name) {
   fs::create_directories(p);
   return p.string();
 }
+
+// A run in a fresh store, for tests that look at what was recorded.
+struct RecordedRun {
+  explicit RecordedRun(const std::string& name) : dir(TempDir(name)) {
+    auto s = store::Store::Open(dir + "/t.db");
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    store = std::move(s).value();
+    auto w = store->BeginRun(proto::RunHeader());
+    EXPECT_TRUE(w.ok());
+    run_id = (*w)->run_id();
+    log = std::make_unique<RunLog>(std::move(w).value(), 5);
+  }
+  ~RecordedRun() { fs::remove_all(dir); }
+  // Ends the run; its events.
+  std::vector<proto::Event> End() {
+    EXPECT_TRUE(log->writer().End(proto::RunEnd()).ok());
+    auto events = store->LoadEvents(run_id);
+    EXPECT_TRUE(events.ok());
+    return events.ok() ? *events : std::vector<proto::Event>{};
+  }
+  // Ends the run; its model calls.
+  std::vector<proto::LlmCall> Calls() {
+    std::vector<proto::LlmCall> out;
+    for (const proto::Event& e : End()) {
+      if (e.has_llm_call()) out.push_back(e.llm_call());
+    }
+    return out;
+  }
+  std::string dir;
+  std::unique_ptr<store::Store> store;
+  std::string run_id;
+  std::unique_ptr<RunLog> log;
+};
 
 class ServerTest : public ::testing::Test {
  public:
@@ -47,15 +82,21 @@ class ServerTest : public ::testing::Test {
 
   std::unique_ptr<Server> StartServer(SchedulerOptions so = {}, RunLog* log = nullptr,
                                       std::vector<std::string> served_names = {}) {
+    ServerOptions opts;
+    opts.served_model_names = std::move(served_names);
+    return StartServerWith(opts, log, so);
+  }
+
+  // A server with these options (the test key and run seed 11 unless set).
+  std::unique_ptr<Server> StartServerWith(ServerOptions opts, RunLog* log = nullptr,
+                                          SchedulerOptions so = {}) {
     engine::EngineOptions eo;
     eo.threads = 2;
     auto backend = LoadLocalBackend(*model_dir_, eo, so, /*hash_weights=*/false);
     EXPECT_TRUE(backend.ok()) << backend.status().message();
     if (!backend.ok()) return nullptr;
-    ServerOptions opts;
-    opts.api_key = kKey;
-    opts.run_seed = 11;
-    opts.served_model_names = std::move(served_names);
+    if (opts.api_key.empty()) opts.api_key = kKey;
+    if (opts.run_seed == 0) opts.run_seed = 11;
     auto server = Server::CreateLocal(std::move(backend).value(), opts);
     server->SetRunLog(log);
     Status st = server->Start();

@@ -69,8 +69,9 @@ async function recordAndReplay() {
 }
 
 async function serveWithNames() {
-  const child = spawn(trace, ["serve", "--port", "0", "--api-key", "k", "--served-model-name", "alpha",
-                              "--served-model-name", "beta"], { env });
+  // The key comes from the environment (a key on the command line shows in `ps`).
+  const child = spawn(trace, ["serve", "--port", "0", "--served-model-name", "alpha",
+                              "--served-model-name", "beta"], { env: { ...env, TRACE_API_KEY: "k" } });
   const origin = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (d) => {
