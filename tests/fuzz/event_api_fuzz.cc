@@ -144,7 +144,6 @@ Connection& Server() {
   static std::unique_ptr<Connection> connection;
   if (!connection) {
     trace::recorder::ServerOptions options;
-    options.http_threads = 2;
     // Nothing listens on the upstream: only /v1 routes would use it.
     auto created = trace::recorder::Server::CreateProxy("http://127.0.0.1:9/v1", options);
     if (!created.ok()) Fail("cannot create the server: " + created.status().message());
