@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/build_info.h"
+#include "base/escape.h"
 #include "cli/command.h"
 
 namespace trace::cli {
@@ -47,7 +48,9 @@ std::string ResolveStorePath() {
 }
 
 int ReportError(const Status& status) {
-  std::cerr << "trace: " << status.message() << "\n";
+  // Parsers escape the values they quote; this is the net for any message that still holds
+  // a raw control character or invalid UTF-8 (escaping is idempotent, so no harm otherwise).
+  std::cerr << "trace: " << EscapeForDisplay(status.message(), kNoLimit) << "\n";
   return kExitError;
 }
 

@@ -4,6 +4,8 @@
 // one thread.
 #include "kernels/kernels.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -159,8 +161,10 @@ void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out) {
 bool HaveAvx2() {
   static const bool have = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    // F16C through cpuid: clang (14) has no "f16c" for __builtin_cpu_supports.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   }();
   return have;
 }

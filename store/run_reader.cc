@@ -1,5 +1,6 @@
 #include "store/run_reader.h"
 
+#include "base/escape.h"
 #include "base/hash.h"
 #include "store/checksum.h"
 #include "store/codec.h"
@@ -255,7 +256,7 @@ Result<std::unique_ptr<EventIterator>> ReadRunEvents(std::unique_ptr<Db> db,
                          db->Prepare("SELECT events, end_time_ns FROM runs WHERE run_id=?"));
   q.Bind(1, run_id);
   TRACE_ASSIGN_OR_RETURN(bool row, db->Step(q));
-  if (!row) return NotFound("no run matches '" + run_id + "' in " + db->path());
+  if (!row) return NotFound("no run matches '" + EscapeForDisplay(run_id) + "' in " + db->path());
   const int64_t expected = q.Int(0);
   const bool ended = !q.IsNull(1);
   q = Stmt();

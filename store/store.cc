@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "base/escape.h"
 #include "base/process_identity.h"
 #include "store/checksum.h"
 #include "store/codec.h"
@@ -72,7 +73,7 @@ class StoreImpl final : public Store {
     if (header.run_id().empty()) {
       header.set_run_id(NewRunId());
     } else if (!IsValidRunId(header.run_id())) {
-      return InvalidArgument("run id '" + header.run_id() + "' is not a ULID");
+      return InvalidArgument("run id '" + EscapeForDisplay(header.run_id()) + "' is not a ULID");
     }
     if (header.format_version() == 0) header.set_format_version(proto::CURRENT_FORMAT_VERSION);
     if (header.start_time_ns() == 0) header.set_start_time_ns(WallClockNs());
@@ -143,10 +144,12 @@ class StoreImpl final : public Store {
     if (matches.empty()) return NoSuchRun(std::string(id_or_prefix));
     if (matches.size() == 1 || matches[0] == prefix) return matches[0];
     std::string list;
-    for (size_t i = 0; i < matches.size() && i < 10; ++i) list += (i ? ", " : "") + matches[i];
+    for (size_t i = 0; i < matches.size() && i < 10; ++i) {
+      list += (i ? ", " : "") + EscapeForDisplay(matches[i]);
+    }
     if (matches.size() > 10) list += ", ...";
-    return InvalidArgument("run id prefix '" + std::string(id_or_prefix) + "' is ambiguous in " +
-                           path_ + ": " + list);
+    return InvalidArgument("run id prefix '" + EscapeForDisplay(id_or_prefix) +
+                           "' is ambiguous in " + path_ + ": " + list);
   }
 
   Result<proto::RunHeader> LoadHeader(const std::string& run_id) override {
@@ -325,11 +328,11 @@ class StoreImpl final : public Store {
   }
 
   std::string RunContext(const std::string& run_id) const {
-    return "run " + run_id + " in " + path_;
+    return "run " + EscapeForDisplay(run_id) + " in " + path_;
   }
 
   Status NoSuchRun(const std::string& id) const {
-    return NotFound("no run matches '" + id + "' in " + path_);
+    return NotFound("no run matches '" + EscapeForDisplay(id) + "' in " + path_);
   }
 
   Status DeleteInTransaction(const std::string& run_id) {

@@ -2,6 +2,7 @@
 
 #include <regex>
 
+#include "base/escape.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/request_fields.h"
 
@@ -94,7 +95,7 @@ std::optional<ApiError> ParseMessages(const json& v, std::vector<ChatMessage>* o
       return BadRequest(p + ".role", "'" + p +
                                          ".role' must be one of system, user, "
                                          "assistant, tool; got \"" +
-                                         msg.role + "\"");
+                                         EscapeForDisplay(msg.role) + "\"");
     }
     if (auto c = m.find("content"); c != m.end()) {
       if (auto err = ParseContent(*c, p + ".content", &msg.content)) return err;
@@ -162,7 +163,8 @@ std::optional<ApiError> ParseTools(const json& v, std::vector<ToolSpec>* out) {
     }
     for (const ToolSpec& other : *out) {
       if (other.name == spec.name) {
-        return BadRequest(p + ".function.name", "duplicate tool name \"" + spec.name + "\"");
+        return BadRequest(p + ".function.name",
+                          "duplicate tool name \"" + EscapeForDisplay(spec.name) + "\"");
       }
     }
     out->push_back(std::move(spec));
@@ -183,7 +185,7 @@ std::optional<ApiError> ParseToolChoice(const json& v, CompletionRequest* req) {
       return BadRequest("tool_choice",
                         "'tool_choice' must be none, auto, required or "
                         "{\"type\": \"function\", ...}; got \"" +
-                            s + "\"");
+                            EscapeForDisplay(s) + "\"");
     }
   } else if (v.is_object()) {
     auto fn = v.find("function");
@@ -276,7 +278,7 @@ std::optional<ApiError> ParseResponseFormat(const nlohmann::ordered_json& v, Res
     return BadRequest("response_format.type",
                       "'response_format.type' must be one of text, json_object, json_schema; "
                       "got \"" +
-                          t + "\"");
+                          EscapeForDisplay(t) + "\"");
   }
   return std::nullopt;
 }
@@ -375,7 +377,8 @@ std::variant<CompletionRequest, ApiError> ParseChatRequest(std::string_view body
     bool found = false;
     for (const ToolSpec& t : req.tools) found |= t.name == req.tool_choice_name;
     if (!found) {
-      return OutOfRange("tool_choice.function.name", "tool_choice names \"" + req.tool_choice_name +
+      return OutOfRange("tool_choice.function.name", "tool_choice names \"" +
+                                                         EscapeForDisplay(req.tool_choice_name) +
                                                          "\", which is not in 'tools'");
     }
   }
