@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <set>
 
+#include <google/protobuf/util/message_differencer.h>
+
+#include "store/copy.h"
 #include "store/store.h"
 #include "store/store_location.h"
 #include "tests/store/store_backend.h"
@@ -167,6 +170,58 @@ TEST_P(StorePg, EightProcessesCreateAndWriteOneStoreLosingNothing) {
   auto stats = (*store)->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_LE(stats->blobs, 26 + kProcs * kEvents / 2);
+}
+
+// WriteRunCopy (`trace push/pull`): SQLite -> PostgreSQL -> SQLite keeps the header and
+// every field of every event kind, bit for bit; a second copy is refused.
+TEST_P(StorePg, CopiesAreFieldByFieldEqualBothWays) {
+  using google::protobuf::util::MessageDifferencer;
+  auto sqlite = Store::Open(dir_.file("a.db"));
+  ASSERT_TRUE(sqlite.ok());
+  proto::RunHeader header = testing::MakeFullHeader(5);
+  header.set_run_id(NewRunId());
+  auto w = (*sqlite)->BeginRun(header);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  int salt = 1;
+  for (auto kind : {proto::Event::kLlmCall, proto::Event::kToolCall, proto::Event::kToolResult,
+                    proto::Event::kContextChunk, proto::Event::kTemplateVar,
+                    proto::Event::kClockRead, proto::Event::kOutput, proto::Event::kNote,
+                    proto::Event::kLlmCall, proto::Event::kRunEnd}) {
+    ASSERT_TRUE((*w)->Append(testing::MakeFullEvent(kind, salt++)).ok());
+  }
+  ASSERT_TRUE((*w)->Flush().ok());
+  w->reset();
+  auto src_header = (*sqlite)->LoadHeader(header.run_id());
+  auto src_events = (*sqlite)->LoadEvents(header.run_id());
+  ASSERT_TRUE(src_header.ok() && src_events.ok());
+
+  auto pg = Store::Open(Location("copy"));
+  ASSERT_TRUE(pg.ok()) << pg.status().message();
+  ASSERT_TRUE(WriteRunCopy(**pg, *src_header, *src_events).ok());
+  auto back = Store::Open(dir_.file("b.db"));
+  ASSERT_TRUE(back.ok());
+  {
+    auto h = (*pg)->LoadHeader(header.run_id());
+    auto e = (*pg)->LoadEvents(header.run_id());
+    ASSERT_TRUE(h.ok() && e.ok());
+    ASSERT_TRUE(WriteRunCopy(**back, *h, *e).ok());
+  }
+  for (Store* store : {pg->get(), back->get()}) {
+    auto h = store->LoadHeader(header.run_id());
+    auto e = store->LoadEvents(header.run_id());
+    ASSERT_TRUE(h.ok() && e.ok()) << store->path();
+    EXPECT_TRUE(MessageDifferencer::Equals(*src_header, *h)) << store->path();
+    ASSERT_EQ(e->size(), src_events->size());
+    for (size_t i = 0; i < e->size(); ++i) {
+      EXPECT_TRUE(MessageDifferencer::Equals((*src_events)[i], (*e)[i]))
+          << store->path() << " seq " << i + 1;
+    }
+    auto s = store->GetRunSummary(header.run_id());
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->status, RunStatus::kCrashed);  // the filler's RunEnd.how is the last enum
+  }
+  Status again = WriteRunCopy(**pg, *src_header, *src_events);
+  EXPECT_EQ(again.code(), StatusCode::kAlreadyExists) << again.message();
 }
 
 }  // namespace
