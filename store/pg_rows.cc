@@ -199,8 +199,8 @@ class PgRowConn final : public RowConn {
   }
 
   Status BeginWrite() override {
-    TRACE_RETURN_IF_ERROR(conn_->Exec("BEGIN"));
-    return conn_->Exec(std::string("SELECT pg_advisory_xact_lock_shared(") + kLockKey + ")");
+    // One round trip for both.
+    return conn_->Exec(std::string("BEGIN; SELECT pg_advisory_xact_lock_shared(") + kLockKey + ")");
   }
   Status BeginRead() override {
     return conn_->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
