@@ -141,44 +141,102 @@ Status PgConn::Error(std::string_view what, const PGresult* r) {
 }
 
 Status PgConn::Exec(const std::string& sql) {
+  TRACE_RETURN_IF_ERROR(Send().status());
   // PQexec returns the last statement's result (or the first failure's).
   PgResult r(PQexec(conn_, sql.c_str()));
   const PGresult* raw = r.get();
   const ExecStatusType st = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
-  Status out = Status::Ok();
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-    out = Error(sql.size() > 60 ? sql.substr(0, 57) + "..." : sql, raw);
-  } else {
-    sqlstate_.clear();
+    return Error(sql.size() > 60 ? sql.substr(0, 57) + "..." : sql, raw);
   }
-  return out;
+  sqlstate_.clear();
+  return Status::Ok();
 }
 
-Result<PgResult> PgConn::Query(const std::string& sql, const PgParams& params) {
+Result<std::string> PgConn::Prepared(const std::string& sql, const PgParams& params) {
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
     std::string name = "s" + std::to_string(prepared_.size() + 1);
-    PGresult* r = PQprepare(conn_, name.c_str(), sql.c_str(), params.size(),
-                            params.types().empty() ? nullptr : params.types().data());
-    const bool ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
-    Status st = ok ? Status::Ok() : Error("preparing statement", r);
-    PQclear(r);
-    TRACE_RETURN_IF_ERROR(st);
+    PgResult r(PQprepare(conn_, name.c_str(), sql.c_str(), params.size(),
+                         params.types().empty() ? nullptr : params.types().data()));
+    if (!r.get() || PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
+      return Error("preparing statement", r.get());
+    }
     it = prepared_.emplace(sql, std::move(name)).first;
   }
+  return it->second;
+}
+
+namespace {
+std::string Verb(const std::string& sql) {
+  return sql.substr(0, sql.find(' ', sql.find(' ') + 1));
+}
+}  // namespace
+
+Result<PgResult> PgConn::Query(const std::string& sql, const PgParams& params) {
+  TRACE_RETURN_IF_ERROR(Send().status());
+  TRACE_ASSIGN_OR_RETURN(std::string name, Prepared(sql, params));
   std::vector<const char*> values;
   std::vector<int> lengths, formats;
   params.Arrays(&values, &lengths, &formats);
-  PgResult r(PQexecPrepared(conn_, it->second.c_str(), params.size(), values.data(), lengths.data(),
+  PgResult r(PQexecPrepared(conn_, name.c_str(), params.size(), values.data(), lengths.data(),
                             formats.data(), /*resultFormat=*/1));
   const PGresult* raw = r.get();
   const ExecStatusType st = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
-  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-    std::string what = sql.substr(0, sql.find(' ', sql.find(' ') + 1));
-    return Error(what, raw);
-  }
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return Error(Verb(sql), raw);
   sqlstate_.clear();
   return r;
+}
+
+Status PgConn::Queue(const std::string& sql, PgParams params) {
+  TRACE_ASSIGN_OR_RETURN(std::string name, Prepared(sql, params));
+  queued_.push_back({std::move(name), sql, std::move(params)});
+  return Status::Ok();
+}
+
+Result<int64_t> PgConn::Send() {
+  if (queued_.empty()) return int64_t{0};
+  std::vector<Queued> batch;
+  batch.swap(queued_);
+  if (PQenterPipelineMode(conn_) != 1) {
+    return Unavailable(display_ + ": cannot enter pipeline mode (" +
+                       OneLine(PQerrorMessage(conn_)) + ")");
+  }
+  Status failure = Status::Ok();
+  for (const Queued& q : batch) {
+    std::vector<const char*> values;
+    std::vector<int> lengths, formats;
+    q.params.Arrays(&values, &lengths, &formats);
+    if (PQsendQueryPrepared(conn_, q.name.c_str(), q.params.size(), values.data(), lengths.data(),
+                            formats.data(), 1) != 1) {
+      failure = Error(Verb(q.sql), nullptr);
+      break;
+    }
+  }
+  if (PQpipelineSync(conn_) != 1 && failure.ok()) failure = Error("pipeline sync", nullptr);
+  // One result (then a null) per statement sent, then the sync's.
+  int64_t affected = 0;
+  for (size_t i = 0;; ++i) {
+    PgResult r(PQgetResult(conn_));
+    if (!r.get()) {
+      if (broken()) {
+        if (failure.ok()) failure = Error("pipeline", nullptr);
+        break;
+      }
+      continue;  // the end of one statement's results
+    }
+    const ExecStatusType st = PQresultStatus(r.get());
+    if (st == PGRES_PIPELINE_SYNC) break;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+      affected = r.affected();
+    } else if (st != PGRES_PIPELINE_ABORTED && failure.ok()) {
+      failure = Error(Verb(i < batch.size() ? batch[i].sql : batch.back().sql), r.get());
+    }
+  }
+  PQexitPipelineMode(conn_);
+  TRACE_RETURN_IF_ERROR(failure);
+  sqlstate_.clear();
+  return affected;
 }
 
 }  // namespace trace::store

@@ -88,17 +88,32 @@ class PgConn {
   // One or more statements without parameters or results (schema, SET, BEGIN/COMMIT).
   Status Exec(const std::string& sql);
   // A statement with parameters, prepared once per connection (by its text) and returning
-  // binary columns.
+  // binary columns. Sends what Queue holds first.
   Result<PgResult> Query(const std::string& sql, const PgParams& params = {});
+
+  // Queues a statement whose result only matters as success or failure (inserts): queued
+  // statements go to the server together, in one round trip (libpq pipeline mode), at
+  // the next Query, Exec or Send. A failure of any of them is the failure of that call.
+  Status Queue(const std::string& sql, PgParams params);
+  // Sends the queued statements; the affected rows of the last one.
+  Result<int64_t> Send();
 
  private:
   PgConn() = default;
   Status Error(std::string_view what, const PGresult* r);
+  // The prepared statement's name for `sql` (preparing it on first use).
+  Result<std::string> Prepared(const std::string& sql, const PgParams& params);
 
   PGconn* conn_ = nullptr;
   std::string display_;
   std::string sqlstate_;
   std::map<std::string, std::string> prepared_;  // SQL text -> statement name
+  struct Queued {
+    std::string name;  // prepared statement
+    std::string sql;   // for messages
+    PgParams params;
+  };
+  std::vector<Queued> queued_;
 };
 
 // libpq's multi-line message on one line.

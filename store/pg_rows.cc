@@ -206,7 +206,10 @@ class PgRowConn final : public RowConn {
     return conn_->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   }
   Status Commit() override { return conn_->Exec("COMMIT"); }
-  void Rollback() override { (void)conn_->Exec("ROLLBACK"); }
+  void Rollback() override {
+    (void)conn_->Send();  // a failed pipeline leaves nothing queued
+    (void)conn_->Exec("ROLLBACK");
+  }
 
   Result<std::optional<int64_t>> BlobDepth(const std::string& sha256) override {
     TRACE_ASSIGN_OR_RETURN(PgResult r, conn_->Query("SELECT depth FROM blobs WHERE sha256=$1",
@@ -223,19 +226,16 @@ class PgRowConn final : public RowConn {
     p.Int(b.prefix_len);
     b.dict_sha256.empty() ? p.NullText() : p.Text(b.dict_sha256);
     p.Int(b.depth).Int(b.encoding).Bytes(b.data);
-    return conn_
-        ->Query(
-            "INSERT INTO blobs(sha256, size, base_sha256, prefix_len, dict_sha256, depth, "
-            "encoding, data) VALUES($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT DO NOTHING",
-            p)
-        .status();
+    return conn_->Queue(
+        "INSERT INTO blobs(sha256, size, base_sha256, prefix_len, dict_sha256, depth, "
+        "encoding, data) VALUES($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT DO NOTHING",
+        std::move(p));
   }
 
   Status InsertBlobRef(const std::string& run_id, const std::string& sha256) override {
-    return conn_
-        ->Query("INSERT INTO blob_refs(run_id, sha256) VALUES($1,$2) ON CONFLICT DO NOTHING",
-                PgParams().Text(run_id).Text(sha256))
-        .status();
+    return conn_->Queue(
+        "INSERT INTO blob_refs(run_id, sha256) VALUES($1,$2) ON CONFLICT DO NOTHING",
+        PgParams().Text(run_id).Text(sha256));
   }
 
   Status InsertEvent(const std::string& run_id, const EventRow& e) override {
@@ -243,12 +243,10 @@ class PgRowConn final : public RowConn {
     p.Text(run_id).Int(e.seq).Int(e.kind).Int(e.wall_time_ns).Int(e.encoding).Bytes(e.payload);
     p.Int(ChecksumToSql(e.checksum.value_or(
         EventRowChecksum(run_id, e.seq, e.kind, e.wall_time_ns, e.encoding, e.payload))));
-    return conn_
-        ->Query(
-            "INSERT INTO events(run_id, seq, kind, wall_time_ns, encoding, payload, checksum) "
-            "VALUES($1,$2,$3,$4,$5,$6,$7)",
-            p)
-        .status();
+    return conn_->Queue(
+        "INSERT INTO events(run_id, seq, kind, wall_time_ns, encoding, payload, checksum) "
+        "VALUES($1,$2,$3,$4,$5,$6,$7)",
+        std::move(p));
   }
 
   Status InsertRun(const RunRow& row) override {
@@ -268,14 +266,15 @@ class PgRowConn final : public RowConn {
     PgParams p;
     AddRunColumns(&p, row);
     p.Text(row.run_id);
-    TRACE_ASSIGN_OR_RETURN(
-        PgResult r,
-        conn_->Query("UPDATE runs SET header_encoding=$1, header=$2, command=$3, label=$4, "
+    // Sent together with the batch's queued inserts: one round trip.
+    TRACE_RETURN_IF_ERROR(
+        conn_->Queue("UPDATE runs SET header_encoding=$1, header=$2, command=$3, label=$4, "
                      "events=$5, model_calls=$6, sampled_tokens=$7, stored_bytes=$8, "
                      "last_event_ns=$9, end_time_ns=$10, end_how=$11, exit_code=$12, "
                      "signal=$13, checksum=$14 WHERE run_id=$15",
-                     p));
-    return r.affected() != 0;
+                     std::move(p)));
+    TRACE_ASSIGN_OR_RETURN(int64_t affected, conn_->Send());
+    return affected != 0;
   }
 
   Status DeleteRun(const std::string& run_id) override {
