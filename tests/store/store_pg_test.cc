@@ -5,8 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <google/protobuf/util/message_differencer.h>
 
@@ -170,6 +173,70 @@ TEST_P(StorePg, EightProcessesCreateAndWriteOneStoreLosingNothing) {
   auto stats = (*store)->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_LE(stats->blobs, 26 + kProcs * kEvents / 2);
+}
+
+// A lock another session holds makes the writer's transaction fail (lock_timeout): the
+// batch is redone whole once the lock is gone, the wait is reported and its end too, and
+// every acknowledged event is there.
+TEST_P(StorePg, ATransactionAbortedByALockTimeoutIsRedoneLosingNothing) {
+  const std::string url = Location("locked");
+  auto store = Store::Open(url);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  std::mutex mu;
+  std::vector<WriterHealth::State> states;
+  WriterOptions o;
+  o.lock_report_ms = 100;
+  o.on_health = [&](const WriterHealth& h) {
+    std::lock_guard<std::mutex> lock(mu);
+    states.push_back(h.state);
+  };
+  auto w = (*store)->BeginRun({}, o);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  proto::Event first;
+  first.mutable_note()->set_text("before the lock");
+  auto seq = (*w)->Append(first);
+  ASSERT_TRUE(seq.ok() && (*w)->WaitDurable(*seq).ok());
+  // Another session holds the events table for 1.5 s; we go on once pg_locks shows it
+  // granted (psql fails, 1/0, until then).
+  const std::string db = url.substr(url.rfind('/') + 1);
+  std::atomic<bool> holder_done{false};
+  std::thread holder([&] {
+    SharedPgServer()->Psql(db,
+                           "BEGIN; LOCK TABLE events IN ACCESS EXCLUSIVE MODE; "
+                           "SELECT pg_sleep(1.5); COMMIT;");
+    holder_done = true;
+  });
+  while (!holder_done &&
+         SharedPgServer()->Psql(db,
+                                "SELECT 1/(SELECT count(*) FROM pg_locks WHERE granted AND "
+                                "mode='AccessExclusiveLock' AND "
+                                "relation='events'::regclass)::int") != 0) {
+  }
+  ASSERT_FALSE(holder_done) << "the lock holder ended before we saw its lock";
+  std::vector<uint64_t> seqs;
+  for (int i = 0; i < 20; ++i) {
+    proto::Event e;
+    e.mutable_note()->set_text("during the lock " + std::to_string(i));
+    auto s = (*w)->Append(e);
+    ASSERT_TRUE(s.ok());
+    seqs.push_back(*s);
+  }
+  Status durable = (*w)->WaitDurable(seqs.back());
+  holder.join();
+  ASSERT_TRUE(durable.ok()) << durable.message();
+  ASSERT_TRUE((*w)->End({}).ok());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_GE(states.size(), 2u);
+    EXPECT_EQ(states[0], WriterHealth::State::kWaitingForLock);
+    EXPECT_EQ(states.back(), WriterHealth::State::kOk);
+  }
+  auto events = (*store)->LoadEvents((*w)->run_id());
+  ASSERT_TRUE(events.ok()) << events.status().message();
+  ASSERT_EQ(events->size(), 22u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ((*events)[i + 1].note().text(), "during the lock " + std::to_string(i));
+  }
 }
 
 // WriteRunCopy (`trace push/pull`): SQLite -> PostgreSQL -> SQLite keeps the header and
