@@ -410,12 +410,15 @@ Status Newer(const std::string& name, int version) {
 
 // The schema version in the meta table; 0 when the database has no trace tables.
 Result<int> ReadPgSchemaVersion(PgConn& conn) {
+  // runs/events first, meta second, in separate statements: each name lookup may see a
+  // later catalog than the one before, and the tables are created in one transaction,
+  // so runs seen here means meta is seen below, even while another process creates them.
   TRACE_ASSIGN_OR_RETURN(
-      PgResult t,
-      conn.Query("SELECT to_regclass('meta') IS NOT NULL, "
-                 "to_regclass('runs') IS NOT NULL OR to_regclass('events') IS NOT NULL"));
-  if (t.Int(0, 0) == 0) {
-    if (t.Int(0, 1) != 0) {
+      PgResult other,
+      conn.Query("SELECT to_regclass('runs') IS NOT NULL OR to_regclass('events') IS NOT NULL"));
+  TRACE_ASSIGN_OR_RETURN(PgResult meta, conn.Query("SELECT to_regclass('meta') IS NOT NULL"));
+  if (meta.Int(0, 0) == 0) {
+    if (other.Int(0, 0) != 0) {
       return Corruption(conn.display() +
                         ": not a trace store (tables runs/events without a meta table)");
     }
