@@ -71,9 +71,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("trace ") + TRACE_VERSION + " (" +
                                         TRACE_GIT_REVISION + ", " + TRACE_COMPILER + ")");
   app.add_option("--store", MutableGlobals().store_path,
-                 "Trace store file (default: $TRACE_STORE, else "
+                 "Trace store: a SQLite file (PATH or sqlite://PATH) or a PostgreSQL database "
+                 "(postgresql://USER[:PASSWORD]@HOST[:PORT]/DB) (default: $TRACE_STORE, else "
                  "$XDG_DATA_HOME/trace/traces.db)")
-      ->type_name("PATH");
+      ->type_name("STORE");
   app.add_flag("-q,--quiet", MutableGlobals().quiet, "Print less");
   app.require_subcommand(1);
   app.fallthrough();  // global options may follow the subcommand name
