@@ -51,26 +51,16 @@ std::string MoeReplayTest::changed_dir_;
 
 TEST_F(MoeReplayTest, RecordedAgentOnMoeModelReplaysBitwiseThroughTheCli) {
   const std::string db = dir_->file("recorded.db");
-  const std::string agent = std::string(TRACE_SOURCE_DIR) + "/examples/support_agent/agent.py";
+  store::RunSummary run;
+  ASSERT_NO_FATAL_FAILURE(testing::RecordExampleAgent(db, model_dir_, 2, 10, dir_->path(), &run));
+  const std::string id = run.run_id;
   std::string out, err;
-  int rc = RunTrace("--store " + db + " -q record --model " + model_dir_ + " -- python3 " + agent +
-                        " --turns 2 --max-tokens 10",
-                    &out, &err);
-  ASSERT_EQ(rc, 0) << err << out;
-  auto store = store::Store::Open(db);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  auto runs = (*store)->ListRuns();
-  ASSERT_TRUE(runs.ok());
-  ASSERT_EQ(runs->size(), 1u);
-  const std::string id = (*runs)[0].run_id;
-  ASSERT_GT((*runs)[0].model_calls, 0);
-
-  rc = RunTrace("--store " + db + " replay " + id + " --json", &out, &err);
+  int rc = RunTrace("--store " + db + " replay " + id + " --json", &out, &err);
   EXPECT_EQ(rc, 0) << err << out;
   auto json = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(json.is_discarded()) << out;
   EXPECT_EQ(json["level"], "bitwise") << out;
-  EXPECT_EQ(json["tokens_verified"], (*runs)[0].sampled_tokens);
+  EXPECT_EQ(json["tokens_verified"], run.sampled_tokens);
 
   // Batched with companion sequences: every row is routed on its own hidden state alone.
   rc = RunTrace("--store " + db + " replay " + id.substr(0, 12) + " --batch 4", &out, &err);

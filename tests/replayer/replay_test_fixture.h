@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "store/store.h"
 #include "tests/replayer/replay_test_util.h"
 
 #ifndef TRACE_BINARY_DIR
@@ -48,6 +49,27 @@ inline int RunTraceBinary(const std::string& args, const std::string& scratch, s
   const int status = pclose(pipe);
   *err = ReadAll(err_file);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Records examples/support_agent with `trace record` on the model in `model_dir` into the
+// new store `db`, and puts the one run's summary in *run (fails the running test otherwise;
+// call it under ASSERT_NO_FATAL_FAILURE).
+inline void RecordExampleAgent(const std::string& db, const std::string& model_dir, int turns,
+                               int max_tokens, const std::string& scratch, store::RunSummary* run) {
+  const std::string agent = std::string(TRACE_SOURCE_DIR) + "/examples/support_agent/agent.py";
+  std::string out, err;
+  const int rc = RunTraceBinary("--store " + db + " -q record --model " + model_dir +
+                                    " -- python3 " + agent + " --turns " + std::to_string(turns) +
+                                    " --max-tokens " + std::to_string(max_tokens),
+                                scratch, &out, &err);
+  ASSERT_EQ(rc, 0) << err << out;
+  auto store = store::Store::Open(db);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto runs = (*store)->ListRuns();
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  ASSERT_EQ(runs->size(), 1u);
+  ASSERT_GT((*runs)[0].model_calls, 0);
+  *run = (*runs)[0];
 }
 
 }  // namespace trace::replayer::testing
