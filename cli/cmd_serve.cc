@@ -59,17 +59,21 @@ int Run(const ServeArgs& a) {
 void Setup(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand(
-      "serve", "Serve the OpenAI-compatible API (and the trace event API) until Ctrl-C.");
+      "serve",
+      "Serve the model API (OpenAI Chat Completions, Completions and Responses; Anthropic\n"
+      "Messages) and the trace event API until Ctrl-C.");
   cmd->add_option("--model", args->model_dir, "Model folder (default: the built-in demo model)")
       ->type_name("DIR");
   cmd->add_option("--upstream", args->upstream,
-                  "Forward to this OpenAI-compatible base URL (http://host:port/v1) instead of\n"
-                  "the local engine; upstream key from $TRACE_UPSTREAM_API_KEY")
+                  "Forward to this base URL (https://api.openai.com/v1, https://api.anthropic.com/v1,\n"
+                  "any compatible http://host:port/v1) instead of the local engine. Key from\n"
+                  "$TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY (by API);\n"
+                  "never recorded")
       ->type_name("URL");
   cmd->add_option("--host", args->host, "Address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", args->port, "Port (default 8000; 0: a free one)");
   cmd->add_option("--api-key", args->api_key,
-                  "Require 'Authorization: Bearer KEY' (default: no check)");
+                  "Require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default: no check)");
   cmd->add_option("--served-model-name", args->served_model_names,
                   "Serve the model only under this name (repeatable; listed by /v1/models).\n"
                   "Default: any model name a client asks for")

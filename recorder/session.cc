@@ -14,6 +14,7 @@
 #include "engine/model_init.h"
 #include "recorder/child.h"
 #include "recorder/server.h"
+#include "recorder/server/upstream_proxy.h"
 #include "store/store.h"
 
 extern char** environ;
@@ -72,7 +73,7 @@ void FillHostFacts(const SessionOptions& o, proto::RunHeader* h) {
 Result<std::unique_ptr<Server>> MakeServer(const SessionOptions& o, const ServerOptions& so,
                                            proto::RunHeader* header) {
   if (!o.upstream.empty()) {
-    (*header->mutable_attributes())["upstream"] = o.upstream;
+    (*header->mutable_attributes())["upstream"] = UpstreamProxy::RedactedUrl(o.upstream);
     return Server::CreateProxy(o.upstream, so);
   }
   TRACE_ASSIGN_OR_RETURN(std::string model_dir, ResolveModelDir(o));
@@ -119,8 +120,13 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
 
   ChildOptions co;
   co.argv = argv;
+  // OpenAI's SDKs append /chat/completions (or /responses) to their base URL, Anthropic's
+  // append /v1/messages; the Vercel AI SDK's Anthropic provider appends /messages, which the
+  // server serves too.
   co.extra_env = {{"OPENAI_BASE_URL", server->origin() + "/v1"},
                   {"OPENAI_API_KEY", so.api_key},
+                  {"ANTHROPIC_BASE_URL", server->origin()},
+                  {"ANTHROPIC_API_KEY", so.api_key},
                   {"TRACE_RUN_ID", log.run_id()},
                   {"TRACE_ENDPOINT", server->origin()}};
   if (!model_name.empty()) co.extra_env["OPENAI_MODEL"] = model_name;

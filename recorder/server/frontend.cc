@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "recorder/api/anthropic_messages.h"
 #include "recorder/server/http_util.h"
 
 namespace trace::recorder {
@@ -37,8 +38,14 @@ HttpFrontend::HttpFrontend(const ServerOptions& options)
     Reject(req, e);
     res.set_content(e.Body(), "application/json");
   });
-  // Every reply carries an id, as OpenAI's do (clients log it with errors).
-  http_.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+  // Every reply carries an id, as OpenAI's do (clients log it with errors). An error on an
+  // Anthropic route raised outside its handler (auth, routing, limits) takes Anthropic's
+  // shape, so the Anthropic SDKs read its message.
+  http_.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (res.status >= 400 && IsAnthropicRoute(req.path)) {
+      std::string body = AnthropicErrorFromOpenAi(res.status, res.body);
+      if (!body.empty()) res.set_content(body, "application/json");
+    }
     if (!res.has_header("x-request-id")) {
       res.set_header("x-request-id", "req_" + request_id_prefix_ + std::to_string(next_request_++));
     }
@@ -90,13 +97,18 @@ std::string HttpFrontend::origin() const {
 
 bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& res) {
   if (options_.api_key.empty()) return true;
+  // OpenAI's clients send a bearer token, Anthropic's the x-api-key header.
   std::string auth = req.get_header_value("Authorization");
-  if (auth == "Bearer " + options_.api_key) return true;
+  std::string x_api_key = req.get_header_value("x-api-key");
+  if (auth == "Bearer " + options_.api_key || x_api_key == options_.api_key) return true;
   ApiError e;
   e.http_status = 401;
   e.code = "invalid_api_key";
-  e.message = auth.empty() ? "missing API key: send 'Authorization: Bearer $OPENAI_API_KEY'"
-                           : "invalid API key in the Authorization header";
+  e.message = auth.empty() && x_api_key.empty()
+                  ? "missing API key: send 'Authorization: Bearer $OPENAI_API_KEY' or "
+                    "'x-api-key: $ANTHROPIC_API_KEY'"
+                  : "invalid API key in the " +
+                        std::string(x_api_key.empty() ? "Authorization" : "x-api-key") + " header";
   Reject(req, e);
   SendError(res, e);
   return false;

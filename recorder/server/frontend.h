@@ -1,7 +1,8 @@
 // The HTTP front of the recorder's server, shared by every API served on it (the local
 // engine or the upstream proxy, and the trace event API): the listening socket and its
-// thread pool (TCP_NODELAY on every accepted socket), bearer-token checks, OpenAI-style
-// replies for unknown routes and handler exceptions, an x-request-id header on every reply,
+// thread pool (TCP_NODELAY on every accepted socket), token checks (bearer or x-api-key),
+// OpenAI-style replies for unknown routes and handler exceptions (Anthropic-style on the
+// Anthropic routes), an x-request-id header on every reply,
 // GET /health, and the note that records every rejected request.
 //
 // Ownership: owns the httplib::Server and its listening thread; the RunLog is borrowed
@@ -40,8 +41,8 @@ class HttpFrontend {
   int port() const { return port_; }
   std::string origin() const;
 
-  // True when the request carries the bearer token (or none is required); otherwise
-  // answers 401 and records the rejection.
+  // True when the request carries the token as a bearer token or in x-api-key (or none is
+  // required); otherwise answers 401 and records the rejection.
   bool Authorized(const httplib::Request& req, httplib::Response& res);
   // A rejected request is recorded as a note, so the run shows it and keeps going.
   void Reject(const httplib::Request& req, const ApiError& e);

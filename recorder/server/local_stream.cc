@@ -22,11 +22,20 @@ constexpr std::string_view kProbe = ": keep-alive\n\n";
 bool LocalEngineApi::StreamResponse(const std::shared_ptr<Call>& call, httplib::DataSink& sink) {
   CompletionResult header;
   header.id = call->request_id;
+  header.message_item_id = call->message_item_id;
   header.created = call->created;
   header.model = call->req.model;
   header.system_fingerprint = std::string("trace-") + numerics_;
+  header.prompt_tokens = static_cast<int64_t>(call->prompt_ids.size());
   std::unique_ptr<StreamEncoder> encoder = call->format->NewStream(call->req, header);
-  auto write = [&](const std::string& s) { return s.empty() || sink.write(s.data(), s.size()); };
+  // Every event written is kept for the recording (LlmCall.response_stream).
+  auto write = [&](const std::string& s) {
+    if (s.empty()) return true;
+    if (!sink.write(s.data(), s.size())) return false;
+    call->sent_stream += s;
+    return true;
+  };
+  auto probe = [&] { return sink.write(kProbe.data(), kProbe.size()); };
   auto abandon = [&] {
     call->gen->Cancel();
     return false;  // ReleaseStream records the call once the generation stopped
@@ -42,7 +51,7 @@ bool LocalEngineApi::StreamResponse(const std::shared_ptr<Call>& call, httplib::
           q.cv.wait_for(lock, kProbeInterval, [&] { return q.finished || !q.pieces.empty(); });
       if (!ready) {
         lock.unlock();
-        if (!write(std::string(kProbe))) return abandon();
+        if (!probe()) return abandon();
         continue;
       }
       pieces.swap(q.pieces);
@@ -55,27 +64,31 @@ bool LocalEngineApi::StreamResponse(const std::shared_ptr<Call>& call, httplib::
   }
   if (!call->TryClaimFinalize()) return false;
   const GenerationResult& g = call->gen->Wait();
-  CompletionResult r;
-  auto [status, body] = Finalize(call.get(), g, &r);
-  if (status != 200) {
-    ApiError e = ErrorFromStatus(g.status);
-    write(encoder->Error(e));
-    sink.done();
-    return true;
+  Outcome o = Conclude(call.get(), g);
+  std::string tail;
+  if (o.status != 200) {
+    tail = encoder->Error(ErrorFromStatus(g.status));
+  } else {
+    // What the non-streamed response says, minus what was already sent: the rest of the
+    // text (all of it while tool calls were possible) and the logprobs of the tokens not
+    // yet sent.
+    const CompletionResult& r = o.result;
+    const size_t sent = call->streamed_bytes();
+    std::string rest = call->tools_active      ? r.text
+                       : r.text.size() >= sent ? r.text.substr(sent)
+                                               : std::string();
+    std::vector<TokenLogprob> rest_logprobs;
+    if (call->req.logprobs) {
+      rest_logprobs.assign(r.logprobs.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                    call->streamed_tokens(), r.logprobs.size())),
+                           r.logprobs.end());
+    }
+    tail = encoder->End(r, rest, rest_logprobs);
   }
-  // What the non-streamed response says, minus what was already sent: the rest of the text
-  // (all of it while tool calls were possible) and the logprobs of the tokens not yet sent.
-  const size_t sent = call->streamed_bytes();
-  std::string rest = call->tools_active      ? r.text
-                     : r.text.size() >= sent ? r.text.substr(sent)
-                                             : std::string();
-  std::vector<TokenLogprob> rest_logprobs;
-  if (call->req.logprobs) {
-    rest_logprobs.assign(r.logprobs.begin() + static_cast<std::ptrdiff_t>(std::min(
-                                                  call->streamed_tokens(), r.logprobs.size())),
-                         r.logprobs.end());
-  }
-  write(encoder->End(r, rest, rest_logprobs));
+  // Recorded with the whole stream before its end goes out, as for a non-streamed answer.
+  call->sent_stream += tail;
+  Record(call.get(), g, o);
+  if (!tail.empty()) sink.write(tail.data(), tail.size());
   sink.done();
   return true;
 }
@@ -84,7 +97,7 @@ void LocalEngineApi::ReleaseStream(const std::shared_ptr<Call>& call) {
   if (!call->TryClaimFinalize()) return;
   call->gen->Cancel();
   const GenerationResult& g = call->gen->Wait();
-  Finalize(call.get(), g);
+  Record(call.get(), g, Conclude(call.get(), g));
 }
 
 }  // namespace trace::recorder

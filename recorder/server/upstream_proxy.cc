@@ -1,18 +1,41 @@
 #include "recorder/server/upstream_proxy.h"
 
 #include <cstdlib>
-#include <memory>
-#include <sstream>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "recorder/openai_api.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "recorder/api/anthropic_messages.h"
+#include "recorder/api/openai_chat.h"
+#include "recorder/api/openai_common.h"
+#include "recorder/api/openai_completions.h"
+#include "recorder/api/openai_responses.h"
 #include "recorder/server/call_recording.h"
 
 namespace trace::recorder {
 
 using json = nlohmann::json;
+
+namespace {
+
+// The key for the upstream from this process's environment.
+std::string UpstreamKey(bool anthropic) {
+  for (const char* name :
+       {"TRACE_UPSTREAM_API_KEY", anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY"}) {
+    if (const char* v = getenv(name); v && *v) return v;
+  }
+  return "";
+}
+
+}  // namespace
+
+UpstreamProxy::UpstreamProxy(HttpFrontend* frontend, std::string upstream_base_url)
+    : frontend_(frontend),
+      upstream_(std::move(upstream_base_url)),
+      origin_(SplitUrl(upstream_).first),
+      prefix_(SplitUrl(upstream_).second),
+      recorded_url_(RedactedUrl(upstream_)),
+      pool_(origin_) {}
 
 std::pair<std::string, std::string> UpstreamProxy::SplitUrl(const std::string& url) {
   size_t scheme = url.find("://");
@@ -23,199 +46,202 @@ std::pair<std::string, std::string> UpstreamProxy::SplitUrl(const std::string& u
   return {url.substr(0, path), prefix};
 }
 
+std::string UpstreamProxy::RedactedUrl(const std::string& url) {
+  size_t scheme = url.find("://");
+  size_t host = scheme == std::string::npos ? 0 : scheme + 3;
+  size_t path = url.find('/', host);
+  size_t at = url.rfind('@', path == std::string::npos ? std::string::npos : path);
+  if (at == std::string::npos || at < host) return url;
+  return url.substr(0, host) + url.substr(at + 1);
+}
+
 void UpstreamProxy::Register() {
   httplib::Server& http = frontend_->http();
-  http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+  auto relay = [this](const httplib::Request& req, httplib::Response& res) {
     if (!frontend_->Authorized(req, res)) return;
-    Forward(req, res, "/models");
-  });
-  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!frontend_->Authorized(req, res)) return;
-    Forward(req, res, "/models/" + std::string(req.matches[1]));
-  });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!frontend_->Authorized(req, res)) return;
-    Forward(req, res, "/chat/completions");
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!frontend_->Authorized(req, res)) return;
-    Forward(req, res, "/completions");
-  });
-}
-
-void UpstreamProxy::Forward(const httplib::Request& req, httplib::Response& res,
-                            const std::string& path) {
-  RunLog* log = frontend_->log();
-  auto [origin, prefix] = SplitUrl(upstream_);
-  auto start = SteadyClock::now();
-  int64_t start_ns = NowNs();
-  json body = json::parse(req.body, nullptr, false);
-  bool stream = body.is_object() && body.value("stream", false) == true;
-  httplib::Headers headers;
-  if (const char* key = getenv("TRACE_UPSTREAM_API_KEY"); key && *key) {
-    headers.emplace("Authorization", std::string("Bearer ") + key);
-  }
-  auto client = std::make_shared<httplib::Client>(origin);
-  client->set_read_timeout(600, 0);
-  client->set_connection_timeout(10, 0);
-  // Small requests and SSE events go out at once, not after a delayed ACK (Nagle).
-  client->set_tcp_nodelay(true);
-  std::string endpoint = "/v1" + path;
-  if (req.method == "GET") {
-    auto r = client->Get((prefix + path).c_str(), headers);
-    if (!r) return SendUpstreamError(res, r.error());
-    res.status = r->status;
-    res.set_content(r->body, r->get_header_value("Content-Type").empty()
-                                 ? "application/json"
-                                 : r->get_header_value("Content-Type"));
-    return;
-  }
-  if (log && body.is_object()) {
-    auto parsed = ParseCompletionRequest(req.body, path == "/chat/completions");
-    if (auto* p = std::get_if<CompletionRequest>(&parsed)) RecordToolResultsFromMessages(log, *p);
-  }
-  if (!stream) {
-    auto r = client->Post((prefix + path).c_str(), headers, req.body, "application/json");
-    if (!r) return SendUpstreamError(res, r.error());
-    res.status = r->status;
-    res.set_content(r->body, "application/json");
-    RecordProxiedCall(endpoint, req.body, r->status, r->body, "", false, start, start_ns);
-    return;
-  }
-  std::string full_path = prefix + path;
-  std::string request_body = req.body;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream", [this, client, full_path, request_body, headers, endpoint, start,
-                            start_ns](size_t, httplib::DataSink& sink) {
-        httplib::Request up;
-        up.method = "POST";
-        up.path = full_path;
-        up.headers = headers;
-        up.body = request_body;
-        up.set_header("Content-Type", "application/json");
-        int status = 0;
-        std::string raw;
-        up.response_handler = [&](const httplib::Response& r) {
-          status = r.status;
-          return true;
-        };
-        up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-          raw.append(data, n);
-          return sink.write(data, n);
-        };
-        auto r = client->send(up);
-        if (!r) {
-          ApiError e;
-          e.http_status = 502;
-          e.type = "server_error";
-          e.message = "upstream " + upstream_ + ": " + httplib::to_string(r.error());
-          std::string chunk = "data: " + e.Body() + "\n\n";
-          sink.write(chunk.data(), chunk.size());
-          status = 502;
-        }
-        sink.done();
-        RecordProxiedCall(endpoint, request_body, status, "", raw, true, start, start_ns);
-        return true;
+    Relay(req, res, UpstreamPath(req.path));
+  };
+  http.Get("/v1/models", relay);
+  http.Get(R"(/v1/models/(.+))", relay);
+  http.Get(R"(/v1/responses/(.+))", relay);
+  http.Delete(R"(/v1/responses/(.+))", relay);
+  http.Post("/v1/messages/count_tokens", relay);
+  http.Post("/messages/count_tokens", relay);
+  for (const WireFormat* format : {&OpenAiChatFormat(), &OpenAiCompletionsFormat(),
+                                   &OpenAiResponsesFormat(), &AnthropicMessagesFormat()}) {
+    for (const std::string& route : format->routes()) {
+      http.Post(route, [this, format](const httplib::Request& req, httplib::Response& res) {
+        if (!frontend_->Authorized(req, res)) return;
+        ForwardCall(*format, req, res);
       });
+    }
+  }
 }
 
-void UpstreamProxy::SendUpstreamError(httplib::Response& res, httplib::Error error) {
+std::string UpstreamProxy::UpstreamPath(const std::string& route) const {
+  // The upstream base URL ends where our /v1 does: "https://api.anthropic.com/v1" + "/messages".
+  return prefix_ + (route.rfind("/v1/", 0) == 0 ? route.substr(3) : route);
+}
+
+httplib::Headers UpstreamProxy::UpstreamHeaders(const httplib::Request& req, bool anthropic) const {
+  httplib::Headers headers;
+  const std::string key = UpstreamKey(anthropic);
+  if (!key.empty()) {
+    if (anthropic) {
+      headers.emplace("x-api-key", key);
+    } else {
+      headers.emplace("Authorization", "Bearer " + key);
+    }
+  }
+  for (const char* name : {"anthropic-version", "anthropic-beta", "openai-beta"}) {
+    if (req.has_header(name)) headers.emplace(name, req.get_header_value(name));
+  }
+  return headers;
+}
+
+ApiError UpstreamProxy::Unreachable(httplib::Error error) const {
   ApiError e;
   e.http_status = 502;
   e.type = "server_error";
   e.code = "upstream_unavailable";
-  e.message = "upstream " + upstream_ + " did not answer: " + httplib::to_string(error);
-  SendError(res, e);
+  e.message = "upstream " + recorded_url_ + " did not answer: " + httplib::to_string(error);
+  return e;
 }
 
-void UpstreamProxy::RecordProxiedCall(const std::string& endpoint, const std::string& request_body,
-                                      int status, const std::string& response_body,
-                                      const std::string& sse, bool stream,
-                                      SteadyClock::time_point start, int64_t start_ns) {
+void UpstreamProxy::Relay(const httplib::Request& req, httplib::Response& res,
+                          const std::string& path) {
+  UpstreamPool::Lease lease = pool_.Acquire();
+  httplib::Headers headers = UpstreamHeaders(req, req.has_header("anthropic-version"));
+  httplib::Result r =
+      req.method == "GET"      ? lease.client().Get(path.c_str(), headers)
+      : req.method == "DELETE" ? lease.client().Delete(path.c_str(), headers)
+                               : lease.client().Post(path.c_str(), headers, req.body,
+                                                     "application/json");
+  if (!r) {
+    lease.Discard();
+    return SendError(res, Unreachable(r.error()));
+  }
+  res.status = r->status;
+  std::string type = r->get_header_value("Content-Type");
+  res.set_content(r->body, type.empty() ? "application/json" : type);
+}
+
+void UpstreamProxy::ForwardCall(const WireFormat& format, const httplib::Request& req,
+                                httplib::Response& res) {
+  auto x = std::make_shared<Exchange>();
+  x->format = &format;
+  x->endpoint = req.path;
+  x->request_body = req.body;
+  x->start = SteadyClock::now();
+  x->start_ns = NowNs();
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  x->stream = body.is_object() && body.contains("stream") && body["stream"].is_boolean() &&
+              body["stream"].get<bool>();
+  if (RunLog* log = frontend_->log()) {
+    auto parsed = format.Parse(req.body);
+    if (auto* p = std::get_if<CompletionRequest>(&parsed)) RecordToolResultsFromMessages(log, *p);
+  }
+  const std::string path = UpstreamPath(req.path);
+  httplib::Headers headers = UpstreamHeaders(req, format.api() == kApiAnthropicMessages);
+  if (x->stream) return RelayStream(format, req, res, path, headers, std::move(x));
+
+  UpstreamPool::Lease lease = pool_.Acquire();
+  httplib::Result r = lease.client().Post(path.c_str(), headers, req.body, "application/json");
+  if (!r) {
+    lease.Discard();
+    ApiError e = Unreachable(r.error());
+    x->status = e.http_status;
+    x->body = format.ErrorBody(e);
+    x->error = e.message;
+    RecordProxiedCall(*x);
+    res.status = e.http_status;
+    res.set_content(x->body, "application/json");
+    return;
+  }
+  x->status = r->status;
+  x->body = r->body;
+  x->request_id = r->has_header("x-request-id") ? r->get_header_value("x-request-id")
+                                                : r->get_header_value("request-id");
+  if (x->status >= 400 && format.api() == kApiAnthropicMessages) {
+    // What the agent gets on this route is Anthropic's shape (the frontend converts
+    // OpenAI-shaped errors there): recorded as it is sent.
+    std::string converted = AnthropicErrorFromOpenAi(x->status, x->body);
+    if (!converted.empty()) x->body = std::move(converted);
+  }
+  RecordProxiedCall(*x);
+  res.status = r->status;
+  std::string type = r->get_header_value("Content-Type");
+  res.set_content(x->body, type.empty() ? "application/json" : type);
+}
+
+void UpstreamProxy::RecordProxiedCall(const Exchange& x) {
   RunLog* log = frontend_->log();
   if (!log) return;
+  const WireFormat& format = *x.format;
   proto::LlmCall c;
-  c.set_endpoint(endpoint);
-  c.set_request_json(request_body);
-  c.set_http_status(status);
-  c.set_stream(stream);
-  json req = json::parse(request_body, nullptr, false);
-  if (req.is_object()) {
-    c.set_model(req.value("model", ""));
+  c.set_api(std::string(format.api()));
+  c.set_endpoint(x.endpoint);
+  // Text fields must be UTF-8 for the store; a client or upstream could send anything.
+  c.set_request_json(engine::SanitizeUtf8(x.request_body));
+  c.set_http_status(x.status);
+  c.set_stream(x.stream);
+  c.set_upstream(recorded_url_);
+  c.set_upstream_request_id(engine::SanitizeUtf8(x.request_id));
+  auto parsed = format.Parse(x.request_body);
+  if (auto* req = std::get_if<CompletionRequest>(&parsed)) {
+    c.set_model(req->model);
     proto::SamplingParams* p = c.mutable_params();
-    if (req.contains("temperature") && req["temperature"].is_number()) {
-      p->set_temperature(req["temperature"].get<float>());
+    p->set_temperature(req->sampling.temperature);
+    p->set_top_p(req->sampling.top_p);
+    p->set_top_k(req->sampling.top_k);
+    if (req->max_tokens_given) p->set_max_tokens(req->sampling.max_tokens);
+    for (const std::string& s : req->sampling.stop) p->add_stop(s);
+    if (req->seed) {
+      p->set_seed(static_cast<uint64_t>(*req->seed));
+      c.set_seed_used(static_cast<uint64_t>(*req->seed));
     }
-    if (req.contains("top_p") && req["top_p"].is_number()) p->set_top_p(req["top_p"].get<float>());
-    if (req.contains("seed") && req["seed"].is_number_integer()) {
-      p->set_seed(req["seed"].get<uint64_t>());
-      c.set_seed_used(req["seed"].get<uint64_t>());
-    }
-    if (req.contains("max_tokens") && req["max_tokens"].is_number_integer()) {
-      p->set_max_tokens(req["max_tokens"].get<int32_t>());
-    }
-  }
-  std::string text, finish, id;
-  std::vector<ToolCall> calls;
-  auto take_message = [&](const json& r) {
-    if (!r.is_object()) return;
-    id = r.value("id", id);
-    if (!r.contains("choices") || !r["choices"].is_array() || r["choices"].empty()) return;
-    const json& ch = r["choices"][0];
-    if (ch.contains("finish_reason") && ch["finish_reason"].is_string()) {
-      finish = ch["finish_reason"];
-    }
-    const json* m = ch.contains("message") ? &ch["message"]
-                    : ch.contains("delta") ? &ch["delta"]
-                                           : nullptr;
-    if (ch.contains("text") && ch["text"].is_string()) text += ch["text"].get<std::string>();
-    if (!m || !m->is_object()) return;
-    if (m->contains("content") && (*m)["content"].is_string()) {
-      text += (*m)["content"].get<std::string>();
-    }
-    if (m->contains("tool_calls") && (*m)["tool_calls"].is_array()) {
-      for (const json& tc : (*m)["tool_calls"]) {
-        size_t index = tc.contains("index") && tc["index"].is_number_integer()
-                           ? tc["index"].get<size_t>()
-                           : calls.size();
-        if (index >= calls.size()) calls.resize(index + 1);
-        ToolCall& call = calls[index];
-        if (tc.contains("id") && tc["id"].is_string()) call.id = tc["id"];
-        if (tc.contains("function") && tc["function"].is_object()) {
-          const json& f = tc["function"];
-          if (f.contains("name") && f["name"].is_string())
-            call.name += f["name"].get<std::string>();
-          if (f.contains("arguments") && f["arguments"].is_string()) {
-            call.arguments += f["arguments"].get<std::string>();
-          }
-        }
-      }
-    }
-  };
-  if (!stream) {
-    take_message(json::parse(response_body, nullptr, false));
-    c.set_response_json(response_body);
+    p->set_logprobs(req->logprobs);
+    p->set_top_logprobs(req->top_logprobs);
+    p->set_n(1);
   } else {
-    std::istringstream lines(sse);
-    for (std::string line; std::getline(lines, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
-      take_message(json::parse(line.substr(6), nullptr, false));
+    json body = json::parse(x.request_body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_object() && body.contains("model") && body["model"].is_string()) {
+      c.set_model(body["model"].get<std::string>());
     }
-    c.set_response_json(sse);
   }
-  c.set_output_text(text);
-  c.set_finish_reason(status == 200 ? finish : "error");
-  c.set_request_id(id);
-  if (status != 200) c.set_error(response_body.empty() ? sse : response_body);
+  // The answer as a response object: the body, or what the stream's events amount to.
+  json object;
+  if (x.stream && !x.sent.empty()) {
+    object = format.FoldStream(x.sent);
+    if (!object.is_null()) c.set_response_json(DumpJson(object));
+    c.set_response_stream(x.sent);
+  } else {
+    object = json::parse(x.body, nullptr, /*allow_exceptions=*/false);
+    c.set_response_json(engine::SanitizeUtf8(x.body));
+  }
+  ResponseSummary s;
+  if (object.is_object()) s = format.ReadResponse(object);
+  c.set_output_text(s.text);
+  c.set_request_id(s.id);
+  c.set_finish_reason(x.status != 200 ? "error" : x.cancelled ? "cancelled" : s.finish_reason);
+  if (!x.error.empty()) {
+    c.set_error(x.error);
+  } else if (x.status != 200) {
+    c.set_error(engine::SanitizeUtf8(x.body));
+  }
+  if (s.has_usage) {
+    proto::Usage* u = c.mutable_usage();
+    u->set_input_tokens(s.input_tokens);
+    u->set_output_tokens(s.output_tokens);
+    u->set_cached_input_tokens(s.cached_input_tokens);
+  }
   proto::Timings* t = c.mutable_timings();
-  t->set_total_ms(std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count());
-  t->set_start_ns(start_ns);
+  t->set_total_ms(std::chrono::duration<double, std::milli>(SteadyClock::now() - x.start).count());
+  t->set_start_ns(x.start_ns);
   t->set_end_ns(NowNs());
   Result<uint64_t> seq = log->RecordLlmCall(std::move(c));
   if (!seq.ok()) return;
-  RecordModelToolCalls(log, *seq, calls);
+  RecordModelToolCalls(log, *seq, s.tool_calls);
 }
 
 }  // namespace trace::recorder

@@ -15,7 +15,6 @@
 #include <map>
 #include <thread>
 
-#include "store/store.h"
 #include "tests/recorder/server_fixture.h"
 
 namespace trace::recorder {
@@ -23,34 +22,6 @@ namespace {
 
 using namespace testing;  // NOLINT: the fixture
 using nlohmann::json;
-
-// A run in a fresh store, for tests that look at what was recorded.
-struct RecordedRun {
-  explicit RecordedRun(const std::string& name) : dir(TempDir(name)) {
-    auto s = store::Store::Open(dir + "/t.db");
-    EXPECT_TRUE(s.ok()) << s.status().message();
-    store = std::move(s).value();
-    auto w = store->BeginRun(proto::RunHeader());
-    EXPECT_TRUE(w.ok());
-    run_id = (*w)->run_id();
-    log = std::make_unique<RunLog>(std::move(w).value(), 5);
-  }
-  ~RecordedRun() { fs::remove_all(dir); }
-  std::vector<proto::LlmCall> Calls() {
-    EXPECT_TRUE(log->writer().End(proto::RunEnd()).ok());
-    auto events = store->LoadEvents(run_id);
-    EXPECT_TRUE(events.ok());
-    std::vector<proto::LlmCall> out;
-    for (const proto::Event& e : *events) {
-      if (e.has_llm_call()) out.push_back(e.llm_call());
-    }
-    return out;
-  }
-  std::string dir;
-  std::unique_ptr<store::Store> store;
-  std::string run_id;
-  std::unique_ptr<RunLog> log;
-};
 
 // Sends a streamed request on a raw socket, reads until `read_bytes` bytes of the response
 // arrived (0: none), then closes the socket without reading the rest.

@@ -19,6 +19,7 @@
 
 #include "engine/model_init.h"
 #include "recorder/server.h"
+#include "store/store.h"
 
 namespace trace::recorder::testing {
 
@@ -32,6 +33,35 @@ inline std::string TempDir(const std::string& name) {
   fs::create_directories(p);
   return p.string();
 }
+
+// A run in a fresh store, for tests that look at what was recorded.
+struct RecordedRun {
+  explicit RecordedRun(const std::string& name) : dir(TempDir(name)) {
+    auto s = store::Store::Open(dir + "/t.db");
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    store = std::move(s).value();
+    auto w = store->BeginRun(proto::RunHeader());
+    EXPECT_TRUE(w.ok());
+    run_id = (*w)->run_id();
+    log = std::make_unique<RunLog>(std::move(w).value(), 5);
+  }
+  ~RecordedRun() { fs::remove_all(dir); }
+  // Ends the run and returns its model calls.
+  std::vector<proto::LlmCall> Calls() {
+    EXPECT_TRUE(log->writer().End(proto::RunEnd()).ok());
+    auto events = store->LoadEvents(run_id);
+    EXPECT_TRUE(events.ok());
+    std::vector<proto::LlmCall> out;
+    for (const proto::Event& e : *events) {
+      if (e.has_llm_call()) out.push_back(e.llm_call());
+    }
+    return out;
+  }
+  std::string dir;
+  std::unique_ptr<store::Store> store;
+  std::string run_id;
+  std::unique_ptr<RunLog> log;
+};
 
 class ServerTest : public ::testing::Test {
  public:

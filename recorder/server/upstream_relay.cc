@@ -1,0 +1,163 @@
+// Streamed calls in proxy mode: one thread reads the upstream's reply while the agent's
+// response relays its bytes as they arrive. The agent's response waits for the upstream's
+// status first, so an upstream error (a 400, a 429) reaches the agent as that status and
+// body, not inside a 200 event stream. An agent that stops reading is noticed at the next
+// write: the upstream request is aborted and the call recorded with what was sent.
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "recorder/api/anthropic_messages.h"
+#include "recorder/server/upstream_proxy.h"
+
+namespace trace::recorder {
+namespace {
+
+// The upstream side of one streamed call, shared by the reading thread and the response.
+struct UpstreamStream {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool answered = false;  // status and headers known
+  int status = 0;
+  std::string content_type;
+  std::string request_id;
+  std::deque<std::string> chunks;  // received, not yet relayed
+  bool done = false;
+  httplib::Error error = httplib::Error::Success;
+  bool cancelled = false;
+  httplib::Client* client = nullptr;  // while its request runs
+  std::thread reader;
+  bool recorded = false;  // the response's thread only
+
+  // The agent went away: abort the upstream request.
+  void Cancel() {
+    std::lock_guard<std::mutex> lock(mu);
+    cancelled = true;
+    if (client != nullptr) client->stop();
+  }
+  void Join() {
+    if (reader.joinable()) reader.join();
+  }
+};
+
+}  // namespace
+
+void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request& req,
+                                httplib::Response& res, const std::string& path,
+                                const httplib::Headers& headers, std::shared_ptr<Exchange> x) {
+  auto up = std::make_shared<UpstreamStream>();
+  up->reader = std::thread([this, up, path, headers, body = req.body] {
+    UpstreamPool::Lease lease = pool_.Acquire();
+    {
+      std::lock_guard<std::mutex> lock(up->mu);
+      up->client = &lease.client();
+    }
+    httplib::Request r;
+    r.method = "POST";
+    r.path = path;
+    r.headers = headers;
+    r.body = body;
+    r.set_header("Content-Type", "application/json");
+    r.response_handler = [&](const httplib::Response& answer) {
+      std::lock_guard<std::mutex> lock(up->mu);
+      up->answered = true;
+      up->status = answer.status;
+      up->content_type = answer.get_header_value("Content-Type");
+      up->request_id = answer.has_header("x-request-id") ? answer.get_header_value("x-request-id")
+                                                         : answer.get_header_value("request-id");
+      up->cv.notify_all();
+      return true;
+    };
+    r.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      std::lock_guard<std::mutex> lock(up->mu);
+      if (up->cancelled) return false;
+      up->chunks.emplace_back(data, n);
+      up->cv.notify_all();
+      return true;
+    };
+    httplib::Result result = lease.client().send(r);
+    std::lock_guard<std::mutex> lock(up->mu);
+    up->client = nullptr;
+    if (!result || up->cancelled) {
+      lease.Discard();
+      up->error = result ? httplib::Error::Canceled : result.error();
+    }
+    up->done = true;
+    up->cv.notify_all();
+  });
+
+  {
+    std::unique_lock<std::mutex> lock(up->mu);
+    up->cv.wait(lock, [&] { return up->answered || up->done; });
+  }
+  if (!up->answered || up->status != 200) {
+    // No answer, or an error status: the agent gets it as such, whole.
+    up->Join();
+    if (!up->answered) {
+      ApiError e = Unreachable(up->error);
+      x->status = e.http_status;
+      x->body = format.ErrorBody(e);
+      x->error = e.message;
+    } else {
+      x->status = up->status;
+      x->request_id = up->request_id;
+      for (const std::string& c : up->chunks) x->body += c;
+      if (format.api() == kApiAnthropicMessages) {
+        std::string converted = AnthropicErrorFromOpenAi(x->status, x->body);
+        if (!converted.empty()) x->body = std::move(converted);
+      }
+    }
+    RecordProxiedCall(*x);
+    res.status = x->status;
+    res.set_content(x->body, up->content_type.empty() || !up->answered ? "application/json"
+                                                                        : up->content_type);
+    return;
+  }
+  x->status = 200;
+  x->request_id = up->request_id;
+  res.set_header("Cache-Control", "no-cache");
+  const std::string type = up->content_type.empty() ? "text/event-stream" : up->content_type;
+  res.set_chunked_content_provider(
+      type,
+      [this, up, x](size_t, httplib::DataSink& sink) {
+        for (;;) {
+          std::deque<std::string> chunks;
+          bool done;
+          {
+            std::unique_lock<std::mutex> lock(up->mu);
+            up->cv.wait(lock, [&] { return up->done || !up->chunks.empty(); });
+            chunks.swap(up->chunks);
+            done = up->done;
+          }
+          for (const std::string& c : chunks) {
+            if (!sink.write(c.data(), c.size())) {
+              up->Cancel();  // the releaser records what was sent
+              return false;
+            }
+            x->sent += c;
+          }
+          if (done) break;
+        }
+        up->Join();
+        if (up->error != httplib::Error::Success) {
+          x->error = "upstream " + recorded_url_ +
+                     " stream cut: " + httplib::to_string(up->error);
+        }
+        // Recorded before the stream's end goes out, as the local engine does.
+        RecordProxiedCall(*x);
+        up->recorded = true;
+        sink.done();
+        return true;
+      },
+      [this, up, x](bool) {
+        up->Cancel();
+        up->Join();
+        if (up->recorded) return;
+        x->cancelled = true;
+        x->error = "the agent stopped reading the stream";
+        RecordProxiedCall(*x);
+      });
+}
+
+}  // namespace trace::recorder
