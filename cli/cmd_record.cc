@@ -74,11 +74,12 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--model", args->engine.model_dir,
                   "Model folder (default: the built-in demo model)")
       ->type_name("DIR");
-  cmd->add_option("--upstream", args->engine.upstream,
-                  "Forward to this base URL (https://api.openai.com/v1, https://api.anthropic.com/v1,\n"
-                  "any compatible http://host:port/v1) instead of the local engine. Key from\n"
-                  "$TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY (by API);\n"
-                  "never recorded")
+  cmd->add_option(
+         "--upstream", args->engine.upstream,
+         "Forward to this base URL (https://api.openai.com/v1, https://api.anthropic.com/v1,\n"
+         "any compatible http://host:port/v1) instead of the local engine. Key from\n"
+         "$TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY (by API);\n"
+         "never recorded")
       ->type_name("URL");
   cmd->add_option("--label", args->label, "A label stored with the run");
   cmd->add_option("--seed", args->seed, "Run seed for calls without a request seed");

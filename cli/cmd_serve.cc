@@ -64,11 +64,12 @@ void Setup(CLI::App& app, int* exit_code) {
       "Messages) and the trace event API until Ctrl-C.");
   cmd->add_option("--model", args->model_dir, "Model folder (default: the built-in demo model)")
       ->type_name("DIR");
-  cmd->add_option("--upstream", args->upstream,
-                  "Forward to this base URL (https://api.openai.com/v1, https://api.anthropic.com/v1,\n"
-                  "any compatible http://host:port/v1) instead of the local engine. Key from\n"
-                  "$TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY (by API);\n"
-                  "never recorded")
+  cmd->add_option(
+         "--upstream", args->upstream,
+         "Forward to this base URL (https://api.openai.com/v1, https://api.anthropic.com/v1,\n"
+         "any compatible http://host:port/v1) instead of the local engine. Key from\n"
+         "$TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY (by API);\n"
+         "never recorded")
       ->type_name("URL");
   cmd->add_option("--host", args->host, "Address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", args->port, "Port (default 8000; 0: a free one)");

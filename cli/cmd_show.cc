@@ -85,18 +85,18 @@ std::vector<std::string> Describe(const proto::Event& e, size_t width) {
       const auto& c = e.llm_call();
       if (!c.upstream().empty()) {
         // Answered by an upstream: its usage, no token ids.
-        std::snprintf(buf, sizeof buf,
-                      "%s  upstream %s, %" PRId64 " in / %" PRId64 " out tok (%s)%s",
-                      c.endpoint().c_str(), c.upstream().c_str(), c.usage().input_tokens(),
-                      c.usage().output_tokens(),
-                      c.finish_reason().empty() ? "-" : c.finish_reason().c_str(),
-                      c.stream() ? ", streamed" : "");
-      } else {
         std::snprintf(
-            buf, sizeof buf, "%s  prompt %d tok, sampled %d tok (%s), T=%g seed %" PRIu64 ", batch %d, %s",
-            c.endpoint().c_str(), c.prompt_token_ids_size(), c.token_ids_size(),
-            c.finish_reason().empty() ? "-" : c.finish_reason().c_str(), c.params().temperature(),
-            c.seed_used(), c.batch_size(), c.numerics().c_str());
+            buf, sizeof buf, "%s  upstream %s, %" PRId64 " in / %" PRId64 " out tok (%s)%s",
+            c.endpoint().c_str(), c.upstream().c_str(), c.usage().input_tokens(),
+            c.usage().output_tokens(), c.finish_reason().empty() ? "-" : c.finish_reason().c_str(),
+            c.stream() ? ", streamed" : "");
+      } else {
+        std::snprintf(buf, sizeof buf,
+                      "%s  prompt %d tok, sampled %d tok (%s), T=%g seed %" PRIu64 ", batch %d, %s",
+                      c.endpoint().c_str(), c.prompt_token_ids_size(), c.token_ids_size(),
+                      c.finish_reason().empty() ? "-" : c.finish_reason().c_str(),
+                      c.params().temperature(), c.seed_used(), c.batch_size(),
+                      c.numerics().c_str());
       }
       lines.push_back(buf);
       if (c.http_status() != 0 && c.http_status() != 200) {

@@ -209,7 +209,7 @@ std::string Describe(const Event& a, const Event& b, const Exchanges& ex) {
           << params[0].current;
       } else if (ExchangeOnly(x) && ExchangeOnly(y)) {
         o << (SameRequest(x, y, ex) ? "same request to the upstream, the answers differ: \""
-                                      : "the requests differ; answers \"")
+                                    : "the requests differ; answers \"")
           << Clip(x.output_text()) << "\" vs \"" << Clip(y.output_text()) << "\"";
       } else if (!SamePrompt(x, y)) {
         o << "prompts differ (" << x.prompt_token_ids_size() << " vs " << y.prompt_token_ids_size()
@@ -600,8 +600,8 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
       // An upstream answered the same request differently: a hosted model's version,
       // sampling and serving stack cannot be told apart from outside, save its name.
       if (cd.response_model_a != cd.response_model_b) {
-        mark(Source::kModel, where + ": the upstream answered as " + cd.response_model_a +
-                                 " vs " + cd.response_model_b);
+        mark(Source::kModel, where + ": the upstream answered as " + cd.response_model_a + " vs " +
+                                 cd.response_model_b);
       } else {
         mark(Source::kSampling, where +
                                     ": same request to the upstream, different answer (a hosted "
@@ -649,7 +649,8 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
       same_request = earliest_output > p->order();
     }
     if (same_request) {
-      mark(Source::kTools, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b, ex));
+      mark(Source::kTools,
+           "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b, ex));
     }
   }
   for (const Pair* p : collect(Event::kContextChunk, &diff.context_differences)) {
@@ -658,13 +659,15 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
     bool same_query = p->a->context_chunk().query() == p->b->context_chunk().query() &&
                       (!p->a->context_chunk().query().empty() || earliest_output > p->order());
     if (same_query) {
-      mark(Source::kContext, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b, ex));
+      mark(Source::kContext,
+           "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b, ex));
     }
   }
   for (const Pair* p : collect(Event::kTemplateVar, &diff.template_differences)) {
     note_any(p->order());
     if (p->a && p->b) {
-      mark(Source::kPrompt, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b, ex));
+      mark(Source::kPrompt,
+           "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b, ex));
     }
   }
   for (const Pair* p : collect(Event::kClockRead, &diff.clock_differences)) {
@@ -680,13 +683,12 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
   for (const CallDifference& cd : diff.calls) {
     if (cd.first_prompt_token < 0 && cd.request_diff.empty()) continue;
     if (cd.seq_a <= earliest_any && cd.params.empty() && diff.model_differences.empty()) {
-      mark(Source::kHistory, "call " + std::to_string(cd.call) + " (seq " +
-                                 std::to_string(cd.seq_a) + "): " +
-                                 (cd.first_prompt_token >= 0
-                                      ? "the prompt differs from token " +
-                                            std::to_string(cd.first_prompt_token)
-                                      : std::string("the request differs")) +
-                                 " with no earlier difference to explain it");
+      mark(Source::kHistory,
+           "call " + std::to_string(cd.call) + " (seq " + std::to_string(cd.seq_a) + "): " +
+               (cd.first_prompt_token >= 0
+                    ? "the prompt differs from token " + std::to_string(cd.first_prompt_token)
+                    : std::string("the request differs")) +
+               " with no earlier difference to explain it");
     }
     break;  // later prompts follow from the first call's difference
   }

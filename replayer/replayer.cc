@@ -245,10 +245,10 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
     if (!call.upstream().empty() ||
         (!report.upstream.empty() && call.prompt_token_ids_size() == 0)) {
       const std::string& url = call.upstream().empty() ? report.upstream : call.upstream();
-      report.recorded_only.push_back(
-          {number, event.seq(),
-           "answered by the upstream " + url + (call.api().empty() ? "" : " (" + call.api() + ")") +
-               ", which gives no token ids to re-execute"});
+      report.recorded_only.push_back({number, event.seq(),
+                                      "answered by the upstream " + url +
+                                          (call.api().empty() ? "" : " (" + call.api() + ")") +
+                                          ", which gives no token ids to re-execute"});
       continue;
     }
     if (call.prompt_token_ids_size() == 0) {

@@ -13,8 +13,18 @@ namespace {
 using nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-// The anthropic-version values Anthropic's API accepts.
-constexpr std::string_view kVersions[] = {"2023-06-01", "2023-01-01"};
+// The oldest anthropic-version Anthropic's API accepts. Newer SDKs send later dates (the
+// official TypeScript SDK 1.x sends 2026-10-21) for the same Messages API: any YYYY-MM-DD
+// from this one on is served alike.
+constexpr std::string_view kOldestVersion = "2023-01-01";
+
+bool IsVersionDate(const std::string& v) {
+  if (v.size() != 10 || v[4] != '-' || v[7] != '-') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
+    if (v[i] < '0' || v[i] > '9') return false;
+  }
+  return true;
+}
 
 std::string At(const std::string& where, const char* field) {
   return where + "." + field;
@@ -70,9 +80,9 @@ std::optional<ApiError> ParseMessage(const ojson& m, const std::string& where,
   std::string role;
   if (auto err = RequiredString(m, where, "role", &role)) return err;
   if (role != "user" && role != "assistant") {
-    return BadRequest(At(where, "role"),
-                      "'" + At(where, "role") + "' must be user or assistant; got \"" + role +
-                          "\" (the system prompt goes in 'system')");
+    return BadRequest(At(where, "role"), "'" + At(where, "role") +
+                                             "' must be user or assistant; got \"" + role +
+                                             "\" (the system prompt goes in 'system')");
   }
   auto content = m.find("content");
   if (content == m.end()) {
@@ -138,8 +148,7 @@ std::optional<ApiError> ParseMessage(const ojson& m, const std::string& where,
                type == "redacted_thinking") {
       return BadRequest(At(p, "type"), "'" + At(p, "type") + "': a " + type +
                                            " block belongs in a" +
-                                           (role == "user" ? "n assistant" : " user") +
-                                           " message");
+                                           (role == "user" ? "n assistant" : " user") + " message");
     } else {
       return Unsupported(At(p, "type"), "content of type \"" + type + "\"");
     }
@@ -262,14 +271,10 @@ class AnthropicStream : public StreamEncoder {
   explicit AnthropicStream(const CompletionResult& header) : header_(header) {}
 
   std::string Begin() override {
-    ojson message = {{"id", header_.id},
-                     {"type", "message"},
-                     {"role", "assistant"},
-                     {"model", header_.model},
-                     {"content", ojson::array()},
-                     {"stop_reason", nullptr},
-                     {"stop_sequence", nullptr},
-                     {"usage", Usage(header_.prompt_tokens, 0)}};
+    ojson message = {{"id", header_.id},          {"type", "message"},
+                     {"role", "assistant"},       {"model", header_.model},
+                     {"content", ojson::array()}, {"stop_reason", nullptr},
+                     {"stop_sequence", nullptr},  {"usage", Usage(header_.prompt_tokens, 0)}};
     return Event("message_start", {{"type", "message_start"}, {"message", message}});
   }
 
@@ -278,15 +283,14 @@ class AnthropicStream : public StreamEncoder {
     std::string out;
     if (!text_open_) {
       text_open_ = true;
-      out += Event("content_block_start",
-                   {{"type", "content_block_start"},
-                    {"index", 0},
-                    {"content_block", {{"type", "text"}, {"text", ""}}}});
+      out += Event("content_block_start", {{"type", "content_block_start"},
+                                           {"index", 0},
+                                           {"content_block", {{"type", "text"}, {"text", ""}}}});
     }
-    return out + Event("content_block_delta",
-                       {{"type", "content_block_delta"},
-                        {"index", 0},
-                        {"delta", {{"type", "text_delta"}, {"text", delta}}}});
+    return out +
+           Event("content_block_delta", {{"type", "content_block_delta"},
+                                         {"index", 0},
+                                         {"delta", {{"type", "text_delta"}, {"text", delta}}}});
   }
 
   std::string End(const CompletionResult& r, const std::string& rest,
@@ -319,9 +323,7 @@ class AnthropicStream : public StreamEncoder {
     return out + Event("message_stop", {{"type", "message_stop"}});
   }
 
-  std::string Error(const ApiError& e) override {
-    return SseFrame("error", AnthropicErrorBody(e));
-  }
+  std::string Error(const ApiError& e) override { return SseFrame("error", AnthropicErrorBody(e)); }
 
  private:
   static std::string Event(const char* name, const ojson& data) {
@@ -344,11 +346,11 @@ class AnthropicFormat : public WireFormat {
     if (version.empty()) {
       return BadRequest("anthropic-version", "anthropic-version: header is required");
     }
-    for (std::string_view v : kVersions) {
-      if (version == v) return std::nullopt;
-    }
-    return BadRequest("anthropic-version", "anthropic-version: \"" + version +
-                                               "\" is not a supported version (2023-06-01)");
+    if (IsVersionDate(version) && version >= kOldestVersion) return std::nullopt;
+    return BadRequest("anthropic-version",
+                      "anthropic-version: \"" + version +
+                          "\" is not a supported version (a date from 2023-01-01 on, e.g. "
+                          "2023-06-01)");
   }
   std::variant<CompletionRequest, ApiError> Parse(std::string_view body) const override {
     return ParseAnthropicRequest(body);
@@ -409,8 +411,8 @@ std::variant<CompletionRequest, ApiError> ParseAnthropicRequest(std::string_view
   if (!messages->is_array()) return WrongType("messages", "an array", json(*messages));
   if (messages->empty()) return BadRequest("messages", "'messages' must not be empty");
   for (size_t i = 0; i < messages->size(); ++i) {
-    if (auto e = ParseMessage((*messages)[i], "messages[" + std::to_string(i) + "]",
-                              &req.messages)) {
+    if (auto e =
+            ParseMessage((*messages)[i], "messages[" + std::to_string(i) + "]", &req.messages)) {
       return *e;
     }
   }
@@ -456,12 +458,11 @@ std::variant<CompletionRequest, ApiError> ParseAnthropicRequest(std::string_view
   }
   std::optional<ApiError> err;
   if (!BoolField(body, "stream", &req.stream, &err)) return *err;
-  if (auto thinking = body.find("thinking"); thinking != body.end() && thinking->is_object() &&
-                                             Str(*thinking, "type") == "enabled") {
+  if (auto thinking = body.find("thinking");
+      thinking != body.end() && thinking->is_object() && Str(*thinking, "type") == "enabled") {
     return Unsupported("thinking", "extended thinking");
   }
-  if (auto mcp = body.find("mcp_servers");
-      mcp != body.end() && mcp->is_array() && !mcp->empty()) {
+  if (auto mcp = body.find("mcp_servers"); mcp != body.end() && mcp->is_array() && !mcp->empty()) {
     return Unsupported("mcp_servers", "calling MCP servers");
   }
   if (auto oc = ordered.find("output_config"); oc != ordered.end() && !oc->is_null()) {

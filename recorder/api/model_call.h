@@ -87,12 +87,12 @@ struct ResponseFormat {
 
 // One model call as every wire format describes it.
 struct CompletionRequest {
-  bool chat = true;                       // messages through the chat template; false: a raw prompt
-  std::string model;                      // the name the client asked for (recorded as sent)
+  bool chat = true;   // messages through the chat template; false: a raw prompt
+  std::string model;  // the name the client asked for (recorded as sent)
   // A system message rendered before `messages` (Responses `instructions`, Anthropic
   // `system`); kept apart because a stored conversation does not carry it over.
   std::optional<std::string> system;
-  std::vector<ChatMessage> messages;      // chat
+  std::vector<ChatMessage> messages;  // chat
   // Text the answer starts with (Anthropic: a final assistant message is continued, not
   // answered); appended to the rendered prompt, not part of the response.
   std::string assistant_prefill;
@@ -129,7 +129,7 @@ struct TokenLogprob {
 
 // Everything a finished (or cut off) generation produced, for the response builders.
 struct CompletionResult {
-  std::string id;  // "chatcmpl-..." / "cmpl-..." / "resp_..." / "msg_..."
+  std::string id;               // "chatcmpl-..." / "cmpl-..." / "resp_..." / "msg_..."
   std::string message_item_id;  // Responses: the id of the output message item ("msg_...")
   int64_t created = 0;
   std::string model;

@@ -195,12 +195,9 @@ json FoldCompletionStream(std::string_view event_stream) {
 
 const WireFormat& OpenAiCompletionsFormat() {
   static const OpenAiFormat format(
-      {kApiCompletions, "/v1/completions", "cmpl-", &ParseLegacyCompletionRequest,
-       &CompletionBody,
-       [](const CompletionRequest& req,
-          const CompletionResult& h) -> std::unique_ptr<StreamEncoder> {
-         return std::make_unique<CompletionStream>(req, h);
-       },
+      {kApiCompletions, "/v1/completions", "cmpl-", &ParseLegacyCompletionRequest, &CompletionBody,
+       [](const CompletionRequest& req, const CompletionResult& h)
+           -> std::unique_ptr<StreamEncoder> { return std::make_unique<CompletionStream>(req, h); },
        &ReadCompletionResponse, &FoldCompletionStream});
   return format;
 }

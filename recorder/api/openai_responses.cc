@@ -211,9 +211,9 @@ std::optional<ApiError> ParseTextFormat(const ojson& text, ResponseFormat* out) 
   } else if (t == "json_schema") {
     return ParseJsonSchemaFormat(*format, "text.format", "", false, out);
   } else {
-    return BadRequest("text.format.type",
-                      "'text.format.type' must be one of text, json_object, json_schema; got \"" +
-                          t + "\"");
+    return BadRequest(
+        "text.format.type",
+        "'text.format.type' must be one of text, json_object, json_schema; got \"" + t + "\"");
   }
   return std::nullopt;
 }
@@ -253,12 +253,8 @@ json MessageItem(const CompletionResult& r, const std::string& status, bool with
 }
 
 json FunctionCallItem(const ToolCall& c, const std::string& status) {
-  return {{"id", c.item_id},
-          {"type", "function_call"},
-          {"status", status},
-          {"arguments", c.arguments},
-          {"call_id", c.id},
-          {"name", c.name}};
+  return {{"id", c.item_id},          {"type", "function_call"}, {"status", status},
+          {"arguments", c.arguments}, {"call_id", c.id},         {"name", c.name}};
 }
 
 bool HasMessageItem(const CompletionResult& r) {
@@ -269,12 +265,8 @@ bool HasMessageItem(const CompletionResult& r) {
 // incomplete (cut by max_output_tokens), with its output items.
 json ResponseObject(const CompletionRequest& req, const CompletionResult& r,
                     const std::string& status, bool with_output) {
-  json o = {{"id", r.id},
-            {"object", "response"},
-            {"created_at", r.created},
-            {"status", status},
-            {"background", false},
-            {"error", nullptr}};
+  json o = {{"id", r.id},       {"object", "response"}, {"created_at", r.created},
+            {"status", status}, {"background", false},  {"error", nullptr}};
   o["incomplete_details"] =
       status == "incomplete" ? json{{"reason", "max_output_tokens"}} : json(nullptr);
   o["instructions"] = Echo(req, "instructions", nullptr);
@@ -373,8 +365,9 @@ class ResponsesStream : public StreamEncoder {
       json added = FunctionCallItem(c, "in_progress");
       added["arguments"] = "";
       out += Event("response.output_item.added", {{"output_index", output_index}, {"item", added}});
-      out += Event("response.function_call_arguments.delta",
-                   {{"item_id", c.item_id}, {"output_index", output_index}, {"delta", c.arguments}});
+      out +=
+          Event("response.function_call_arguments.delta",
+                {{"item_id", c.item_id}, {"output_index", output_index}, {"delta", c.arguments}});
       out += Event("response.function_call_arguments.done", {{"item_id", c.item_id},
                                                              {"output_index", output_index},
                                                              {"name", c.name},
@@ -579,7 +572,7 @@ ResponseSummary ReadResponsesResponse(const json& body) {
 }
 
 json FoldResponsesStream(std::string_view event_stream) {
-  json last;  // the latest response object seen (created, then completed)
+  json last;                           // the latest response object seen (created, then completed)
   std::map<int64_t, json> done_items;  // by output_index
   for (const SseEvent& e : ParseSse(event_stream)) {
     json data = json::parse(e.data, nullptr, /*allow_exceptions=*/false);

@@ -118,8 +118,8 @@ std::optional<ApiError> ParseSamplingCore(const json& body, double max_temperatu
       snprintf(range, sizeof range, "between 0 and %g", max_temperature);
       ApiError e = OutOfRange("temperature", "'temperature' must be " + std::string(range) +
                                                  ", got " + json(*temperature).dump());
-      e.code = *temperature > max_temperature ? "decimal_above_max_value"
-                                              : "decimal_below_min_value";
+      e.code =
+          *temperature > max_temperature ? "decimal_above_max_value" : "decimal_below_min_value";
       return e;
     }
     req->sampling.temperature = static_cast<float>(*temperature);

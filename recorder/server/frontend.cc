@@ -9,10 +9,24 @@ namespace trace::recorder {
 
 using json = nlohmann::json;
 
+namespace {
+
+// An error the frontend raises itself (auth, routing, handler exceptions) in the shape of the
+// API the route serves: Anthropic's on the Messages routes, so the Anthropic SDKs read its
+// type and message; OpenAI's everywhere else. Made here, before httplib compresses the body
+// (a post-routing rewrite would see gzip bytes when the client accepts them, as SDKs do).
+void SendRouteError(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  if (!IsAnthropicRoute(req.path)) return SendError(res, e);
+  res.status = e.http_status;
+  res.set_content(AnthropicErrorBody(e), "application/json");
+}
+
+}  // namespace
+
 HttpFrontend::HttpFrontend(const ServerOptions& options)
     : options_(options), request_id_prefix_(RandomHex(4)) {
   http_.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         ApiError e;
         e.http_status = 500;
         e.type = "server_error";
@@ -23,7 +37,7 @@ HttpFrontend::HttpFrontend(const ServerOptions& options)
         } catch (...) {
           e.message = "internal error";
         }
-        SendError(res, e);
+        SendRouteError(req, res, e);
       });
   http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -36,16 +50,10 @@ HttpFrontend::HttpFrontend(const ServerOptions& options)
       e.message = "HTTP " + std::to_string(res.status);
     }
     Reject(req, e);
-    res.set_content(e.Body(), "application/json");
+    SendRouteError(req, res, e);
   });
-  // Every reply carries an id, as OpenAI's do (clients log it with errors). An error on an
-  // Anthropic route raised outside its handler (auth, routing, limits) takes Anthropic's
-  // shape, so the Anthropic SDKs read its message.
-  http_.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (res.status >= 400 && IsAnthropicRoute(req.path)) {
-      std::string body = AnthropicErrorFromOpenAi(res.status, res.body);
-      if (!body.empty()) res.set_content(body, "application/json");
-    }
+  // Every reply carries an id, as OpenAI's do (clients log it with errors).
+  http_.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
     if (!res.has_header("x-request-id")) {
       res.set_header("x-request-id", "req_" + request_id_prefix_ + std::to_string(next_request_++));
     }
@@ -110,7 +118,7 @@ bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& re
                   : "invalid API key in the " +
                         std::string(x_api_key.empty() ? "Authorization" : "x-api-key") + " header";
   Reject(req, e);
-  SendError(res, e);
+  SendRouteError(req, res, e);
   return false;
 }
 

@@ -40,14 +40,13 @@ void LocalEngineApi::Register() {
            [this](const httplib::Request& req, httplib::Response& res) { HandleModels(req, res); });
   http.Get(R"(/v1/models/(.+))",
            [this](const httplib::Request& req, httplib::Response& res) { HandleModel(req, res); });
-  http.Get(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req,
-                                               httplib::Response& res) {
+  http.Get(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     HandleStoredResponse(req, res);
   });
-  http.Delete(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req,
-                                                  httplib::Response& res) {
-    HandleStoredResponse(req, res);
-  });
+  http.Delete(R"(/v1/responses/([^/]+))",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                HandleStoredResponse(req, res);
+              });
   for (const WireFormat* format : {&OpenAiChatFormat(), &OpenAiCompletionsFormat(),
                                    &OpenAiResponsesFormat(), &AnthropicMessagesFormat()}) {
     for (const std::string& route : format->routes()) {
@@ -66,10 +65,8 @@ json ModelObject(const std::string& id) {
 
 // Anthropic's model object (a client of the Messages API sends anthropic-version).
 json AnthropicModelObject(const std::string& id) {
-  return {{"type", "model"},
-          {"id", id},
-          {"display_name", id},
-          {"created_at", "1970-01-01T00:00:00Z"}};
+  return {
+      {"type", "model"}, {"id", id}, {"display_name", id}, {"created_at", "1970-01-01T00:00:00Z"}};
 }
 
 }  // namespace

@@ -64,9 +64,9 @@ std::variant<ResponseStore::Resolved, ApiError> ResponseStore::Resolve(
         items.push_back(it->second.piece);
         continue;
       }
-      bool has_id = !m.item_id.empty() ||
-                    std::any_of(m.tool_calls.begin(), m.tool_calls.end(),
-                                [](const ToolCall& c) { return !c.item_id.empty(); });
+      bool has_id =
+          !m.item_id.empty() || std::any_of(m.tool_calls.begin(), m.tool_calls.end(),
+                                            [](const ToolCall& c) { return !c.item_id.empty(); });
       if (has_id) res.input_items.push_back(m);
       items.push_back(std::move(m));
     }

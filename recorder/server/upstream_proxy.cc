@@ -112,11 +112,10 @@ void UpstreamProxy::Relay(const httplib::Request& req, httplib::Response& res,
                           const std::string& path) {
   UpstreamPool::Lease lease = pool_.Acquire();
   httplib::Headers headers = UpstreamHeaders(req, req.has_header("anthropic-version"));
-  httplib::Result r =
-      req.method == "GET"      ? lease.client().Get(path.c_str(), headers)
-      : req.method == "DELETE" ? lease.client().Delete(path.c_str(), headers)
-                               : lease.client().Post(path.c_str(), headers, req.body,
-                                                     "application/json");
+  httplib::Result r = req.method == "GET"      ? lease.client().Get(path.c_str(), headers)
+                      : req.method == "DELETE" ? lease.client().Delete(path.c_str(), headers)
+                                               : lease.client().Post(path.c_str(), headers,
+                                                                     req.body, "application/json");
   if (!r) {
     lease.Discard();
     return SendError(res, Unreachable(r.error()));

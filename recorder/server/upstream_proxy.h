@@ -49,11 +49,11 @@ class UpstreamProxy {
     std::string endpoint;      // our route, e.g. "/v1/messages"
     std::string request_body;  // as received
     bool stream = false;
-    int status = 0;         // the upstream's HTTP status (502: it did not answer)
-    std::string body;       // the reply as sent to the agent (non-streamed, or an error)
-    std::string sent;       // a stream's bytes as written to the agent
+    int status = 0;          // the upstream's HTTP status (502: it did not answer)
+    std::string body;        // the reply as sent to the agent (non-streamed, or an error)
+    std::string sent;        // a stream's bytes as written to the agent
     std::string request_id;  // the upstream's x-request-id / request-id
-    std::string error;      // transport error, or why a stream ended early
+    std::string error;       // transport error, or why a stream ended early
     bool cancelled = false;  // the agent stopped reading the stream
     SteadyClock::time_point start;
     int64_t start_ns = 0;

@@ -110,8 +110,8 @@ void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request
     }
     RecordProxiedCall(*x);
     res.status = x->status;
-    res.set_content(x->body, up->content_type.empty() || !up->answered ? "application/json"
-                                                                        : up->content_type);
+    res.set_content(
+        x->body, up->content_type.empty() || !up->answered ? "application/json" : up->content_type);
     return;
   }
   x->status = 200;
@@ -141,8 +141,7 @@ void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request
         }
         up->Join();
         if (up->error != httplib::Error::Success) {
-          x->error = "upstream " + recorded_url_ +
-                     " stream cut: " + httplib::to_string(up->error);
+          x->error = "upstream " + recorded_url_ + " stream cut: " + httplib::to_string(up->error);
         }
         // Recorded before the stream's end goes out, as the local engine does.
         RecordProxiedCall(*x);

@@ -52,7 +52,8 @@ inline void CheckAnswerRoundTrip(const WireFormat& f, const CompletionRequest& r
   r.prompt_tokens = 7;
   r.completion_tokens = 2;
   if (with_tool_call && !req.tools.empty()) {
-    r.tool_calls.push_back({f.tool_call_id_prefix() + "1", req.tools[0].name, "{\"a\": 1}", "fc_1"});
+    r.tool_calls.push_back(
+        {f.tool_call_id_prefix() + "1", req.tools[0].name, "{\"a\": 1}", "fc_1"});
     r.finish_reason = "tool_calls";
   }
   CompletionResult header = r;

@@ -72,8 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (auto* e = std::get_if<ApiError>(&resolved)) {
       if (e->http_status != 404) fuzz::Fail("a reference failed with " + e->message);
     } else {
-      (void)MessagesForTemplateOrdered(req.messages).dump(
-          -1, ' ', false, nlohmann::json::error_handler_t::replace);
+      (void)MessagesForTemplateOrdered(req.messages)
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
     fuzz::CheckAnswerRoundTrip(f, req, answer, size % 2 == 1);
   }

@@ -108,38 +108,38 @@ TEST(ResponsesFormat, RefusesWhatItCannotDoNamingTheField) {
     std::string body;
     std::string param;
   };
-  for (const Case& c : std::vector<Case>{
-           {R"({"model": "m"})", "input"},
-           {R"({"model": "m", "input": 3})", "input"},
-           {R"({"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]})",
-            "input[0].call_id"},
-           {R"({"model": "m", "input": [{"type": "function_call_output", "call_id": "c"}]})",
-            "input[0].output"},
-           {R"({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image",
+  for (
+      const Case& c : std::vector<Case>{
+          {R"({"model": "m"})", "input"},
+          {R"({"model": "m", "input": 3})", "input"},
+          {R"({"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]})",
+           "input[0].call_id"},
+          {R"({"model": "m", "input": [{"type": "function_call_output", "call_id": "c"}]})",
+           "input[0].output"},
+          {R"({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image",
                "image_url": "x"}]}]})",
-            "input[0].content[0].type"},
-           {R"({"model": "m", "input": [{"type": "web_search_call", "id": "w"}]})",
-            "input[0].type"},
-           {R"({"model": "m", "input": [{"type": "item_reference"}]})", "input[0].id"},
-           {R"({"model": "m", "input": [{"role": "tool", "content": "x"}]})", "input[0].role"},
-           {R"({"model": "m", "input": "x", "tools": [{"type": "web_search"}]})", "tools[0].type"},
-           {R"({"model": "m", "input": "x", "tools": [{"type": "function"}]})", "tools[0].name"},
-           {R"({"model": "m", "input": "x", "tool_choice": "required"})", "tool_choice"},
-           {R"({"model": "m", "input": "x", "tools": [{"type": "function", "name": "a"}],
+           "input[0].content[0].type"},
+          {R"({"model": "m", "input": [{"type": "web_search_call", "id": "w"}]})", "input[0].type"},
+          {R"({"model": "m", "input": [{"type": "item_reference"}]})", "input[0].id"},
+          {R"({"model": "m", "input": [{"role": "tool", "content": "x"}]})", "input[0].role"},
+          {R"({"model": "m", "input": "x", "tools": [{"type": "web_search"}]})", "tools[0].type"},
+          {R"({"model": "m", "input": "x", "tools": [{"type": "function"}]})", "tools[0].name"},
+          {R"({"model": "m", "input": "x", "tool_choice": "required"})", "tool_choice"},
+          {R"({"model": "m", "input": "x", "tools": [{"type": "function", "name": "a"}],
                "tool_choice": {"type": "function", "name": "b"}})",
-            "tool_choice.name"},
-           {R"({"model": "m", "input": "x", "temperature": 2.5})", "temperature"},
-           {R"({"model": "m", "input": "x", "max_output_tokens": 0})", "max_output_tokens"},
-           {R"({"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}})",
-            "text.format.type"},
-           {R"({"model": "m", "input": "x", "text": {"format": {"type": "json_schema"}}})",
-            "text.format.name"},
-           {R"({"model": "m", "input": "x", "background": true})", "background"},
-           {R"({"model": "m", "input": "x", "conversation": "conv_1"})", "conversation"},
-           {R"({"model": "m", "input": "x", "top_logprobs": 21})", "top_logprobs"},
-           {R"({"model": "m", "input": "x", "previous_response_id": 5})", "previous_response_id"},
-           {R"({"input": "x"})", "model"},
-       }) {
+           "tool_choice.name"},
+          {R"({"model": "m", "input": "x", "temperature": 2.5})", "temperature"},
+          {R"({"model": "m", "input": "x", "max_output_tokens": 0})", "max_output_tokens"},
+          {R"({"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}})",
+           "text.format.type"},
+          {R"({"model": "m", "input": "x", "text": {"format": {"type": "json_schema"}}})",
+           "text.format.name"},
+          {R"({"model": "m", "input": "x", "background": true})", "background"},
+          {R"({"model": "m", "input": "x", "conversation": "conv_1"})", "conversation"},
+          {R"({"model": "m", "input": "x", "top_logprobs": 21})", "top_logprobs"},
+          {R"({"model": "m", "input": "x", "previous_response_id": 5})", "previous_response_id"},
+          {R"({"input": "x"})", "model"},
+      }) {
     ApiError e = ParseError(f, c.body);
     EXPECT_EQ(e.http_status, 400) << c.body;
     EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.message;
@@ -351,13 +351,17 @@ TEST(AnthropicFormat, RefusesWhatAnthropicRefusesInItsShape) {
   }
   ApiError bad = ParseError(f, "{not json");
   EXPECT_EQ(json::parse(f.ErrorBody(bad))["error"]["type"], "invalid_request_error");
-  // anthropic-version is required and must be one Anthropic knows.
+  // anthropic-version is required and must be a date Anthropic's API could know.
   auto headers = [](std::string v) {
     return [v](const std::string& name) { return name == "anthropic-version" ? v : ""; };
   };
   EXPECT_FALSE(f.CheckHeaders(headers("2023-06-01")).has_value());
   EXPECT_EQ(f.CheckHeaders(headers(""))->param, "anthropic-version");
-  EXPECT_EQ(f.CheckHeaders(headers("2031-01-01"))->param, "anthropic-version");
+  // Later dates (newer SDKs) are served alike; older ones and non-dates are refused.
+  EXPECT_FALSE(f.CheckHeaders(headers("2026-10-21")).has_value());
+  EXPECT_EQ(f.CheckHeaders(headers("2022-12-31"))->param, "anthropic-version");
+  EXPECT_EQ(f.CheckHeaders(headers("latest"))->param, "anthropic-version");
+  EXPECT_EQ(f.CheckHeaders(headers("2026-1-021"))->param, "anthropic-version");
   // Error types by status, and OpenAI-shaped errors converted (the frontend's safety net).
   ApiError auth;
   auth.http_status = 401;
@@ -393,8 +397,9 @@ TEST(AnthropicFormat, StreamFoldsBackToTheBody) {
     for (const SseEvent& e : events) EXPECT_EQ(json::parse(e.data)["type"], e.event);
     json body = json::parse(f.Body(req, r));
     EXPECT_EQ(f.FoldStream(stream), body) << stream;
-    EXPECT_EQ(body["stop_reason"],
-              variant == 1 ? "tool_use" : variant == 2 ? "stop_sequence" : "end_turn");
+    EXPECT_EQ(body["stop_reason"], variant == 1   ? "tool_use"
+                                   : variant == 2 ? "stop_sequence"
+                                                  : "end_turn");
     if (variant == 2) EXPECT_EQ(body["stop_sequence"], "END");
     ResponseSummary s = f.ReadResponse(body);
     EXPECT_EQ(s.text, "Hello there");

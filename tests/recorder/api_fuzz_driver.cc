@@ -21,11 +21,38 @@ int main(int argc, char** argv) {
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());
   }
   // Pieces that make a mutation land on structure the parsers care about.
-  const std::vector<std::string> words = {
-      "{", "}", "[", "]", "\"", ":", ",", "null", "true", "false", "-1", "0", "1e400", "\"\"",
-      "\"type\"", "\"text\"", "\"role\"", "\"content\"", "\"input\"", "\"tools\"", "\"id\"",
-      "\"item_reference\"", "\"function_call\"", "\"tool_use\"", "\"tool_result\"", "\"\\u0000\"",
-      "\"\\ud800\"", "data: ", "event: ", "\n\n", "\xff", "{\"a\": [1, {}]}"};
+  const std::vector<std::string> words = {"{",
+                                          "}",
+                                          "[",
+                                          "]",
+                                          "\"",
+                                          ":",
+                                          ",",
+                                          "null",
+                                          "true",
+                                          "false",
+                                          "-1",
+                                          "0",
+                                          "1e400",
+                                          "\"\"",
+                                          "\"type\"",
+                                          "\"text\"",
+                                          "\"role\"",
+                                          "\"content\"",
+                                          "\"input\"",
+                                          "\"tools\"",
+                                          "\"id\"",
+                                          "\"item_reference\"",
+                                          "\"function_call\"",
+                                          "\"tool_use\"",
+                                          "\"tool_result\"",
+                                          "\"\\u0000\"",
+                                          "\"\\ud800\"",
+                                          "data: ",
+                                          "event: ",
+                                          "\n\n",
+                                          "\xff",
+                                          "{\"a\": [1, {}]}"};
   std::mt19937_64 rng(seed);
   for (size_t run = 0; run < runs; ++run) {
     std::string s = corpus[rng() % corpus.size()];

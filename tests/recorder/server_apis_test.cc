@@ -39,6 +39,14 @@ Reply Send(int port, const std::string& path, const std::string& body,
   return {r->status, r->body, r->get_header_value("Content-Type")};
 }
 
+// A stream as the client received it without the server's keep-alive probes (": keep-alive"
+// comments, sent when the engine is slow to give a token): the recording leaves them out.
+std::string WithoutProbes(std::string stream) {
+  const std::string probe = ": keep-alive\n\n";
+  for (size_t at; (at = stream.find(probe)) != std::string::npos;) stream.erase(at, probe.size());
+  return stream;
+}
+
 httplib::Headers OpenAiAuth(const std::string& key = kKey) {
   return {{"Authorization", "Bearer " + key}};
 }
@@ -125,12 +133,10 @@ TEST_F(ServerTest, ResponsesStreamEqualsResponseAndIsRecordedAsSent) {
   EXPECT_EQ(OutputText(s.completed), OutputText(body));
 
   // Forced tool calls: function_call items, the same streamed and not.
-  json tools_req = {{"model", "gpt-4.1-mini"},
-                    {"input", "Weather in Oslo?"},
-                    {"tools", {WeatherTool()}},
-                    {"tool_choice", "required"},
-                    {"max_output_tokens", 80},
-                    {"seed", 9}};
+  json tools_req = {{"model", "gpt-4.1-mini"},      {"input", "Weather in Oslo?"},
+                    {"tools", {WeatherTool()}},     {"tool_choice", "required"},
+                    {"parallel_tool_calls", false},  // forced calls are parallel by default
+                    {"max_output_tokens", 80},      {"seed", 9}};
   Reply called = Responses(port, tools_req);
   ASSERT_EQ(called.status, 200) << called.body;
   json cb = json::parse(called.body);
@@ -176,9 +182,9 @@ TEST_F(ServerTest, ResponsesStreamEqualsResponseAndIsRecordedAsSent) {
   EXPECT_EQ(calls[0].response_json(), plain.body);
   EXPECT_TRUE(calls[0].response_stream().empty());
   // The stream as the client received it, byte for byte, and its non-streamed form.
-  EXPECT_EQ(calls[1].response_stream(), streamed.body);
+  EXPECT_EQ(calls[1].response_stream(), WithoutProbes(streamed.body));
   EXPECT_EQ(OutputText(json::parse(calls[1].response_json())), OutputText(body));
-  EXPECT_EQ(calls[3].response_stream(), called_stream.body);
+  EXPECT_EQ(calls[3].response_stream(), WithoutProbes(called_stream.body));
   EXPECT_FALSE(calls[4].constraint_json().empty());
 }
 
@@ -187,10 +193,8 @@ TEST_F(ServerTest, ResponsesConversationStateFromThisRun) {
   auto server = StartServer({}, run.log.get());
   ASSERT_TRUE(server);
   const int port = server->port();
-  Reply first = Responses(port, {{"model", "m"},
-                                 {"input", "My name is Ada."},
-                                 {"max_output_tokens", 8},
-                                 {"seed", 1}});
+  Reply first = Responses(
+      port, {{"model", "m"}, {"input", "My name is Ada."}, {"max_output_tokens", 8}, {"seed", 1}});
   ASSERT_EQ(first.status, 200);
   json r1 = json::parse(first.body);
   const std::string id1 = r1["id"];
@@ -219,8 +223,8 @@ TEST_F(ServerTest, ResponsesConversationStateFromThisRun) {
   ASSERT_EQ(Responses(port, by_ref).status, 200);
 
   // Unknown ids: a 404 naming them, in OpenAI's shape.
-  Reply unknown = Responses(port, {{"model", "m"}, {"previous_response_id", "resp_nope"},
-                                   {"input", "x"}});
+  Reply unknown =
+      Responses(port, {{"model", "m"}, {"previous_response_id", "resp_nope"}, {"input", "x"}});
   EXPECT_EQ(unknown.status, 404);
   json ue = json::parse(unknown.body);
   EXPECT_NE(ue["error"]["message"].get<std::string>().find("resp_nope"), std::string::npos);
@@ -231,12 +235,11 @@ TEST_F(ServerTest, ResponsesConversationStateFromThisRun) {
   EXPECT_NE(unknown_item.body.find("msg_nope"), std::string::npos);
 
   // store: false is not kept.
-  Reply unstored = Responses(port, {{"model", "m"}, {"input", "x"}, {"store", false},
-                                    {"max_output_tokens", 2}});
+  Reply unstored =
+      Responses(port, {{"model", "m"}, {"input", "x"}, {"store", false}, {"max_output_tokens", 2}});
   ASSERT_EQ(unstored.status, 200);
   const std::string unstored_id = json::parse(unstored.body)["id"];
-  EXPECT_EQ(Responses(port, {{"model", "m"}, {"previous_response_id", unstored_id},
-                             {"input", "y"}})
+  EXPECT_EQ(Responses(port, {{"model", "m"}, {"previous_response_id", unstored_id}, {"input", "y"}})
                 .status,
             404);
 
@@ -295,7 +298,7 @@ TEST_F(ServerTest, AnthropicMessagesStreamHeadersAndErrors) {
   json ask = {{"model", "claude"},
               {"max_tokens", 80},
               {"tools", tools},
-              {"tool_choice", {{"type", "any"}}},
+              {"tool_choice", {{"type", "any"}, {"disable_parallel_tool_use", true}}},
               {"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
               {"seed", 5}};
   Reply called = Messages(port, ask);
@@ -307,16 +310,23 @@ TEST_F(ServerTest, AnthropicMessagesStreamHeadersAndErrors) {
   EXPECT_EQ(use["id"].get<std::string>().rfind("toolu_", 0), 0u);
   ask["stream"] = true;
   Reply called_stream = Messages(port, ask);
-  EXPECT_EQ(AnthropicMessagesFormat().FoldStream(called_stream.body)["content"], cb["content"]);
-  json answer = {{"model", "claude"},
-                 {"max_tokens", 8},
-                 {"tools", tools},
-                 {"messages",
-                  {{{"role", "user"}, {"content", "Weather in Oslo?"}},
-                   {{"role", "assistant"}, {"content", cb["content"]}},
-                   {{"role", "user"},
-                    {"content",
-                     {{{"type", "tool_result"}, {"tool_use_id", use["id"]}, {"content", "4C"}}}}}}}};
+  // The same blocks; only the tool_use ids differ (each call names its own).
+  json streamed_content = AnthropicMessagesFormat().FoldStream(called_stream.body)["content"];
+  json plain_content = cb["content"];
+  for (json* content : {&streamed_content, &plain_content}) {
+    for (json& block : *content) block.erase("id");
+  }
+  EXPECT_EQ(streamed_content, plain_content);
+  json answer = {
+      {"model", "claude"},
+      {"max_tokens", 8},
+      {"tools", tools},
+      {"messages",
+       {{{"role", "user"}, {"content", "Weather in Oslo?"}},
+        {{"role", "assistant"}, {"content", cb["content"]}},
+        {{"role", "user"},
+         {"content",
+          {{{"type", "tool_result"}, {"tool_use_id", use["id"]}, {"content", "4C"}}}}}}}};
   ASSERT_EQ(Messages(port, answer).status, 200);
 
   // A stop sequence is reported as one; a final assistant turn is continued.
@@ -364,7 +374,7 @@ TEST_F(ServerTest, AnthropicMessagesStreamHeadersAndErrors) {
   ASSERT_EQ(calls.size(), 7u);
   for (const proto::LlmCall& c : calls) EXPECT_EQ(c.api(), "anthropic.messages");
   EXPECT_EQ(calls[1].endpoint(), "/messages");
-  EXPECT_EQ(calls[1].response_stream(), streamed.body);
+  EXPECT_EQ(calls[1].response_stream(), WithoutProbes(streamed.body));
   EXPECT_EQ(calls[0].response_json(), plain.body);
   // The prefill ends the prompt the model continued.
   const std::string& prompt = calls[5].rendered_prompt();
@@ -422,19 +432,22 @@ TEST_F(ProxyTest, EachApiRecordedAsTheClientReceivedIt) {
   for (bool stream : {false, true}) {
     json chat = {{"model", "gpt-4o"},
                  {"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
-                 {"tools", {{{"type", "function"},
-                             {"function",
-                              {{"name", tool["name"]}, {"parameters", tool["parameters"]}}}}}},
+                 {"tools",
+                  {{{"type", "function"},
+                    {"function", {{"name", tool["name"]}, {"parameters", tool["parameters"]}}}}}},
                  {"tool_choice", "required"},
+                 {"parallel_tool_calls", false},
                  {"max_tokens", 60},
                  {"seed", 7},
                  {"stream", stream}};
+    if (stream) chat["stream_options"] = {{"include_usage", true}};
     sent.push_back({"openai.chat_completions", stream,
                     Send(port, "/v1/chat/completions", chat.dump(), OpenAiAuth())});
     json responses = {{"model", "gpt-4.1"},
                       {"input", "Weather in Oslo?"},
                       {"tools", {tool}},
                       {"tool_choice", "required"},
+                      {"parallel_tool_calls", false},
                       {"max_output_tokens", 60},
                       {"seed", 7},
                       {"stream", stream}};
@@ -442,7 +455,7 @@ TEST_F(ProxyTest, EachApiRecordedAsTheClientReceivedIt) {
     json messages = {{"model", "claude"},
                      {"max_tokens", 60},
                      {"tools", {{{"name", "get_weather"}, {"input_schema", tool["parameters"]}}}},
-                     {"tool_choice", {{"type", "any"}}},
+                     {"tool_choice", {{"type", "any"}, {"disable_parallel_tool_use", true}}},
                      {"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
                      {"seed", 7},
                      {"stream", stream}};
@@ -536,9 +549,10 @@ TEST_F(ProxyTest, UpstreamConnectionsAreReused) {
   ASSERT_TRUE(proxy);
   constexpr int kRequests = 20;
   for (int i = 0; i < kRequests; ++i) {
-    Reply r = Send(proxy->port(), "/v1/chat/completions",
-                   json{{"model", "x"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump(),
-                   OpenAiAuth());
+    Reply r =
+        Send(proxy->port(), "/v1/chat/completions",
+             json{{"model", "x"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump(),
+             OpenAiAuth());
     ASSERT_EQ(r.status, 200);
   }
   proxy->Stop();
@@ -558,11 +572,12 @@ TEST_F(ProxyTest, AStreamTheAgentStopsReadingIsRecordedAsCancelled) {
   req.method = "POST";
   req.path = "/v1/responses";
   req.headers = OpenAiAuth();
-  req.body = json{{"model", "m"},
-                  {"input", "Tell a long story."},
-                  {"max_output_tokens", 1500},
-                  {"stream", true}}
-                 .dump();
+  req.body = json{
+      {"model", "m"},
+      {"input", "Tell a long story."},
+      {"max_output_tokens", 1500},
+      {"stream",
+       true}}.dump();
   req.set_header("Content-Type", "application/json");
   std::string got;
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
@@ -572,9 +587,9 @@ TEST_F(ProxyTest, AStreamTheAgentStopsReadingIsRecordedAsCancelled) {
   auto r = c.send(req);
   EXPECT_FALSE(r);  // cancelled by us
   // The server goes on.
-  EXPECT_EQ(Responses(proxy->port(), {{"model", "m"}, {"input", "hi"}, {"max_output_tokens", 2}})
-                .status,
-            200);
+  EXPECT_EQ(
+      Responses(proxy->port(), {{"model", "m"}, {"input", "hi"}, {"max_output_tokens", 2}}).status,
+      200);
   proxy->Stop();
   std::vector<proto::LlmCall> calls = run.Calls();
   ASSERT_EQ(calls.size(), 2u);
@@ -582,7 +597,7 @@ TEST_F(ProxyTest, AStreamTheAgentStopsReadingIsRecordedAsCancelled) {
   EXPECT_TRUE(calls[0].stream());
   EXPECT_FALSE(calls[0].response_stream().empty());
   EXPECT_EQ(calls[0].response_stream().rfind(got.substr(0, 40), 0), 0u);
-  EXPECT_EQ(calls[1].finish_reason(), "stop");
+  EXPECT_EQ(calls[1].finish_reason(), "length");  // max_output_tokens 2
 }
 
 }  // namespace

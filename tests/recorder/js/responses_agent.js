@@ -81,7 +81,8 @@ async function main(check) {
   const final = note(await helper.finalResponse());
   check(helperText === final.output_text, "responses.stream: deltas equal finalResponse().output_text");
 
-  // A 3-turn function-tool loop through previous_response_id.
+  // A 3-turn function-tool loop through previous_response_id (one call per turn: forced
+  // calls are parallel by default, and the demo model would fill max_output_tokens with them).
   let previous = null;
   let input = "What is the weather in Oslo, then in Rome?";
   const transcript = [{ role: "user", content: input }];
@@ -89,7 +90,7 @@ async function main(check) {
   for (; turns < 3; ++turns) {
     const r = note(await client.responses.create({
       model: MODEL, input, tools: [weatherTool], tool_choice: turns < 2 ? "required" : "none",
-      previous_response_id: previous, max_output_tokens: 60,
+      parallel_tool_calls: false, previous_response_id: previous, max_output_tokens: 60,
     }));
     const calls = r.output.filter((i) => i.type === "function_call");
     if (calls.length === 0) break;
@@ -112,7 +113,7 @@ async function main(check) {
 
   // Forced tool call, streamed: the arguments arrive as function_call_arguments events.
   let args = "";
-  for await (const event of await client.responses.create({ model: MODEL, input: "Weather in Paris?", tools: [weatherTool], tool_choice: "required", max_output_tokens: 60, stream: true })) {
+  for await (const event of await client.responses.create({ model: MODEL, input: "Weather in Paris?", tools: [weatherTool], tool_choice: "required", parallel_tool_calls: false, max_output_tokens: 60, stream: true })) {
     if (event.type === "response.function_call_arguments.delta") args += event.delta;
     if (event.type === "response.completed") note(event.response);
   }
@@ -120,7 +121,7 @@ async function main(check) {
 
   // Structured output through the SDK's zod helper.
   const Sea = z.object({ mood: z.enum(["calm", "rough"]), waves: z.number().int().min(0).max(9) });
-  const parsed = note(await client.responses.parse({ model: MODEL, input: "Describe the sea.", text: { format: zodTextFormat(Sea, "sea") }, max_output_tokens: 60 }));
+  const parsed = note(await client.responses.parse({ model: MODEL, input: "Describe the sea.", text: { format: zodTextFormat(Sea, "sea") }, max_output_tokens: 300 }));
   check(parsed.output_parsed && Sea.safeParse(parsed.output_parsed).success, `zodTextFormat: parsed ${parsed.output_text}`);
 
   // What the API refuses.

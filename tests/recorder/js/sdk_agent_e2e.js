@@ -124,10 +124,19 @@ async function upstream(label) {
   } finally {
     await hosted.stop();
   }
-  const { exported, calls, toolCalls } = exportRun(rec.runId);
+  const { exported, calls: all, toolCalls } = exportRun(rec.runId);
   const got = received(rec.out) || [];
-  if (!check(got.length === calls.length, `${label}: one recorded call per call the agent made`,
-             `${got.length} received, ${calls.length} recorded`)) {
+  // The requests the upstream refused (the agent's error checks) are recorded too, as calls
+  // with the upstream's status and error body: the proxy cannot tell them apart beforehand.
+  const answered = (c) => Number(field(c, "http_status")) === 200;
+  const refused = all.filter((c) => !answered(c));
+  check(refused.every((c) => Number(field(c, "http_status")) >= 400 && field(c, "finish_reason") === "error" &&
+                             JSON.parse(field(c, "response_json")).error !== undefined),
+        `${label}: refused requests recorded with the upstream's status and error`,
+        JSON.stringify(refused.map((c) => [field(c, "http_status"), field(c, "finish_reason")])));
+  const calls = all.filter(answered);
+  if (!check(got.length === calls.length, `${label}: one recorded answer per answer the agent got`,
+             `${got.length} received, ${calls.length} recorded (${refused.length} refused)`)) {
     return rec.runId;
   }
   // Recorded as received: the upstream's ids, the text, the tool calls and the usage.
@@ -137,7 +146,8 @@ async function upstream(label) {
     if (!bySeq.has(seq)) bySeq.set(seq, []);
     bySeq.get(seq).push(t);
   }
-  const seqs = exported.events.filter((e) => e.llm_call || e.llmCall).map((e) => String(e.seq));
+  const seqs = exported.events.filter((e) => (e.llm_call || e.llmCall) && answered(e.llm_call || e.llmCall))
+    .map((e) => String(e.seq));
   let same = 0;
   for (let i = 0; i < calls.length; ++i) {
     const c = calls[i], g = got[i];
