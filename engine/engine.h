@@ -74,6 +74,9 @@ struct EngineOptions {
   int threads = 0;                            // 0: hardware concurrency
   std::string device = "cpu";                 // "cpu" | "cuda" | "cuda:N"
   int64_t max_context = 0;                    // per sequence; 0: the model's maximum
+  // CUDA: run each pass's layers as one CUDA graph per pass shape (same kernels, same bits;
+  // far fewer launches). Off: launch every kernel (to measure the difference).
+  bool cuda_graphs = true;
 };
 
 using SeqId = int64_t;

@@ -1,5 +1,6 @@
 // The tensors of a loaded transformer, as views into the memory-mapped safetensors files:
-// what every backend (cpu_engine.cc, the CUDA engine) runs the forward pass over.
+// what every backend (engine/cpu, engine/cuda: the decoder graph of engine/graph) runs the
+// forward pass over.
 //
 // Ownership: views only; the Model that hands them out owns the mappings and the few f32
 // copies (biases), and outlives every engine using them. Thread safety: immutable, safe

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/canonical.h"
 #include "kernels/kernels.h"
 
 namespace trace::engine {
@@ -68,10 +69,8 @@ Distribution Softmax(std::span<const float> logits, const std::vector<int32_t>& 
   d.z.resize(ids.size());
   d.p.resize(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) d.z[i] = logits[ids[i]] / temperature;
-  d.max_z = d.z.empty() ? 0.0f : d.z[0];
-  for (float v : d.z) {
-    if (v > d.max_z) d.max_z = v;
-  }
+  d.max_z =
+      d.z.empty() ? 0.0f : kernels::canonical::Max(d.z.data(), static_cast<int64_t>(d.z.size()));
   if (std::isinf(d.max_z)) {
     // z = +inf (an infinite logit, or a finite one over a tiny temperature) takes all the
     // mass, shared equally by every such token.

@@ -14,7 +14,7 @@ namespace trace::exporters {
 
 struct ReplayLevels {
   std::string run_level;                   // "bitwise" | "tokens" | "diverged"
-  std::string numerics;                    // what the replay ran: "canonical-v1" | "fast"
+  std::string numerics;                    // what the replay ran: "canonical-v2" | "fast"
   std::string device;                      // where it ran
   std::map<int, std::string> call_levels;  // 1-based model call number -> level
   std::map<int, std::string> skipped;      // 1-based model call number -> reason

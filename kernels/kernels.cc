@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/canonical.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/thread_pool.h"
 
@@ -40,34 +41,11 @@ const char* NumericsName(Numerics numerics) {
 }
 
 float Bf16ToF32(uint16_t v) {
-  const uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return canonical::Bf16ToF32(v);
 }
 
 float F16ToF32(uint16_t v) {
-  const uint32_t sign = static_cast<uint32_t>(v & 0x8000u) << 16;
-  uint32_t exponent = (v >> 10) & 0x1fu;
-  uint32_t mantissa = v & 0x3ffu;
-  uint32_t bits;
-  if (exponent == 0x1f) {  // inf / NaN (payload kept)
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    int e = -1;
-    do {
-      ++e;
-      mantissa <<= 1;
-    } while ((mantissa & 0x400u) == 0);
-    bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mantissa & 0x3ffu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return canonical::F16ToF32(v);
 }
 
 uint16_t F32ToBf16RoundNearestEven(float v) {
@@ -171,6 +149,10 @@ bool HaveAvx2() {
            __builtin_cpu_supports("f16c");
   }();
   return have;
+}
+
+const char* CpuIsaPathName(Impl impl) {
+  return impl == Impl::kAuto && HaveAvx2() ? "avx2" : "reference";
 }
 
 namespace {

@@ -73,6 +73,11 @@ class ThreadPool;  // kernels/thread_pool.h; nullptr means run on the calling th
 // Which implementation to run: the scalar reference or the best SIMD path.
 enum class Impl : uint8_t { kAuto = 0, kReference = 1 };
 
+// The CPU instruction-set path that `impl` runs on this machine: "avx2" (AVX2+FMA+F16C
+// present and impl == kAuto) or "reference" (the scalar references). Recorded in every run's
+// fingerprint: the bits are the same either way (tested), but a replay says what ran.
+const char* CpuIsaPathName(Impl impl);
+
 struct KernelContext {
   Numerics numerics = Numerics::kCanonical;
   Impl impl = Impl::kAuto;

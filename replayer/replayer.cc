@@ -1,7 +1,5 @@
 #include "replayer/replayer.h"
 
-#include <sys/utsname.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -11,32 +9,11 @@
 
 #include "base/build_info.h"
 #include "engine/engine.h"
+#include "engine/fingerprint.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace trace::replayer {
 namespace {
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string v = line.substr(colon + 1);
-        v.erase(0, v.find_first_not_of(" \t"));
-        return v;
-      }
-    }
-  }
-  return "";
-}
-
-std::string OsDescription() {
-  struct utsname u;
-  if (uname(&u) != 0) return "";
-  return std::string(u.sysname) + " " + u.release + " " + u.machine;
-}
 
 void Compare(const std::string& field, const std::string& recorded, const std::string& current,
              std::vector<FieldDifference>* out) {
@@ -76,29 +53,35 @@ std::vector<FieldDifference> ModelDifferences(const proto::ModelFingerprint& rec
   return out;
 }
 
+// Every fingerprint field that differs between the recording and this machine and engine,
+// named: the build, the numerics, the kernel path (AVX2 / reference / CUDA), the CPU, and the
+// GPU stack (device, compute capability, driver, runtime, cuBLAS). A field the recording left
+// empty was not known then and is not compared.
 std::vector<FieldDifference> FingerprintDifferences(const proto::RunHeader& header,
                                                     const engine::Engine& engine,
                                                     const std::string& numerics) {
   std::vector<FieldDifference> out;
+  const engine::EngineDeviceFingerprint now = engine::DescribeEngineDevice(engine);
   const auto& e = header.engine();
   Compare("engine.version", e.version(), TRACE_VERSION, &out);
   Compare("engine.git_revision", e.git_revision(), TRACE_GIT_REVISION, &out);
   Compare("engine.compiler", e.compiler(), TRACE_COMPILER, &out);
   Compare("engine.build_type", e.build_type(), TRACE_BUILD_TYPE, &out);
   Compare("engine.numerics", e.numerics(), numerics, &out);
+  // Runs recorded before the kernel path was named say "auto": not comparable.
+  if (e.kernel_impl() != "auto")
+    Compare("engine.kernel_impl", e.kernel_impl(), now.kernel_path, &out);
   const auto& d = header.device();
-  std::string device = engine.options().device;
-  Compare("device.device", d.device(), device, &out);
-  Compare("device.description", d.description(), engine.DeviceDescription(), &out);
-  Compare("device.cpu_model", d.cpu_model(), CpuModel(), &out);
-  Compare("device.os", d.os(), OsDescription(), &out);
-  if (device.rfind("cuda", 0) != 0) {
-    // Replaying on the CPU: the recording's GPU stack is absent now.
-    Compare("device.gpu_name", d.gpu_name(), "", &out);
-    Compare("device.gpu_driver_version", d.gpu_driver_version(), "", &out);
-    Compare("device.cuda_runtime_version", d.cuda_runtime_version(), "", &out);
-    Compare("device.cublas_version", d.cublas_version(), "", &out);
-  }
+  Compare("device.device", d.device(), now.device, &out);
+  Compare("device.description", d.description(), now.description, &out);
+  Compare("device.cpu_model", d.cpu_model(), now.cpu_model, &out);
+  Compare("device.os", d.os(), now.os, &out);
+  Compare("device.gpu_name", d.gpu_name(), now.gpu_name, &out);
+  Compare("device.gpu_compute_capability", d.gpu_compute_capability(), now.gpu_compute_capability,
+          &out);
+  Compare("device.gpu_driver_version", d.gpu_driver_version(), now.gpu_driver_version, &out);
+  Compare("device.cuda_runtime_version", d.cuda_runtime_version(), now.cuda_runtime_version, &out);
+  Compare("device.cublas_version", d.cublas_version(), now.cublas_version, &out);
   return out;
 }
 

@@ -3,6 +3,10 @@
 //   prefill  one 512-token prompt (logits of the last token), tokens/s
 //   decode   B sequences of 64 cached tokens, 32 steps of one token each (logits of every
 //            sequence copied to the host each step, as the server does), tokens/s
+// Canonical decode runs twice: with each pass's layers as one CUDA graph (the default) and
+// with every kernel launched on its own; "launch share" = 1 - graph time / direct time, the
+// part of a direct decode step the launches cost (the GPU waiting for the host), measured
+// in the same run. "kernels/step" is the number of launches one graph replaces.
 // Usage: gpu_engine_bench [--presets a,b] [--batches 1,8,64]. Exits 77 without a device.
 #include <chrono>
 #include <cstdio>
@@ -110,8 +114,8 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: no CUDA device is present\n");
     return 77;
   }
-  std::printf("%-14s %-16s %14s %14s %10s\n", "preset", "measure", "canonical tok/s", "fast tok/s",
-              "canon/fast");
+  std::printf("%-13s %-15s %12s %12s %12s %9s %8s %12s\n", "preset", "measure", "canon tok/s",
+              "direct tok/s", "fast tok/s", "canon/fast", "launch%", "kernels/step");
   for (const std::string& preset : Split(presets)) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "trace-bench-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) return 1;
@@ -119,26 +123,35 @@ int main(int argc, char** argv) {
     if (!Check(InitModel(preset, 1, dir), "InitModel")) return 1;
     auto model = Model::Load(dir, /*hash_weights=*/false);
     if (!Check(model.status(), "Model::Load")) return 1;
-    std::unique_ptr<Engine> engines[2];
-    for (int e = 0; e < 2; ++e) {
+    // 0: canonical with CUDA graphs, 1: canonical launching each kernel, 2: fast.
+    std::unique_ptr<Engine> engines[3];
+    for (int e = 0; e < 3; ++e) {
       EngineOptions options;
       options.device = "cuda";
-      options.numerics = e == 0 ? Numerics::kCanonical : Numerics::kFast;
+      options.numerics = e == 2 ? Numerics::kFast : Numerics::kCanonical;
+      options.cuda_graphs = e != 1;
       options.max_context = 2048;
       auto engine = CreateCudaEngine(*model, options);
       if (!Check(engine.status(), "CreateCudaEngine")) return 1;
       engines[e] = std::move(engine).value();
     }
     const double pc = Prefill(engines[0].get(), 512);
-    const double pf = Prefill(engines[1].get(), 512);
-    std::printf("%-14s %-16s %14.1f %14.1f %10.2f\n", preset.c_str(), "prefill 512", pc, pf,
-                pc / pf);
+    const double pf = Prefill(engines[2].get(), 512);
+    std::printf("%-13s %-15s %12.1f %12s %12.1f %9.2f %8s %12s\n", preset.c_str(), "prefill 512",
+                pc, "-", pf, pc / pf, "-", "-");
     for (const std::string& b : Split(batches)) {
       const int batch = std::stoi(b);
       const double dc = Decode(engines[0].get(), batch, 32);
-      const double df = Decode(engines[1].get(), batch, 32);
-      std::printf("%-14s %-16s %14.1f %14.1f %10.2f\n", preset.c_str(),
-                  ("decode batch " + b).c_str(), dc, df, dc / df);
+      const double dd = Decode(engines[1].get(), batch, 32);
+      const double df = Decode(engines[2].get(), batch, 32);
+      auto stats = GetCudaEngineStats(*engines[0]);
+      const long long kernels = stats.ok() ? static_cast<long long>(stats->kernels_per_graph) : -1;
+      std::printf("%-13s %-15s %12.1f %12.1f %12.1f %9.2f %7.1f%% %12lld\n", preset.c_str(),
+                  ("decode batch " + b).c_str(), dc, dd, df, dc / df,
+                  dd > 0 && dc > 0 ? 100.0 * (1.0 - dd / dc) : 0.0, kernels);
+      if (stats.ok() && !stats->graphs_enabled) {
+        std::printf("  (CUDA graphs turned off: %s)\n", stats->graphs_disabled_because.c_str());
+      }
       std::fflush(stdout);
     }
     std::error_code ec;

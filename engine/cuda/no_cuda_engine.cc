@@ -15,4 +15,20 @@ Result<std::unique_ptr<Engine>> CreateCudaEngine(std::shared_ptr<const Model> mo
                      ") but this build has no CUDA backend");
 }
 
+Result<CudaEngineStats> GetCudaEngineStats(Engine& engine) {
+  return InvalidArgument("not a CUDA engine (this build has no CUDA backend): " +
+                         engine.DeviceDescription());
+}
+
+kernels::CudaStack ReadCudaStackInfo() {
+  kernels::CudaStack stack;
+  stack.error = "this build has no CUDA backend";
+  return stack;
+}
+
+Result<std::vector<kernels::SelfTestResult>> RunCudaKernelSelfTest(int ordinal) {
+  return Unavailable("CUDA self-test on cuda:" + std::to_string(ordinal) +
+                     ": this build has no CUDA backend");
+}
+
 }  // namespace trace::engine

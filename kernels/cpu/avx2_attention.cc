@@ -2,7 +2,8 @@
 // rows transposed so each register holds element d of 8 keys; each position keeps its
 // lane chains in increasing d), the exact max, the vectorised engine Exp, the canonical
 // sum, and the weighted sum of V vectorised across d with lane (j / 32) % 32 per
-// position. Equals ref::AttentionCanonical bit for bit. Fast: online softmax.
+// position; every rounding and fold through kernels/canonical.h (avx2::Arith for the
+// vectors). Equals ref::AttentionCanonical bit for bit. Fast: online softmax.
 // Shapes as kernels/kernels.h. Check: ctest -R 'KernelsAttention'.
 #include <algorithm>
 #include <cmath>
@@ -23,7 +24,7 @@ void AttentionCanonical(const float* q, const float* k_cache, const float* v_cac
   const int64_t n_pos = pos + 1;
   const int64_t group = n_heads / n_kv_heads;
   const int64_t kv_stride = n_kv_heads * head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float scale = canonical::AttentionScale(head_dim);
   const int64_t chunks = head_dim / 8;
   thread_local std::vector<float> acc;  // [32 lanes][head_dim]
   acc.resize(static_cast<size_t>(32 * head_dim));
@@ -42,44 +43,43 @@ void AttentionCanonical(const float* q, const float* k_cache, const float* v_cac
         __m256 r[8];
         for (int t = 0; t < 8; ++t) r[t] = _mm256_loadu_ps(kh + (j + t) * kv_stride + d);
         Transpose8x8(r);
-        __m256& lane = lanes[(d / 32) % 32];
+        __m256& lane = lanes[canonical::LaneOfElement(d)];
         for (int i = 0; i < 8; ++i)
-          lane = _mm256_fmadd_ps(_mm256_broadcast_ss(qh + d + i), r[i], lane);
+          lane = canonical::ChainStep<Arith>(lane, _mm256_broadcast_ss(qh + d + i), r[i]);
       }
-      __m256 sum = lanes[0];
-      for (int l = 1; l < 32; ++l) sum = _mm256_add_ps(sum, lanes[l]);
-      _mm256_storeu_ps(p + j, _mm256_mul_ps(sum, _mm256_set1_ps(scale)));
+      _mm256_storeu_ps(p + j, canonical::ScaleScore<Arith>(canonical::FoldLanes<Arith>(lanes),
+                                                           _mm256_set1_ps(scale)));
     }
-    for (; j < n_pos; ++j) p[j] = kernels::CanonicalDot(qh, kh + j * kv_stride, head_dim) * scale;
+    for (; j < n_pos; ++j) {
+      p[j] = canonical::ScaleScore(canonical::Dot(qh, kh + j * kv_stride, head_dim), scale);
+    }
     // Softmax numerator.
-    float mx = p[0];
-    for (int64_t i = 1; i < n_pos; ++i) {
-      if (p[i] > mx) mx = p[i];
-    }
+    const float mx = canonical::Max(p, n_pos);
     const __m256 vmx = _mm256_set1_ps(mx);
     int64_t i = 0;
     for (; i + 8 <= n_pos; i += 8) {
-      _mm256_storeu_ps(p + i, Exp(_mm256_sub_ps(_mm256_loadu_ps(p + i), vmx)));
+      _mm256_storeu_ps(p + i, canonical::Probability<Arith>(_mm256_loadu_ps(p + i), vmx));
     }
-    for (; i < n_pos; ++i) p[i] = kernels::Exp(p[i] - mx);
-    const float denom = CanonicalSum(p, n_pos);
+    for (; i < n_pos; ++i) p[i] = canonical::Probability(p[i], mx);
+    const float denom = canonical::Sum(p, n_pos);
     // Weighted sum of V: lane (j / 32) % 32 of output element d gets fma(p_j, v_j[d]).
     std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t jj = 0; jj < n_pos; ++jj) {
-      float* lane = acc.data() + ((jj / 32) % 32) * head_dim;
+      float* lane = acc.data() + canonical::LaneOfElement(jj) * head_dim;
       const __m256 pj = _mm256_set1_ps(p[jj]);
       const float* vj = vh + jj * kv_stride;
       for (int64_t d = 0; d < head_dim; d += 8) {
-        _mm256_storeu_ps(lane + d,
-                         _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + d), _mm256_loadu_ps(lane + d)));
+        _mm256_storeu_ps(lane + d, canonical::ChainStep<Arith>(_mm256_loadu_ps(lane + d), pj,
+                                                               _mm256_loadu_ps(vj + d)));
       }
     }
     const __m256 vdenom = _mm256_set1_ps(denom);
     for (int64_t c = 0; c < chunks; ++c) {
       __m256 sum = _mm256_loadu_ps(acc.data() + c * 8);
-      for (int l = 1; l < 32; ++l)
-        sum = _mm256_add_ps(sum, _mm256_loadu_ps(acc.data() + l * head_dim + c * 8));
-      _mm256_storeu_ps(out + h * head_dim + c * 8, _mm256_div_ps(sum, vdenom));
+      for (int l = 1; l < canonical::kLanes; ++l) {
+        sum = canonical::FoldStep<Arith>(sum, _mm256_loadu_ps(acc.data() + l * head_dim + c * 8));
+      }
+      _mm256_storeu_ps(out + h * head_dim + c * 8, canonical::Normalize<Arith>(sum, vdenom));
     }
   }
 }

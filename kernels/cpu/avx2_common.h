@@ -1,6 +1,7 @@
 // Internal to trace_kernels, included only by kernels/cpu/avx2_*.cc (built with -mavx2
-// -mfma -mf16c): weight loads that convert exactly to f32, an 8x8 transpose, and the
-// vectorised engine Exp that equals the scalar Exp (kernels/cpu/ref_exp.cc) bit for bit.
+// -mfma -mf16c): the 8-wide arithmetic type `Arith` through which the canonical paths run
+// the templates of kernels/canonical.h (so each rounding is the scalar reference's), weight
+// loads that convert exactly to f32, an 8x8 transpose, and the vectorised engine Exp.
 //
 // Ownership: none. Thread safety: pure functions. Errors: none.
 #pragma once
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kernels/canonical.h"
 #include "kernels/kernels.h"
 
 namespace trace::kernels::avx2 {
@@ -57,34 +59,43 @@ inline void Transpose8x8(__m256 r[8]) {
   r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-// The engine Exp on 8 lanes; the same operations as kernels/cpu/ref_exp.cc in the same
-// order, with the special cases applied as blends at the end.
+// The arithmetic type of kernels/canonical.h on 8 floats: each member is one AVX2
+// instruction with the scalar operation's rounding (vfmadd is one rounding, like std::fma).
+struct Arith {
+  using V = __m256;
+  using I = __m256i;
+  static V Set1(float c) { return _mm256_set1_ps(c); }
+  static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V Add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V Div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V Sqrt(V a) { return _mm256_sqrt_ps(a); }
+  static V Neg(V a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+  static I ToInt(V integral) { return _mm256_cvtps_epi32(integral); }
+  static I HalfFloor(I i) { return _mm256_srai_epi32(i, 1); }
+  static I SubInt(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static V Pow2(I e) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+  }
+  // v > mx ? v : mx: maxps returns its second operand when either is NaN.
+  static V MaxStep(V mx, V v) { return _mm256_max_ps(v, mx); }
+  // canonical::Exp on 8 lanes: ExpCore everywhere, then the special cases blended in the
+  // scalar definition's order (overflow, zero, NaN).
+  static V Exp(V x) {
+    V result = canonical::ExpCore<Arith>(x);
+    result = _mm256_blendv_ps(
+        result, _mm256_set1_ps(canonical::PlusInfinity()),
+        _mm256_cmp_ps(x, _mm256_set1_ps(canonical::kExpOverflowAbove), _CMP_GT_OQ));
+    result =
+        _mm256_blendv_ps(result, _mm256_setzero_ps(),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(canonical::kExpZeroBelow), _CMP_LT_OQ));
+    return _mm256_blendv_ps(result, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  }
+};
+
 inline __m256 Exp(__m256 x) {
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(0x1.715476p+0f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-0x1.62e430p-1f), x);
-  r = _mm256_fmadd_ps(k, _mm256_set1_ps(0x1.05c610p-29f), r);
-  __m256 p = _mm256_set1_ps(0x1.a01a02p-13f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.6c16c2p-10f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.111112p-7f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.555556p-5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.555556p-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.0p-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.0p+0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.0p+0f));
-  const __m256i ki = _mm256_cvtps_epi32(k);
-  const __m256i k1 = _mm256_srai_epi32(ki, 1);
-  const __m256i k2 = _mm256_sub_epi32(ki, k1);
-  const __m256i bias = _mm256_set1_epi32(127);
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
-  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
-  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-  result = _mm256_blendv_ps(result, _mm256_set1_ps(__builtin_inff()),
-                            _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep+6f), _CMP_GT_OQ));
-  result = _mm256_blendv_ps(result, _mm256_setzero_ps(),
-                            _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.ap+6f), _CMP_LT_OQ));
-  result = _mm256_blendv_ps(result, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-  return result;
+  return Arith::Exp(x);
 }
 
 // Horizontal sum for the fast paths (order: pairwise within the register).

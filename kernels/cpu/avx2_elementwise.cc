@@ -1,6 +1,7 @@
 // AVX2 paths of the small ops: CanonicalDot (for RmsNorm), RmsNorm, Embedding, Rope,
 // SiluMul, Add, Exp8. Each equals its scalar reference (kernels/cpu/ref_*.cc) bit for bit:
-// the elementwise ops do the same IEEE operations per element, and CanonicalDot keeps
+// the elementwise ops run the templates of kernels/canonical.h with avx2::Arith (the same
+// IEEE operations per element) and their scalar tails the scalar ones; CanonicalDot keeps
 // each lane's fma chain in increasing k. Check: ctest -R 'Kernels'.
 #include <cmath>
 #include <vector>
@@ -18,7 +19,7 @@ float CanonicalDot(const float* a, const float* b, int64_t n) {
   // (8g % 32)..+7): transpose so one register holds element i of each block, and run
   // the eight lanes' fma chains side by side.
   for (; block + 8 <= full_blocks; block += 8) {
-    __m256 acc = _mm256_load_ps(lane + (block % 32));
+    __m256 acc = _mm256_load_ps(lane + canonical::LaneOfBlock(block));
     for (int64_t i = 0; i < 32; i += 8) {
       __m256 va[8], vb[8];
       for (int q = 0; q < 8; ++q) {
@@ -27,19 +28,14 @@ float CanonicalDot(const float* a, const float* b, int64_t n) {
       }
       Transpose8x8(va);
       Transpose8x8(vb);
-      for (int t = 0; t < 8; ++t) acc = _mm256_fmadd_ps(va[t], vb[t], acc);
+      for (int t = 0; t < 8; ++t) acc = canonical::ChainStep<Arith>(acc, va[t], vb[t]);
     }
-    _mm256_store_ps(lane + (block % 32), acc);
+    _mm256_store_ps(lane + canonical::LaneOfBlock(block), acc);
   }
   // The remaining blocks come after every block above, so each lane's chain stays in
   // increasing k.
-  for (int64_t k = block * 32; k < n; ++k) {
-    const int64_t l = (k / 32) % 32;
-    lane[l] = std::fma(a[k], b[k], lane[l]);
-  }
-  float result = lane[0];
-  for (int l = 1; l < 32; ++l) result = result + lane[l];
-  return result;
+  canonical::DotTail(lane, a, b, block * 32, n);
+  return canonical::FoldLanes(lane);
 }
 
 void RmsNorm(const float* x, int64_t M, int64_t n, const WeightView& weight, float eps,
@@ -51,14 +47,14 @@ void RmsNorm(const float* x, int64_t M, int64_t n, const WeightView& weight, flo
     const float* xr = x + m * n;
     float* orow = out + m * n;
     const float sum_sq = CanonicalDot(xr, xr, n);
-    const float inv = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
+    const float inv = canonical::RmsInverse(sum_sq, n, eps);
     const __m256 vinv = _mm256_set1_ps(inv);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xr + i), vinv);
-      _mm256_storeu_ps(orow + i, _mm256_mul_ps(v, _mm256_loadu_ps(w.data() + i)));
+      _mm256_storeu_ps(orow + i, canonical::RmsScale<Arith>(_mm256_loadu_ps(xr + i), vinv,
+                                                            _mm256_loadu_ps(w.data() + i)));
     }
-    for (; i < n; ++i) orow[i] = (xr[i] * inv) * w[i];
+    for (; i < n; ++i) orow[i] = canonical::RmsScale(xr[i], inv, w[i]);
   }
 }
 
@@ -98,51 +94,40 @@ void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t*
       float* v = x + (m * n_heads + h) * head_dim;
       int64_t i = 0;
       for (; i + 8 <= half; i += 8) {
-        const __m256 x1 = _mm256_loadu_ps(v + i);
-        const __m256 x2 = _mm256_loadu_ps(v + i + half);
-        const __m256 vc = _mm256_loadu_ps(c + i);
-        const __m256 vs = _mm256_loadu_ps(s + i);
-        _mm256_storeu_ps(v + i, _mm256_sub_ps(_mm256_mul_ps(x1, vc), _mm256_mul_ps(x2, vs)));
-        _mm256_storeu_ps(v + i + half, _mm256_add_ps(_mm256_mul_ps(x2, vc), _mm256_mul_ps(x1, vs)));
+        __m256 y1, y2;
+        canonical::RopeRotate<Arith>(_mm256_loadu_ps(v + i), _mm256_loadu_ps(v + i + half),
+                                     _mm256_loadu_ps(c + i), _mm256_loadu_ps(s + i), &y1, &y2);
+        _mm256_storeu_ps(v + i, y1);
+        _mm256_storeu_ps(v + i + half, y2);
       }
       for (; i < half; ++i) {
-        const float x1 = v[i];
-        const float x2 = v[i + half];
-        v[i] = x1 * c[i] - x2 * s[i];
-        v[i + half] = x2 * c[i] + x1 * s[i];
+        canonical::RopeRotate(v[i], v[i + half], c[i], s[i], &v[i], &v[i + half]);
       }
     }
   }
 }
 
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 sign = _mm256_set1_ps(-0.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 e = Exp(_mm256_xor_ps(g, sign));
-    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+    _mm256_storeu_ps(out + i,
+                     canonical::SiluMul<Arith>(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
   }
-  for (; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = (g / (1.0f + kernels::Exp(-g))) * up[i];
-  }
+  for (; i < n; ++i) out[i] = canonical::SiluMul(gate[i], up[i]);
 }
 
 void Add(const float* a, const float* b, int64_t n, float* y) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    _mm256_storeu_ps(y + i, Arith::Add(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
   }
-  for (; i < n; ++i) y[i] = a[i] + b[i];
+  for (; i < n; ++i) y[i] = canonical::Add(a[i], b[i]);
 }
 
 void Exp8(const float* x, int64_t n, float* out) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, Exp(_mm256_loadu_ps(x + i)));
-  for (; i < n; ++i) out[i] = kernels::Exp(x[i]);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, Arith::Exp(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) out[i] = canonical::Exp(x[i]);
 }
 
 }  // namespace trace::kernels::avx2

@@ -1,6 +1,7 @@
 // AVX2 MatMul. Canonical: vectorised across 8 output columns so that one register holds
 // one lane's accumulators for 8 columns; each (lane, column) chain is the contract's
-// sequential fma over its blocks in increasing k, then the 32 lanes fold left to right.
+// sequential fma over its blocks in increasing k, then the 32 lanes fold left to right
+// (canonical::ChainStep / FoldLanes / AddBias of kernels/canonical.h with avx2::Arith).
 // Equals ref::MatMulCanonical bit for bit for every M, column range and thread count.
 // Fast: the conventional baseline, 8-wide partial sums along K (a different order).
 // Shapes: x [M, K], w [N, K] bf16|f16|f32, y [M, N]; a column range [n_begin, n_end)
@@ -61,19 +62,20 @@ void RunBlockGroups(const float* x, int64_t K, const void* panel, int64_t stride
   for (; b + Q <= full_blocks; b += Q) {
     __m256 acc[Q][R];
     for (int q = 0; q < Q; ++q) {
-      for (int r = 0; r < R; ++r) acc[q][r] = lanes[(b + q) & 31][r];
+      for (int r = 0; r < R; ++r) acc[q][r] = lanes[canonical::LaneOfBlock(b + q)][r];
     }
     for (int64_t i = 0; i < 32; ++i) {
       for (int q = 0; q < Q; ++q) {
         const int64_t k = (b + q) * 32 + i;
         const __m256 wv = LoadWeights8<PD>(panel, k * stride);
         for (int r = 0; r < R; ++r) {
-          acc[q][r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * K + k), wv, acc[q][r]);
+          acc[q][r] =
+              canonical::ChainStep<Arith>(acc[q][r], _mm256_broadcast_ss(x + r * K + k), wv);
         }
       }
     }
     for (int q = 0; q < Q; ++q) {
-      for (int r = 0; r < R; ++r) lanes[(b + q) & 31][r] = acc[q][r];
+      for (int r = 0; r < R; ++r) lanes[canonical::LaneOfBlock(b + q)][r] = acc[q][r];
     }
   }
 }
@@ -99,26 +101,27 @@ void MicroTile(const float* x, int64_t K, const void* panel, int64_t stride, con
   const int64_t n_blocks = (K + 31) / 32;
   for (; b < n_blocks; ++b) {
     __m256 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = lanes[b & 31][r];
-    const int64_t k_end = std::min(K, b * 32 + 32);
-    for (int64_t k = b * 32; k < k_end; ++k) {
+    for (int r = 0; r < R; ++r) acc[r] = lanes[canonical::LaneOfBlock(b)][r];
+    const int64_t k_end = canonical::BlockEnd(b, K);
+    for (int64_t k = canonical::BlockBegin(b); k < k_end; ++k) {
       const __m256 wv = LoadWeights8<PD>(panel, k * stride);
       for (int r = 0; r < R; ++r) {
-        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * K + k), wv, acc[r]);
+        acc[r] = canonical::ChainStep<Arith>(acc[r], _mm256_broadcast_ss(x + r * K + k), wv);
       }
     }
-    for (int r = 0; r < R; ++r) lanes[b & 31][r] = acc[r];
+    for (int r = 0; r < R; ++r) lanes[canonical::LaneOfBlock(b)][r] = acc[r];
   }
   alignas(32) float tmp[8];
   for (int r = 0; r < R; ++r) {
-    __m256 sum = lanes[0][r];
-    for (int l = 1; l < 32; ++l) sum = _mm256_add_ps(sum, lanes[l][r]);
+    __m256 sum = canonical::FoldLanes<Arith>(&lanes[0][r], R);
     if (ncols == 8) {
-      if (bias != nullptr) sum = _mm256_add_ps(sum, _mm256_loadu_ps(bias));
+      if (bias != nullptr) sum = canonical::AddBias<Arith>(sum, _mm256_loadu_ps(bias));
       _mm256_storeu_ps(y + r * ldy, sum);
     } else {
       _mm256_store_ps(tmp, sum);
-      for (int64_t c = 0; c < ncols; ++c) y[r * ldy + c] = bias ? tmp[c] + bias[c] : tmp[c];
+      for (int64_t c = 0; c < ncols; ++c) {
+        y[r * ldy + c] = bias ? canonical::AddBias(tmp[c], bias[c]) : tmp[c];
+      }
     }
   }
 }
@@ -155,7 +158,7 @@ void DecodeColumns8(const float* x, const WeightView& w, int64_t n0, const float
   constexpr int Q = 4;
   for (; b + Q <= full_blocks; b += Q) {
     __m256 acc[Q];
-    for (int q = 0; q < Q; ++q) acc[q] = lanes[(b + q) & 31];
+    for (int q = 0; q < Q; ++q) acc[q] = lanes[canonical::LaneOfBlock(b + q)];
     for (int64_t i = 0; i < 32; i += 8) {
       for (int q = 0; q < Q; ++q) {
         const int64_t k = (b + q) * 32 + i;
@@ -163,31 +166,32 @@ void DecodeColumns8(const float* x, const WeightView& w, int64_t n0, const float
         for (int c = 0; c < 8; ++c) r[c] = LoadWeights8<D>(w.data, (n0 + c) * K + k);
         Transpose8x8(r);
         for (int t = 0; t < 8; ++t) {
-          acc[q] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + t), r[t], acc[q]);
+          acc[q] = canonical::ChainStep<Arith>(acc[q], _mm256_broadcast_ss(x + k + t), r[t]);
         }
       }
     }
-    for (int q = 0; q < Q; ++q) lanes[(b + q) & 31] = acc[q];
+    for (int q = 0; q < Q; ++q) lanes[canonical::LaneOfBlock(b + q)] = acc[q];
   }
   // The remaining blocks in order; whole 8-element steps transposed, the tail gathered.
   for (int64_t k = b * 32; k < K;) {
-    __m256& acc = lanes[(k / 32) & 31];
+    __m256& acc = lanes[canonical::LaneOfElement(k)];
     if (k % 32 + 8 <= 32 && k + 8 <= K) {
       __m256 r[8];
       for (int c = 0; c < 8; ++c) r[c] = LoadWeights8<D>(w.data, (n0 + c) * K + k);
       Transpose8x8(r);
-      for (int t = 0; t < 8; ++t) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k + t), r[t], acc);
+      for (int t = 0; t < 8; ++t) {
+        acc = canonical::ChainStep<Arith>(acc, _mm256_broadcast_ss(x + k + t), r[t]);
+      }
       k += 8;
     } else {
       alignas(32) float col[8];
       for (int c = 0; c < 8; ++c) col[c] = WeightAt(w, n0 + c, k);
-      acc = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k), _mm256_load_ps(col), acc);
+      acc = canonical::ChainStep<Arith>(acc, _mm256_broadcast_ss(x + k), _mm256_load_ps(col));
       k += 1;
     }
   }
-  __m256 sum = lanes[0];
-  for (int l = 1; l < 32; ++l) sum = _mm256_add_ps(sum, lanes[l]);
-  if (bias != nullptr) sum = _mm256_add_ps(sum, _mm256_loadu_ps(bias + n0));
+  __m256 sum = canonical::FoldLanes<Arith>(lanes);
+  if (bias != nullptr) sum = canonical::AddBias<Arith>(sum, _mm256_loadu_ps(bias + n0));
   _mm256_storeu_ps(y + n0, sum);
 }
 
@@ -206,20 +210,19 @@ void DecodeInterleaved4(const float* x, int64_t K, const void* panels, const flo
   const int64_t n_blocks = (K + 31) / 32;
   for (int64_t b = 0; b < n_blocks; ++b) {
     __m256 acc[G];
-    for (int g = 0; g < G; ++g) acc[g] = lanes[b & 31][g];
-    const int64_t k_end = std::min(K, b * 32 + 32);
-    for (int64_t k = b * 32; k < k_end; ++k) {
+    for (int g = 0; g < G; ++g) acc[g] = lanes[canonical::LaneOfBlock(b)][g];
+    const int64_t k_end = canonical::BlockEnd(b, K);
+    for (int64_t k = canonical::BlockBegin(b); k < k_end; ++k) {
       const __m256 xv = _mm256_broadcast_ss(x + k);
       for (int g = 0; g < G; ++g) {
-        acc[g] = _mm256_fmadd_ps(xv, LoadWeights8<D>(base, k * 32 + g * 8), acc[g]);
+        acc[g] = canonical::ChainStep<Arith>(acc[g], xv, LoadWeights8<D>(base, k * 32 + g * 8));
       }
     }
-    for (int g = 0; g < G; ++g) lanes[b & 31][g] = acc[g];
+    for (int g = 0; g < G; ++g) lanes[canonical::LaneOfBlock(b)][g] = acc[g];
   }
   for (int g = 0; g < G; ++g) {
-    __m256 sum = lanes[0][g];
-    for (int l = 1; l < 32; ++l) sum = _mm256_add_ps(sum, lanes[l][g]);
-    if (bias != nullptr) sum = _mm256_add_ps(sum, _mm256_loadu_ps(bias + g * 8));
+    __m256 sum = canonical::FoldLanes<Arith>(&lanes[0][g], G);
+    if (bias != nullptr) sum = canonical::AddBias<Arith>(sum, _mm256_loadu_ps(bias + g * 8));
     _mm256_storeu_ps(y + g * 8, sum);
   }
 }

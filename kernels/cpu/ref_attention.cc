@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/canonical.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace trace::kernels::ref {
@@ -16,24 +17,22 @@ void AttentionCanonical(const float* q, const float* k_cache, const float* v_cac
   const int64_t n_pos = pos + 1;
   const int64_t group = n_heads / n_kv_heads;
   const int64_t kv_stride = n_kv_heads * head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float scale = canonical::AttentionScale(head_dim);
   float* p = scratch;               // [n_pos]: scores, then probabilities
   float* column = scratch + n_pos;  // [n_pos]: v_j[d] for j = 0..pos
   for (int64_t h = h_begin; h < h_end; ++h) {
     const float* qh = q + h * head_dim;
     const int64_t kvh = h / group;
     for (int64_t j = 0; j < n_pos; ++j) {
-      p[j] = CanonicalDot(qh, k_cache + j * kv_stride + kvh * head_dim, head_dim) * scale;
+      p[j] = canonical::ScaleScore(
+          canonical::Dot(qh, k_cache + j * kv_stride + kvh * head_dim, head_dim), scale);
     }
-    float mx = p[0];
-    for (int64_t j = 1; j < n_pos; ++j) {
-      if (p[j] > mx) mx = p[j];
-    }
-    for (int64_t j = 0; j < n_pos; ++j) p[j] = Exp(p[j] - mx);
-    const float sum = CanonicalSum(p, n_pos);
+    const float mx = canonical::Max(p, n_pos);
+    for (int64_t j = 0; j < n_pos; ++j) p[j] = canonical::Probability(p[j], mx);
+    const float sum = canonical::Sum(p, n_pos);
     for (int64_t d = 0; d < head_dim; ++d) {
       for (int64_t j = 0; j < n_pos; ++j) column[j] = v_cache[j * kv_stride + kvh * head_dim + d];
-      out[h * head_dim + d] = CanonicalDot(p, column, n_pos) / sum;
+      out[h * head_dim + d] = canonical::Normalize(canonical::Dot(p, column, n_pos), sum);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/canonical.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace trace::kernels::ref {
@@ -19,8 +20,8 @@ void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float
   for (int64_t n = n_begin; n < n_end; ++n) {
     WeightRowToF32(w, n, K, row.data());
     for (int64_t m = 0; m < M; ++m) {
-      float v = CanonicalDot(x + m * K, row.data(), K);
-      if (bias != nullptr) v = v + bias[n];
+      float v = canonical::Dot(x + m * K, row.data(), K);
+      if (bias != nullptr) v = canonical::AddBias(v, bias[n]);
       y[m * N + n] = v;
     }
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/canonical.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace trace::kernels::ref {
@@ -18,8 +19,8 @@ void RmsNorm(const float* x, int64_t M, int64_t n, const WeightView& weight, flo
     const float* xr = x + m * n;
     float* orow = out + m * n;
     const float sum_sq = CanonicalDot(xr, xr, n);
-    const float inv = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
-    for (int64_t i = 0; i < n; ++i) orow[i] = (xr[i] * inv) * w[i];
+    const float inv = canonical::RmsInverse(sum_sq, n, eps);
+    for (int64_t i = 0; i < n; ++i) orow[i] = canonical::RmsScale(xr[i], inv, w[i]);
   }
 }
 

@@ -1,9 +1,11 @@
 // Reference: Rope (rotate-half) and MakeRopeTables (host tables in double, rounded).
 // Shapes: x [M, n_heads, head_dim] f32 in place, positions [M], tables
 // [max_pos, head_dim / 2]. For i < d/2: x[i] = x1*c - x2*s; x[i + d/2] = x2*c + x1*s,
-// each product rounded, then the add/sub. Check: ctest -R 'KernelsRope'.
+// each product rounded, then the add/sub
+// (canonical::RopeRotate). Check: ctest -R 'KernelsRope'.
 #include <cmath>
 
+#include "kernels/canonical.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace trace::kernels {
@@ -33,10 +35,7 @@ void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t*
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + (m * n_heads + h) * head_dim;
       for (int64_t i = 0; i < half; ++i) {
-        const float x1 = v[i];
-        const float x2 = v[i + half];
-        v[i] = x1 * c[i] - x2 * s[i];
-        v[i + half] = x2 * c[i] + x1 * s[i];
+        canonical::RopeRotate(v[i], v[i + half], c[i], s[i], &v[i], &v[i + half]);
       }
     }
   }

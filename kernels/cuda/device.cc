@@ -1,5 +1,8 @@
 #include "kernels/cuda/device.h"
 
+#include <cublas_v2.h>
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <utility>
 
@@ -25,6 +28,77 @@ Result<std::string> CudaDeviceDescription(int ordinal) {
                 prop.minor, prop.multiProcessorCount,
                 static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
   return std::string(buf);
+}
+
+namespace {
+
+std::string CudaVersionString(int version) {  // 13000 -> "13.0"
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+// The NVIDIA driver release through NVML, loaded at run time: a machine without a driver
+// must still run this binary.
+std::string NvmlDriverRelease() {
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (nvml == nullptr) return "";
+  using InitFn = int (*)();
+  using VersionFn = int (*)(char*, unsigned int);
+  auto init = reinterpret_cast<InitFn>(dlsym(nvml, "nvmlInit_v2"));
+  auto version = reinterpret_cast<VersionFn>(dlsym(nvml, "nvmlSystemGetDriverVersion"));
+  auto shutdown = reinterpret_cast<InitFn>(dlsym(nvml, "nvmlShutdown"));
+  std::string release;
+  if (init != nullptr && version != nullptr && init() == 0) {
+    char buf[96] = {};
+    if (version(buf, sizeof(buf)) == 0) release = buf;
+    if (shutdown != nullptr) shutdown();
+  }
+  dlclose(nvml);
+  return release;
+}
+
+}  // namespace
+
+kernels::CudaStack ReadCudaStack() {
+  kernels::CudaStack stack;
+  stack.backend_built = true;
+  int runtime = 0;
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) {
+    stack.runtime_version = CudaVersionString(runtime);
+  }
+  int major = 0, minor = 0, patch = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS) {
+    stack.cublas_version =
+        std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+  }
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0) {
+    stack.driver_cuda = CudaVersionString(driver);
+  }
+  stack.driver_release = NvmlDriverRelease();
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    stack.error = std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
+    return stack;
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    kernels::CudaDeviceInfo d;
+    d.ordinal = i;
+    d.name = prop.name;
+    d.compute_capability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+    d.sm_count = prop.multiProcessorCount;
+    d.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+    stack.devices.push_back(d);
+  }
+  return stack;
 }
 
 Status UseCudaDevice(int ordinal) {

@@ -11,8 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "kernels/cuda_info.h"
 
 namespace trace::kernels::cuda {
 
@@ -22,6 +24,10 @@ int CudaDeviceCount();
 
 // "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)", or the error that prevents using `ordinal`.
 Result<std::string> CudaDeviceDescription(int ordinal);
+
+// The CUDA stack of this machine (kernels/cuda_info.h). Never fails: what cannot be read
+// stays empty and CudaStack::error says why.
+kernels::CudaStack ReadCudaStack();
 
 // Makes `ordinal` the current device of the calling thread, with a clear error when it
 // does not exist.

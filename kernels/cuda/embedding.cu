@@ -1,17 +1,18 @@
-// Embedding: out[m, :] = f32(table[ids[m], :]), an exact conversion.
-#include "kernels/cuda/common.cuh"
+// Embedding: out[m, :] = f32(table[ids[m], :]), an exact conversion
+// (schedule/elementwise.h EmbeddingBlock).
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_block.cuh"
+#include "kernels/cuda/schedule/elementwise.h"
 
 namespace trace::kernels::cuda {
 namespace {
 
+namespace sc = schedule;
+
 template <DType D>
-__global__ void EmbeddingKernel(const void* table, int64_t cols, const int32_t* ids, int64_t M,
-                                float* out) {
-  const int64_t m = blockIdx.y;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (m >= M || c >= cols) return;
-  out[m * cols + c] = detail::LoadWeight<D>(table, static_cast<int64_t>(ids[m]) * cols + c);
+__global__ void __launch_bounds__(sc::kElementwiseThreads) EmbeddingKernel(sc::EmbeddingArgs args) {
+  DeviceBlock block;
+  sc::EmbeddingBlock<D>(block, blockIdx.x, blockIdx.y, args);
 }
 
 }  // namespace
@@ -19,19 +20,18 @@ __global__ void EmbeddingKernel(const void* table, int64_t cols, const int32_t* 
 void Embedding(const CudaContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
                float* out) {
   if (M <= 0 || table.cols <= 0) return;
-  const dim3 grid(detail::CeilDiv(table.cols, 256), static_cast<unsigned int>(M));
+  const sc::EmbeddingArgs args{table.data, table.cols, ids, M, out};
+  const sc::LaunchDims dims = sc::EmbeddingLaunch(M, table.cols);
+  const dim3 grid(dims.grid_x, dims.grid_y);
   switch (table.dtype) {
     case DType::kF32:
-      EmbeddingKernel<DType::kF32>
-          <<<grid, 256, 0, ctx.stream>>>(table.data, table.cols, ids, M, out);
+      EmbeddingKernel<DType::kF32><<<grid, dims.block, 0, ctx.stream>>>(args);
       break;
     case DType::kBF16:
-      EmbeddingKernel<DType::kBF16>
-          <<<grid, 256, 0, ctx.stream>>>(table.data, table.cols, ids, M, out);
+      EmbeddingKernel<DType::kBF16><<<grid, dims.block, 0, ctx.stream>>>(args);
       break;
     case DType::kF16:
-      EmbeddingKernel<DType::kF16>
-          <<<grid, 256, 0, ctx.stream>>>(table.data, table.cols, ids, M, out);
+      EmbeddingKernel<DType::kF16><<<grid, dims.block, 0, ctx.stream>>>(args);
       break;
   }
 }

@@ -1,22 +1,26 @@
-// ExpElementwise: out[i] = Exp(x[i]) with the device transcription of the engine's exp,
-// so tests can compare it with the CPU definition over many floats.
-#include "kernels/cuda/common.cuh"
+// ExpElementwise: out[i] = Exp(x[i]) on the device (schedule/elementwise.h ExpBlock, the
+// canonical::Exp of kernels/canonical.h), so tests can compare it with the CPU over many
+// floats.
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/exp.cuh"
+#include "kernels/cuda/device_block.cuh"
+#include "kernels/cuda/schedule/elementwise.h"
 
 namespace trace::kernels::cuda {
 namespace {
 
-__global__ void ExpKernel(const float* __restrict__ x, int64_t n, float* __restrict__ out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = detail::DeviceExp(x[i]);
+namespace sc = schedule;
+
+__global__ void __launch_bounds__(sc::kElementwiseThreads) ExpKernel(sc::BinaryArgs args) {
+  DeviceBlock block;
+  sc::ExpBlock(block, blockIdx.x, args);
 }
 
 }  // namespace
 
 void ExpElementwise(cudaStream_t stream, const float* x, int64_t n, float* out) {
   if (n <= 0) return;
-  ExpKernel<<<detail::CeilDiv(n, 256), 256, 0, stream>>>(x, n, out);
+  const sc::LaunchDims dims = sc::ElementwiseLaunch(n);
+  ExpKernel<<<dims.grid_x, dims.block, 0, stream>>>(sc::BinaryArgs{x, nullptr, n, out});
 }
 
 }  // namespace trace::kernels::cuda

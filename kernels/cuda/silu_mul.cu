@@ -1,25 +1,25 @@
-// SiluMul: out[i] = (g / (1.0f + Exp(-g))) * up[i], g = gate[i] — kernels/cpu/ref_silu_mul.cc
-// with each operation rounded explicitly and the engine's own Exp.
-#include "kernels/cuda/common.cuh"
+// SiluMul: out[i] = (g / (1.0f + Exp(-g))) * up[i], g = gate[i] (schedule/elementwise.h
+// SiluMulBlock: canonical::SiluMul, each operation rounded as on the CPU).
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/exp.cuh"
+#include "kernels/cuda/device_block.cuh"
+#include "kernels/cuda/schedule/elementwise.h"
 
 namespace trace::kernels::cuda {
 namespace {
 
-__global__ void SiluMulKernel(const float* gate, const float* up, int64_t n, float* out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float g = gate[i];
-  const float silu = __fdiv_rn(g, __fadd_rn(1.0f, detail::DeviceExp(-g)));
-  out[i] = __fmul_rn(silu, up[i]);
+namespace sc = schedule;
+
+__global__ void __launch_bounds__(sc::kElementwiseThreads) SiluMulKernel(sc::BinaryArgs args) {
+  DeviceBlock block;
+  sc::SiluMulBlock(block, blockIdx.x, args);
 }
 
 }  // namespace
 
 void SiluMul(const CudaContext& ctx, const float* gate, const float* up, int64_t n, float* out) {
   if (n <= 0) return;
-  SiluMulKernel<<<detail::CeilDiv(n, 256), 256, 0, ctx.stream>>>(gate, up, n, out);
+  const sc::LaunchDims dims = sc::ElementwiseLaunch(n);
+  SiluMulKernel<<<dims.grid_x, dims.block, 0, ctx.stream>>>(sc::BinaryArgs{gate, up, n, out});
 }
 
 }  // namespace trace::kernels::cuda

@@ -1,47 +1,16 @@
 // FillFingerprints (recorder/server.h): the model, engine and device facts of a run
-// header, so that replay and diff can say what changed between then and now.
-#include <sys/utsname.h>
-
-#include <fstream>
+// header, so that replay and diff can say what changed between then and now. The device
+// facts come from engine::DescribeEngineDevice (engine/fingerprint.h), the same that
+// `trace doctor` prints.
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "base/build_info.h"
 #include "base/hash.h"
+#include "engine/fingerprint.h"
 #include "recorder/server.h"
 
 namespace trace::recorder {
-namespace {
-
-std::string ReadCpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "";
-}
-
-std::vector<std::string> ReadCpuFlags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  std::vector<std::string> out;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) == 0) {
-      for (const char* f : {"avx2", "fma", "avx512f", "f16c", "sse4_2"}) {
-        if (line.find(std::string(" ") + f) != std::string::npos) out.push_back(f);
-      }
-      break;
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 void FillFingerprints(const LocalBackend& backend, proto::RunHeader* header) {
   const engine::Model& model = *backend.model;
@@ -72,21 +41,25 @@ void FillFingerprints(const LocalBackend& backend, proto::RunHeader* header) {
 #endif
   e->set_numerics(eo.numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion
                                                                : "fast");
-  e->set_kernel_impl(eo.impl == kernels::Impl::kReference ? "reference" : "auto");
+  const engine::EngineDeviceFingerprint dev = engine::DescribeEngineDevice(eng);
+  e->set_kernel_impl(dev.kernel_path);
   e->set_threads(eo.threads > 0 ? eo.threads
                                 : static_cast<int32_t>(std::thread::hardware_concurrency()));
   e->set_max_context(eo.max_context > 0 ? eo.max_context : model.config().max_position_embeddings);
 
   proto::DeviceFingerprint* d = header->mutable_device();
-  d->set_device(eo.device);
-  d->set_description(eng.DeviceDescription());
-  d->set_cpu_model(ReadCpuModel());
-  for (const std::string& f : ReadCpuFlags()) d->add_cpu_flags(f);
-  d->set_cpu_cores(static_cast<int32_t>(std::thread::hardware_concurrency()));
-  struct utsname u {};
-  if (uname(&u) == 0) {
-    d->set_os(std::string(u.sysname) + " " + u.release + " " + u.machine);
-  }
+  d->set_device(dev.device);
+  d->set_description(dev.description);
+  d->set_cpu_model(dev.cpu_model);
+  for (const std::string& f : dev.cpu_flags) d->add_cpu_flags(f);
+  d->set_cpu_cores(dev.cpu_cores);
+  d->set_os(dev.os);
+  d->set_gpu_name(dev.gpu_name);
+  d->set_gpu_compute_capability(dev.gpu_compute_capability);
+  d->set_gpu_driver_version(dev.gpu_driver_version);
+  d->set_cuda_runtime_version(dev.cuda_runtime_version);
+  d->set_cublas_version(dev.cublas_version);
+  d->set_gpu_memory_bytes(dev.gpu_memory_bytes);
 }
 
 }  // namespace trace::recorder

@@ -1,6 +1,5 @@
 // End-to-end: `trace model init`, `trace model info`, `trace logits` and `trace generate`
 // run as a user runs them, checked against the engine's own results.
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -13,25 +12,8 @@
 namespace trace::engine {
 namespace {
 
-struct Ran {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-Ran RunTrace(const std::string& args, const std::string& scratch) {
-  const std::string err_path = scratch + "/stderr.txt";
-  const std::string cmd = std::string(TRACE_BINARY_DIR) + "/bin/trace " + args + " 2>" + err_path;
-  Ran r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = testing::ReadAll(err_path);
-  return r;
-}
+using testing::Ran;
+using testing::RunTrace;
 
 class CliTest : public ::testing::Test {
  protected:

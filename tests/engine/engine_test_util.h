@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <cstring>
 #include <filesystem>
@@ -65,6 +66,29 @@ inline std::vector<uint32_t> Bits(std::span<const float> v) {
   std::vector<uint32_t> bits(v.size());
   std::memcpy(bits.data(), v.data(), v.size_bytes());
   return bits;
+}
+
+// What a run of the `trace` binary printed and returned.
+struct Ran {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs build/bin/trace with `args` (a shell word list), stderr captured through a file in
+// `scratch`. Needs TRACE_BINARY_DIR (set for every test by tests/CMakeLists.txt).
+inline Ran RunTrace(const std::string& args, const std::string& scratch) {
+  const std::string err_path = scratch + "/stderr.txt";
+  const std::string cmd = std::string(TRACE_BINARY_DIR) + "/bin/trace " + args + " 2>" + err_path;
+  Ran r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = ReadAll(err_path);
+  return r;
 }
 
 }  // namespace trace::engine::testing

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/hash.h"
+#include "engine/golden.h"
 #include "engine/safetensors.h"
 #include "engine_test_util.h"
 #include "reference_forward.h"
@@ -182,29 +183,21 @@ TEST_F(TinyModelTest, AccurateAgainstFloat64Reference) {
   std::printf("relative L2 vs float64: canonical %.3g, fast %.3g\n", worst, worst_fast);
 }
 
-// Golden digests: computed once by this code (numerics canonical-v1, tiny preset seed 7 as
-// written by InitModel) and pinned; canonical-v2 changed only the sampler, so the logits
-// digests held. A change here means a canonical result bit changed (or
-// InitModel's weights did): bump kernels::kNumericsVersion and re-pin.
+// Golden digests (engine/golden.h): computed once by this code (numerics canonical-v1, tiny
+// preset seed 7 as written by InitModel) and pinned there; canonical-v2 changed only the
+// sampler, so the logits digests held. A change here means a canonical result bit changed
+// (or InitModel's weights did): bump kernels::kNumericsVersion and re-pin.
 TEST_F(TinyModelTest, GoldenLogitsDigests) {
   ASSERT_STREQ(kernels::kNumericsVersion, "canonical-v2");
-  const std::map<std::string, std::vector<int32_t>> prompts = {
-      {"short", {9707, 11, 1879, 0}},  // "Hello, world!"
-      {"chat", {151644, 872, 198, 3838, 374, 220, 17, 10, 17, 30, 151645, 198, 151644, 77091, 198}},
-  };
-  const std::map<std::string, std::string> golden = {
-      {"short", "b2d50cf002344dc4"},
-      {"chat", "8e59fec4c6296760"},
-  };
-  auto engine = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 2);
-  for (const auto& [name, tokens] : prompts) {
-    SeqId seq = engine->NewSequence();
-    BatchItem item{seq, tokens, {static_cast<int32_t>(tokens.size() - 1)}};
-    ForwardOutput out;
-    ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&item, 1), &out).ok());
-    std::string digest = DigestHex(LogitsDigest(out.row(0)));
-    std::printf("golden %s: %s\n", name.c_str(), digest.c_str());
-    EXPECT_EQ(digest, golden.at(name)) << name;
+  ASSERT_EQ(kSeed, kGoldenSeed);
+  for (Impl impl : {Impl::kAuto, Impl::kReference}) {
+    auto engine = EngineOrDie(model_, Numerics::kCanonical, impl, 2);
+    auto digests = GoldenDigests(*engine);
+    ASSERT_TRUE(digests.ok()) << digests.status().ToString();
+    for (size_t i = 0; i < GoldenPrompts().size(); ++i) {
+      std::printf("golden %s: %s\n", GoldenPrompts()[i].name, (*digests)[i].c_str());
+      EXPECT_EQ((*digests)[i], GoldenPrompts()[i].digest) << GoldenPrompts()[i].name;
+    }
   }
 }
 

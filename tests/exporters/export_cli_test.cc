@@ -80,7 +80,8 @@ messages = [{"role": "system", "content": "Deploy with " + S["github"] + " when 
             {"role": "user", "content": "My key is " + S["openai"] + ", AWS id " + S["aws"]}]
 tc.context("Keys: " + S["anthropic"], source="kb/keys.md", chunk_id="k1", score=0.5, query="keys")
 tc.template_var("api_key", S["google"], template="system")
-r = chat(messages, tools=tools, tool_choice="required", max_tokens=64, temperature=0)
+r = chat(messages, tools=tools, tool_choice="required", parallel_tool_calls=False,
+         max_tokens=64, temperature=0)
 call = r["choices"][0]["message"]["tool_calls"][0]
 result = ("row: password=" + S["password"] + "\n-----BEGIN PRIVATE KEY-----\n" + S["pem_body"] +
           "\n-----END PRIVATE KEY-----\nrun key " + key + "\nenv " + os.environ["PLANTED_DB_PASSWORD"])
@@ -473,7 +474,7 @@ void ExportCliTest::SpansCarryTheRecordedFacts() {
     EXPECT_EQ(a["gen_ai.response.id"]["stringValue"], c.request_id());
     EXPECT_EQ(a["gen_ai.request.temperature"]["doubleValue"], 0.0);
     EXPECT_EQ(a["gen_ai.request.max_tokens"]["intValue"], i == 0 ? "64" : "8");
-    EXPECT_EQ(a["trace.numerics"]["stringValue"], "canonical-v1");
+    EXPECT_EQ(a["trace.numerics"]["stringValue"], "canonical-v2");
     EXPECT_EQ(a["trace.logits_digest"]["stringValue"], exporters::CombinedLogitsDigest(c));
     json input = json::parse(a["gen_ai.input.messages"]["stringValue"].get<std::string>());
     EXPECT_EQ(input[0]["role"], "system");

@@ -1,18 +1,18 @@
 // The CUDA engine against the CPU engine, both canonical: every logit bit for bit, for the
-// tiny preset and two real-shape presets (fewer layers), prefill and decode, alone and
-// batched with 1, 6, 31 and 63 random companions (batch sizes 2, 7, 32, 64); the golden
-// digests pinned in tests/engine/forward_test.cc hold on the GPU; device errors are clear.
+// tiny preset and the real widths of qwen3-0.6b and qwen2.5-0.5b (2 layers): prefill and
+// decode, alone and batched with 1, 6, 31 and 63 random companions (batch sizes 2, 7, 32,
+// 64), CUDA graphs on and off, prefill in chunks, prefix-cache forks; the golden digests of
+// engine/golden.h hold on the GPU; device errors are clear.
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <random>
-#include <regex>
-#include <sstream>
 
 #include "base/hash.h"
 #include "engine/cuda/cuda_engine.h"
 #include "engine/engine.h"
+#include "engine/golden.h"
 #include "engine/model_init.h"
 #include "tests/gpu/gpu_test.h"
 
@@ -62,9 +62,11 @@ std::unique_ptr<TempModel> MakeModel(const std::string& preset, uint64_t seed, i
 }
 
 std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const Model> model, const std::string& device,
-                                   Numerics numerics = Numerics::kCanonical) {
+                                   Numerics numerics = Numerics::kCanonical,
+                                   bool cuda_graphs = true) {
   EngineOptions options;
   options.numerics = numerics;
+  options.cuda_graphs = cuda_graphs;
   options.impl = Impl::kAuto;
   options.threads = 0;
   options.device = device;
@@ -86,28 +88,62 @@ std::vector<int32_t> RandomTokens(std::mt19937_64* rng, size_t n, int64_t vocab)
   return t;
 }
 
-// Feeds `prompt` in one prefill pass asking every position's logits, then `steps` decode
-// steps feeding back `forced` tokens (teacher-forced: the same for both engines). In every
-// Forward call the sequence is batched with `companions` other sequences that get random
-// prefill chunks and decode steps. Returns the sequence's logits, [positions, vocab].
+// Feeds `prompt` in prefill chunks of `chunk` tokens (0: one pass) asking every position's
+// logits, then `steps` decode steps feeding back `forced` tokens (teacher-forced: the same
+// for both engines). In every Forward call the sequence is batched with `companions` other
+// sequences that get random prefill chunks and decode steps. With `fork_at` > 0 the prompt's
+// first fork_at tokens are first fed to another sequence, which is then forked (a prefix-cache
+// hit, as the scheduler does) and only the rest is fed. Returns the logits of every fed
+// position, [positions, vocab].
+struct RunShape {
+  int companions = 0;
+  size_t chunk = 0;
+  size_t fork_at = 0;
+};
+
 std::vector<float> RunSequence(Engine* engine, const std::vector<int32_t>& prompt,
-                               const std::vector<int32_t>& forced, int companions, uint64_t seed) {
+                               const std::vector<int32_t>& forced, const RunShape& shape,
+                               uint64_t seed) {
   const int64_t vocab = engine->model().config().vocab_size;
   std::mt19937_64 rng(seed);
   std::vector<SeqId> others;
-  for (int i = 0; i < companions; ++i) others.push_back(engine->NewSequence());
-  const SeqId seq = engine->NewSequence();
+  for (int i = 0; i < shape.companions; ++i) others.push_back(engine->NewSequence());
+  SeqId seq = engine->NewSequence();
+  size_t fed = 0;
+  if (shape.fork_at > 0) {
+    const SeqId donor = engine->NewSequence();
+    BatchItem item{donor, std::span<const int32_t>(prompt.data(), shape.fork_at), {}};
+    ForwardOutput out;
+    trace::Status st = engine->Forward(std::span<const BatchItem>(&item, 1), &out);
+    auto forked = st.ok() ? engine->ForkSequence(donor, static_cast<int64_t>(shape.fork_at))
+                          : trace::Result<SeqId>(st);
+    if (!forked.ok()) {
+      std::printf("  prefix fork: %s\n", forked.status().ToString().c_str());
+      trace::gputest::CurrentFailed() = true;
+      return {};
+    }
+    engine->FreeSequence(seq);
+    engine->FreeSequence(donor);
+    seq = *forked;
+    fed = shape.fork_at;
+  }
+  // The steps: prompt chunks, then one forced token each.
+  std::vector<std::vector<int32_t>> steps;
+  const size_t chunk = shape.chunk == 0 ? prompt.size() : shape.chunk;
+  for (size_t b = fed; b < prompt.size(); b += chunk) {
+    steps.emplace_back(prompt.begin() + b, prompt.begin() + std::min(prompt.size(), b + chunk));
+  }
+  for (int32_t t : forced) steps.push_back({t});
   std::vector<float> logits;
-  for (size_t step = 0; step <= forced.size(); ++step) {
-    std::vector<int32_t> mine = step == 0 ? prompt : std::vector<int32_t>{forced[step - 1]};
+  for (const std::vector<int32_t>& mine : steps) {
     std::vector<std::vector<int32_t>> other_tokens;
-    for (int i = 0; i < companions; ++i) {
+    for (int i = 0; i < shape.companions; ++i) {
       const size_t n = (rng() % 4 == 0) ? 1 + rng() % 24 : 1;  // some prefill chunks, mostly decode
       other_tokens.push_back(RandomTokens(&rng, n, vocab));
     }
     std::vector<BatchItem> items;
-    const size_t where = companions > 0 ? rng() % (companions + 1) : 0;
-    for (int i = 0; i < companions; ++i) {
+    const size_t where = shape.companions > 0 ? rng() % (shape.companions + 1) : 0;
+    for (int i = 0; i < shape.companions; ++i) {
       items.push_back(
           {others[i], other_tokens[i], {static_cast<int32_t>(other_tokens[i].size() - 1)}});
     }
@@ -122,9 +158,8 @@ std::vector<float> RunSequence(Engine* engine, const std::vector<int32_t>& promp
       return {};
     }
     // Our rows come after those of the items before us (one logits row per companion).
-    const size_t first_row = where;
     for (size_t t = 0; t < mine.size(); ++t) {
-      auto row = out.row(first_row + t);
+      auto row = out.row(where + t);
       logits.insert(logits.end(), row.begin(), row.end());
     }
   }
@@ -133,6 +168,18 @@ std::vector<float> RunSequence(Engine* engine, const std::vector<int32_t>& promp
   return logits;
 }
 
+void ExpectSame(const std::string& what, const std::vector<float>& expected,
+                const std::vector<float>& got) {
+  if (got.size() != expected.size()) {
+    std::printf("  %s: %zu logits, expected %zu\n", what.c_str(), got.size(), expected.size());
+    trace::gputest::CurrentFailed() = true;
+    return;
+  }
+  EXPECT_BITS_EQ(what.c_str(), expected.data(), got.data(), expected.size());
+}
+
+// CUDA against CPU, both canonical, on `preset` with `layers` layers: alone and batched at
+// every size, with CUDA graphs on and off, prefill in chunks, and prefix-cache forks.
 void CheckPreset(const std::string& preset, int64_t layers, size_t prompt_len, size_t steps,
                  const std::vector<int>& batch_sizes) {
   auto m = MakeModel(preset, 11, layers);
@@ -146,27 +193,43 @@ void CheckPreset(const std::string& preset, int64_t layers, size_t prompt_len, s
   const auto forced = RandomTokens(&rng, steps, vocab);
   auto cpu = MakeEngine(m->model, "cpu");
   auto gpu = MakeEngine(m->model, "cuda");
-  if (cpu == nullptr || gpu == nullptr) return;
-  const std::vector<float> expected = RunSequence(cpu.get(), prompt, forced, 0, 1);
-  // CPU decode must equal CPU prefill for the same positions: run the whole thing as one
-  // prefill too, so the GPU is also compared against a single pass.
-  std::vector<int32_t> all = prompt;
-  all.insert(all.end(), forced.begin(), forced.end());
-  const std::vector<float> gpu_one_pass = RunSequence(gpu.get(), all, {}, 0, 1);
+  auto gpu_direct = MakeEngine(m->model, "cuda", Numerics::kCanonical, /*cuda_graphs=*/false);
+  if (cpu == nullptr || gpu == nullptr || gpu_direct == nullptr) return;
+  // The CPU's prompt prefill + decode: what every GPU run below must give.
+  const std::vector<float> expected = RunSequence(cpu.get(), prompt, forced, {}, 1);
   const std::string tag =
       preset + " (" + std::to_string(m->model->config().num_layers) + " layers)";
-  EXPECT_BITS_EQ((tag + " prefill of prompt+forced, gpu vs cpu prefill+decode").c_str(),
-                 expected.data(), gpu_one_pass.data(), expected.size());
+  // Prefill and decode agree: the GPU's single prefill over prompt+forced.
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), forced.begin(), forced.end());
+  ExpectSame(tag + " one prefill of prompt+forced", expected,
+             RunSequence(gpu.get(), all, {}, {}, 1));
   for (int batch : batch_sizes) {
-    const std::vector<float> got = RunSequence(gpu.get(), prompt, forced, batch - 1, 100 + batch);
-    if (got.size() != expected.size()) {
-      std::printf("  %s batch %d: %zu logits, expected %zu\n", tag.c_str(), batch, got.size(),
-                  expected.size());
-      trace::gputest::CurrentFailed() = true;
-      continue;
-    }
-    EXPECT_BITS_EQ((tag + " batch " + std::to_string(batch) + " prefill+decode").c_str(),
-                   expected.data(), got.data(), expected.size());
+    ExpectSame(tag + " batch " + std::to_string(batch), expected,
+               RunSequence(gpu.get(), prompt, forced, {batch - 1, 0, 0}, 100 + batch));
+  }
+  ExpectSame(tag + " batch 7, cuda graphs off", expected,
+             RunSequence(gpu_direct.get(), prompt, forced, {6, 0, 0}, 107));
+  ExpectSame(tag + " chunked prefill (5-token chunks), batch 7", expected,
+             RunSequence(gpu.get(), prompt, forced, {6, 5, 0}, 207));
+  ExpectSame(tag + " chunked prefill (1-token chunks), batch 2", expected,
+             RunSequence(gpu.get(), prompt, forced, {1, 1, 0}, 202));
+  ExpectSame(tag + " prefix-cache hit (fork after 7 tokens)", expected,
+             RunSequence(gpu.get(), prompt, forced, {0, 0, 7}, 300));
+  ExpectSame(tag + " prefix-cache hit (fork after 3 tokens), batch 32", expected,
+             RunSequence(gpu.get(), prompt, forced, {31, 4, 3}, 332));
+  auto stats = GetCudaEngineStats(*gpu);
+  if (stats.ok()) {
+    std::printf(
+        "  %s: cuda graphs %s, %lld captured, %lld passes replayed, %lld direct, "
+        "%lld kernels per graph%s%s\n",
+        tag.c_str(), stats->graphs_enabled ? "on" : "OFF",
+        static_cast<long long>(stats->graph_captures), static_cast<long long>(stats->graph_replays),
+        static_cast<long long>(stats->direct_passes),
+        static_cast<long long>(stats->kernels_per_graph),
+        stats->graphs_disabled_because.empty() ? "" : ": ", stats->graphs_disabled_because.c_str());
+    EXPECT_TRUE_MSG(stats->graphs_enabled && stats->graph_replays > stats->graph_captures,
+                    "CUDA graphs were not used: %s", stats->graphs_disabled_because.c_str());
   }
 }
 
@@ -175,38 +238,19 @@ GPU_TEST(TinyBitwiseEqualsCpuAtEveryBatchSize) {
 }
 
 GPU_TEST(Qwen3RealShapeBitwiseEqualsCpu) {
-  CheckPreset("qwen3-0.6b", 2, 12, 3, {1, 7, 64});
+  CheckPreset("qwen3-0.6b", 2, 12, 3, {1, 2, 7, 32, 64});
 }
 
 GPU_TEST(Qwen25RealShapeBitwiseEqualsCpu) {
-  CheckPreset("qwen2.5-0.5b", 2, 12, 3, {1, 2, 32});
+  CheckPreset("qwen2.5-0.5b", 2, 12, 3, {1, 2, 7, 32, 64});
 }
 
-// The golden digests of tests/engine/forward_test.cc (read from the source, so they cannot
-// drift apart): the same model, prompts and digests on the GPU.
+// The golden digests pinned in engine/golden.h (tests/engine/forward_test.cc holds them on
+// the CPU): the same model and prompts on the GPU.
 GPU_TEST(GoldenDigestsHoldOnGpu) {
-  // $TRACE_SOURCE_DIR wins over the build's path: binaries may run on another machine.
-  const char* env_root = std::getenv("TRACE_SOURCE_DIR");
-  const std::string source = std::string(env_root != nullptr ? env_root : TRACE_SOURCE_DIR) +
-                             "/tests/engine/forward_test.cc";
-  std::ifstream in(source);
-  if (!in) std::printf("  %s not found: comparing with the CPU only\n", source.c_str());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string src = ss.str();
-  std::map<std::string, std::string> golden;
-  const std::regex entry("\\{\"(short|chat)\", \"([0-9a-fA-FxX]+)\"\\}");
-  for (auto it = std::sregex_iterator(src.begin(), src.end(), entry); it != std::sregex_iterator();
-       ++it) {
-    golden[(*it)[1]] = (*it)[2];
-  }
-  const std::map<std::string, std::vector<int32_t>> prompts = {
-      {"short", {9707, 11, 1879, 0}},
-      {"chat", {151644, 872, 198, 3838, 374, 220, 17, 10, 17, 30, 151645, 198, 151644, 77091, 198}},
-  };
   auto m = std::make_unique<TempModel>();
   m->dir = TempDir();
-  if (!InitModel("tiny", 7, m->dir + "/tiny").ok()) {
+  if (!InitModel(kGoldenPreset, kGoldenSeed, m->dir + "/tiny").ok()) {
     EXPECT_TRUE_MSG(false, "InitModel tiny seed 7 failed");
     return;
   }
@@ -215,29 +259,19 @@ GPU_TEST(GoldenDigestsHoldOnGpu) {
     EXPECT_TRUE_MSG(false, "%s", model.status().ToString().c_str());
     return;
   }
-  auto cpu = MakeEngine(*model, "cpu");
-  auto gpu = MakeEngine(*model, "cuda");
-  if (cpu == nullptr || gpu == nullptr) return;
-  for (const auto& [name, tokens] : prompts) {
-    std::string digests[2];
-    Engine* engines[2] = {cpu.get(), gpu.get()};
-    for (int e = 0; e < 2; ++e) {
-      BatchItem item{engines[e]->NewSequence(), tokens, {static_cast<int32_t>(tokens.size() - 1)}};
-      ForwardOutput out;
-      trace::Status st = engines[e]->Forward(std::span<const BatchItem>(&item, 1), &out);
-      if (!st.ok()) {
-        EXPECT_TRUE_MSG(false, "%s", st.ToString().c_str());
-        return;
-      }
-      digests[e] = trace::DigestHex(trace::LogitsDigest(out.row(0)));
+  for (bool graphs : {true, false}) {
+    auto gpu = MakeEngine(*model, "cuda", Numerics::kCanonical, graphs);
+    if (gpu == nullptr) return;
+    auto digests = GoldenDigests(*gpu);
+    if (!digests.ok()) {
+      EXPECT_TRUE_MSG(false, "%s", digests.status().ToString().c_str());
+      return;
     }
-    std::printf("  golden %s: cpu %s gpu %s pinned %s\n", name.c_str(), digests[0].c_str(),
-                digests[1].c_str(), golden.count(name) ? golden[name].c_str() : "(not pinned yet)");
-    EXPECT_TRUE_MSG(digests[0] == digests[1], "%s: gpu digest %s != cpu %s", name.c_str(),
-                    digests[1].c_str(), digests[0].c_str());
-    if (golden.count(name)) {
-      EXPECT_TRUE_MSG(digests[1] == golden[name], "%s: gpu digest %s != pinned %s", name.c_str(),
-                      digests[1].c_str(), golden[name].c_str());
+    for (size_t i = 0; i < GoldenPrompts().size(); ++i) {
+      std::printf("  golden %s (cuda graphs %s): gpu %s pinned %s\n", GoldenPrompts()[i].name,
+                  graphs ? "on" : "off", (*digests)[i].c_str(), GoldenPrompts()[i].digest);
+      EXPECT_TRUE_MSG((*digests)[i] == GoldenPrompts()[i].digest, "%s: gpu digest %s != pinned %s",
+                      GoldenPrompts()[i].name, (*digests)[i].c_str(), GoldenPrompts()[i].digest);
     }
   }
 }
@@ -253,11 +287,11 @@ GPU_TEST(FastModeIsCloseButNotRequiredBitwise) {
   auto canonical = MakeEngine(m->model, "cuda");
   auto fast = MakeEngine(m->model, "cuda", Numerics::kFast);
   if (canonical == nullptr || fast == nullptr) return;
-  const auto ref = RunSequence(canonical.get(), prompt, {}, 0, 1);
+  const auto ref = RunSequence(canonical.get(), prompt, {}, {}, 1);
   int distinct_bits = 0;
   std::vector<float> first;
   for (int batch : {1, 7, 64}) {
-    const auto got = RunSequence(fast.get(), prompt, {}, batch - 1, 200 + batch);
+    const auto got = RunSequence(fast.get(), prompt, {}, {batch - 1, 0, 0}, 200 + batch);
     if (got.size() != ref.size()) {
       EXPECT_TRUE_MSG(false, "fast batch %d: %zu logits, expected %zu", batch, got.size(),
                       ref.size());

@@ -13,13 +13,16 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/selftest.h"
 #include "kernels/kernels.h"
+#include "tests/gpu/gpu_shapes.h"
 #include "tests/gpu/gpu_test.h"
 
 namespace {
 
 namespace k = trace::kernels;
 namespace kc = trace::kernels::cuda;
+namespace shapes = trace::gpu_shapes;
 
 k::KernelContext CpuRef() {
   k::KernelContext ctx;
@@ -105,17 +108,9 @@ bool SyncOk(const char* what) {
 
 const k::DType kDTypes[] = {k::DType::kBF16, k::DType::kF16, k::DType::kF32};
 
-struct MatMulShape {
-  int64_t M, N, K;
-};
-
-// M around the GEMV/GEMM switch (8), K not a multiple of 32 or 1024, N not a multiple of
-// the tile sizes; on a 132-SM H200 the last two shapes take the 64x64 and 128x128 GEMM
-// tiles, the other GEMM shapes the 64x32 ones.
-const MatMulShape kShapes[] = {{1, 37, 1},       {1, 64, 31},     {2, 33, 33},      {3, 129, 1000},
-                               {7, 100, 1024},   {8, 96, 1056},   {9, 77, 1025},    {17, 300, 4097},
-                               {33, 65, 896},    {64, 256, 3072}, {130, 200, 2080}, {600, 1100, 77},
-                               {1100, 2100, 100}};
+// The shapes live in tests/gpu/gpu_shapes.h, shared with the CPU simulation of the kernels'
+// schedules (tests/kernels/cuda_schedule_test.cc), which runs these very launches in CI.
+using trace::gpu_shapes::MatMulShape;
 
 void CheckMatMul(k::DType dtype, const MatMulShape& s, bool with_bias, int64_t x_offset) {
   const std::string what = std::string("MatMul ") + k::DTypeName(dtype) +
@@ -160,35 +155,24 @@ void CheckMatMul(k::DType dtype, const MatMulShape& s, bool with_bias, int64_t x
 
 GPU_TEST(MatMulCanonicalEqualsCpuReference) {
   for (k::DType dtype : kDTypes) {
-    for (const auto& shape : kShapes) {
-      if (shape.M * shape.N * shape.K > 100'000'000 && dtype != k::DType::kBF16) continue;
+    for (const auto& shape : shapes::kMatMul) {
+      if (shape.M * shape.N * shape.K > shapes::kMatMulAllDTypesLimit && dtype != k::DType::kBF16) {
+        continue;
+      }
       CheckMatMul(dtype, shape, /*with_bias=*/false, /*x_offset=*/0);
     }
   }
 }
 
 GPU_TEST(MatMulCanonicalWithBiasAndMisalignedActivations) {
-  for (const auto& shape :
-       {MatMulShape{1, 130, 896}, MatMulShape{5, 64, 1024}, MatMulShape{40, 90, 333}}) {
+  for (const auto& shape : shapes::kMatMulBiasMisaligned) {
     CheckMatMul(k::DType::kBF16, shape, /*with_bias=*/true, /*x_offset=*/0);
     CheckMatMul(k::DType::kBF16, shape, /*with_bias=*/true, /*x_offset=*/1);
   }
 }
 
 GPU_TEST(ExpEqualsCpuOverWideRange) {
-  // Every 97th float bit pattern over [-110, 110] plus the special values.
-  std::vector<float> x;
-  for (uint32_t bits = 0; bits < 0x43000000u; bits += 97) {
-    float v;
-    std::memcpy(&v, &bits, 4);
-    if (v > 110.0f) break;
-    x.push_back(v);
-    x.push_back(-v);
-  }
-  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72283f, 88.7228394f, -103.97f, -104.0f,
-                  -104.1f, 1e-30f, -1e-30f}) {
-    x.push_back(v);
-  }
+  const std::vector<float> x = shapes::ExpInputs(97);
   std::vector<float> expected(x.size());
   for (size_t i = 0; i < x.size(); ++i) expected[i] = k::Exp(x[i]);
   DeviceArray dx = DeviceArray::FromVector(x);
@@ -200,8 +184,8 @@ GPU_TEST(ExpEqualsCpuOverWideRange) {
 
 GPU_TEST(RmsNormEqualsCpuReference) {
   for (k::DType dtype : kDTypes) {
-    for (int64_t n : {1, 31, 64, 128, 896, 1000, 1024, 1025, 4097}) {
-      for (int64_t M : {1, 3, 70}) {
+    for (int64_t n : shapes::kRmsNormLengths) {
+      for (int64_t M : shapes::kRmsNormRows) {
         const std::string what = std::string("RmsNorm ") + k::DTypeName(dtype) +
                                  " n=" + std::to_string(n) + " M=" + std::to_string(M);
         const std::vector<float> x = RandomFloats(static_cast<size_t>(M * n), n * 7 + M, 3.0f);
@@ -229,10 +213,11 @@ GPU_TEST(RmsNormEqualsCpuReference) {
 
 GPU_TEST(EmbeddingEqualsCpuReference) {
   for (k::DType dtype : kDTypes) {
-    const int64_t vocab = 1000;
-    const int64_t cols = 899;
+    const int64_t vocab = shapes::kEmbeddingVocab;
+    const int64_t cols = shapes::kEmbeddingCols;
     const std::vector<uint8_t> table = RandomWeights(dtype, vocab * cols, 5, 1.0f);
-    const std::vector<int32_t> ids = {0, 999, 17, 17, 512, 3, 998};
+    const std::vector<int32_t> ids(std::begin(shapes::kEmbeddingIds),
+                                   std::end(shapes::kEmbeddingIds));
     const int64_t M = static_cast<int64_t>(ids.size());
     k::WeightView ht{table.data(), dtype, vocab, cols};
     std::vector<float> expected(static_cast<size_t>(M * cols));
@@ -249,14 +234,14 @@ GPU_TEST(EmbeddingEqualsCpuReference) {
 }
 
 GPU_TEST(RopeEqualsCpuReference) {
-  for (int64_t head_dim : {64, 128}) {
-    const int64_t max_pos = 5000;
+  for (int64_t head_dim : shapes::kRopeHeadDims) {
+    const int64_t max_pos = shapes::kRopeMaxPos;
     const int64_t half = head_dim / 2;
     std::vector<float> cos_t(static_cast<size_t>(max_pos * half));
     std::vector<float> sin_t(cos_t.size());
     k::MakeRopeTables(max_pos, head_dim, 1000000.0, cos_t.data(), sin_t.data());
-    const int64_t M = 37;
-    const int64_t heads = 14;
+    const int64_t M = shapes::kRopeRows;
+    const int64_t heads = shapes::kRopeHeads;
     std::vector<int32_t> positions(M);
     std::mt19937 rng(3);
     for (auto& p : positions) p = static_cast<int32_t>(rng() % max_pos);
@@ -277,7 +262,7 @@ GPU_TEST(RopeEqualsCpuReference) {
 }
 
 GPU_TEST(SiluMulAndAddEqualCpuReference) {
-  for (int64_t n : {1, 31, 1000, 1024, 1025, 100003}) {
+  for (int64_t n : shapes::kElementwiseLengths) {
     const std::vector<float> gate = RandomFloats(static_cast<size_t>(n), n, 8.0f);
     const std::vector<float> up = RandomFloats(static_cast<size_t>(n), n + 1, 1.0f);
     std::vector<float> expected_silu(gate.size());
@@ -298,20 +283,17 @@ GPU_TEST(SiluMulAndAddEqualCpuReference) {
   }
 }
 
-struct AttnShape {
-  int64_t heads, kv_heads, head_dim;
-};
-
 GPU_TEST(AttentionEqualsCpuReference) {
-  for (const AttnShape& a : {AttnShape{4, 2, 64}, AttnShape{16, 8, 128}, AttnShape{3, 1, 40}}) {
-    const int64_t max_pos = 1500;
+  for (const auto& a : shapes::kAttention) {
+    const int64_t max_pos = shapes::kAttentionMaxPos;
     const int64_t kv_stride = a.kv_heads * a.head_dim;
     const std::vector<float> kc_host =
         RandomFloats(static_cast<size_t>(max_pos * kv_stride), 11, 1.0f);
     const std::vector<float> vc_host = RandomFloats(kc_host.size(), 12, 1.0f);
     DeviceArray dk = DeviceArray::FromVector(kc_host);
     DeviceArray dv = DeviceArray::FromVector(vc_host);
-    const std::vector<int64_t> positions = {0, 1, 30, 31, 32, 33, 1023, 1024, 1025, 1499};
+    const std::vector<int64_t> positions(std::begin(shapes::kAttentionPositions),
+                                         std::end(shapes::kAttentionPositions));
     // Batched rows: row r attends at positions[r]; all rows in one AttentionRows call.
     const int64_t rows = static_cast<int64_t>(positions.size());
     const int64_t row_len = a.heads * a.head_dim;
@@ -364,6 +346,21 @@ GPU_TEST(AttentionEqualsCpuReference) {
     }
     EXPECT_TRUE_MSG(std::sqrt(err / norm) < 1e-4, "fast attention%s: relative L2 error %.3g",
                     shape.c_str(), std::sqrt(err / norm));
+  }
+}
+
+// The canonical-v2 self-test (kernels/selftest.h, what `trace doctor` runs): every pinned
+// digest on the device.
+GPU_TEST(PinnedSelfTestDigestsHoldOnGpu) {
+  auto results = kc::RunCudaSelfTest(0);
+  if (!results.ok()) {
+    EXPECT_TRUE_MSG(false, "%s", results.status().ToString().c_str());
+    return;
+  }
+  for (const auto& r : *results) {
+    EXPECT_TRUE_MSG(r.ok(), "self-test %s: digest %016llx, pinned %016llx", r.name.c_str(),
+                    static_cast<unsigned long long>(r.digest),
+                    static_cast<unsigned long long>(r.pinned));
   }
 }
 

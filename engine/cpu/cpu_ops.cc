@@ -1,0 +1,234 @@
+// CpuOps: the decoder graph's ops on the host (engine/cpu/cpu_ops.h). Every op is one call of
+// kernels/kernels.h; batch invariance comes from the kernels, each of which computes a row
+// from that row's inputs alone in the contract's order.
+#include "engine/cpu/cpu_ops.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+namespace trace::engine {
+namespace {
+
+// MADV_DONTNEED on the whole pages inside [data, data + size) of a read-only file mapping:
+// the kernel drops them and would fault them back in from the file.
+void DropMappedPages(const void* data, size_t size) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+void Fit(std::vector<float>* b, int64_t n) {
+  if (static_cast<int64_t>(b->size()) < n) b->resize(static_cast<size_t>(n));
+}
+
+}  // namespace
+
+CpuOps::CpuOps(std::shared_ptr<const Model> model, const EngineOptions& options)
+    : model_(std::move(model)), config_(model_->config()), options_(options) {
+  pool_ = kernels::ThreadPool::Create(options_.threads);
+  ctx_.numerics = options_.numerics;
+  ctx_.impl = options_.impl;
+  ctx_.pool = pool_.get();
+  const int64_t half = config_.head_dim / 2;
+  cos_.resize(static_cast<size_t>(options_.max_context * half));
+  sin_.resize(cos_.size());
+  kernels::MakeRopeTables(options_.max_context, config_.head_dim, config_.rope_theta, cos_.data(),
+                          sin_.data());
+  RepackWeights();
+}
+
+std::string CpuOps::DeviceDescription() const {
+  return std::string("cpu ") + kernels::CpuIsaPathName(options_.impl) + " x" +
+         std::to_string(options_.threads);
+}
+
+// Copies every matrix into the kInterleaved32 layout (kernels/kernels.h), which lets the AVX2
+// MatMul read 8 output columns per load: the same bits as row-major (the layout does not
+// change the order of any sum), and decode streams the weights ~2x faster. Both numerics
+// modes get the same layout so that canonical vs fast compares reduction order alone. Each
+// source tensor's mapped pages are dropped right after its copy, so peak memory stays near
+// one copy of the weights (the mapping re-reads from the file if a caller touches it again).
+// A tied embedding / LM head is copied once.
+void CpuOps::RepackWeights() {
+  weights_ = model_->weights();
+  std::unordered_map<const void*, kernels::WeightView> done;
+  auto repack = [&](kernels::WeightView* w) {
+    if (w->data == nullptr || w->layout != kernels::WeightLayout::kRowMajor) return;
+    if (auto it = done.find(w->data); it != done.end()) {
+      *w = it->second;
+      return;
+    }
+    const size_t bytes = kernels::InterleavedWeightsBytes(*w);
+    void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (buf == nullptr) return;  // out of memory: keep reading the row-major mapping
+    repacked_.emplace_back(buf, &std::free);
+    kernels::WeightView packed = kernels::InterleaveWeights(*w, buf);
+    DropMappedPages(w->data, static_cast<size_t>(w->rows * w->cols) * kernels::DTypeSize(w->dtype));
+    done.emplace(w->data, packed);
+    *w = packed;
+  };
+  repack(&weights_.embed_tokens);
+  repack(&weights_.lm_head);
+  for (LayerWeights& lw : weights_.layers) {
+    for (kernels::WeightView* w : {&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.o_proj, &lw.gate_proj,
+                                   &lw.up_proj, &lw.down_proj}) {
+      repack(w);
+    }
+  }
+}
+
+Status CpuOps::GrowCache(Seq* s, int64_t capacity) {
+  const size_t layers = static_cast<size_t>(config_.num_layers);
+  s->cache.k.resize(layers);
+  s->cache.v.resize(layers);
+  const size_t keep = static_cast<size_t>(s->length * KvWidth());
+  for (size_t l = 0; l < layers; ++l) {
+    for (auto* cache : {&s->cache.k[l], &s->cache.v[l]}) {
+      std::vector<float> grown(static_cast<size_t>(capacity * KvWidth()));
+      std::copy_n(cache->data(), std::min(keep, cache->size()), grown.data());
+      cache->swap(grown);
+    }
+  }
+  s->capacity = capacity;
+  return Status::Ok();
+}
+
+Status CpuOps::CopyCache(const Seq& from, Seq* to, int64_t n) {
+  const size_t count = static_cast<size_t>(n * KvWidth());
+  for (size_t l = 0; l < to->cache.k.size() && count > 0; ++l) {
+    std::copy_n(from.cache.k[l].data(), count, to->cache.k[l].data());
+    std::copy_n(from.cache.v[l].data(), count, to->cache.v[l].data());
+  }
+  return Status::Ok();
+}
+
+Status CpuOps::BeginPass(const PassT& pass, const LayerProbe* probe, graph::PassBuffers* b) {
+  pass_ = &pass;
+  probe_ = probe != nullptr && *probe ? probe : nullptr;
+  const int64_t M = pass.size();
+  tokens_.resize(static_cast<size_t>(M));
+  positions_.resize(static_cast<size_t>(M));
+  for (int64_t r = 0; r < M; ++r) {
+    tokens_[r] = pass.rows[r].token;
+    positions_[r] = pass.rows[r].position;
+  }
+  const int64_t H = config_.hidden_size, I = config_.intermediate_size;
+  const int64_t QD = config_.num_heads * config_.head_dim, KVD = KvWidth();
+  for (auto [buffer, width] : {std::pair{&x_, H},
+                               {&h_, H},
+                               {&q_, QD},
+                               {&k_, KVD},
+                               {&v_, KVD},
+                               {&attn_, QD},
+                               {&gate_, I},
+                               {&up_, I}}) {
+    Fit(buffer, M * width);
+  }
+  *b = graph::PassBuffers{x_.data(), h_.data(),    q_.data(),    k_.data(),
+                          v_.data(), attn_.data(), gate_.data(), up_.data()};
+  return Status::Ok();
+}
+
+void CpuOps::Embedding(int64_t rows, float* out) {
+  kernels::Embedding(ctx_, weights_.embed_tokens, tokens_.data(), rows, out);
+}
+
+void CpuOps::RmsNorm(const float* x, int64_t rows, int64_t width, const kernels::WeightView& w,
+                     float eps, float* out) {
+  kernels::RmsNorm(ctx_, x, rows, width, w, eps, out);
+}
+
+void CpuOps::MatMul(const float* x, int64_t rows, const kernels::WeightView& w, const float* bias,
+                    float* y) {
+  kernels::MatMul(ctx_, x, rows, w, bias, y);
+}
+
+void CpuOps::Rope(float* x, int64_t rows, int64_t heads) {
+  kernels::Rope(ctx_, x, rows, heads, config_.head_dim, positions_.data(), cos_.data(),
+                sin_.data());
+}
+
+void CpuOps::AppendKv(int64_t layer, const float* k, const float* v) {
+  const int64_t KVD = KvWidth();
+  for (int64_t r = 0; r < pass_->size(); ++r) {
+    Seq* s = pass_->rows[r].seq;
+    const int64_t pos = positions_[r];
+    std::memcpy(s->cache.k[layer].data() + pos * KVD, k + r * KVD, KVD * sizeof(float));
+    std::memcpy(s->cache.v[layer].data() + pos * KVD, v + r * KVD, KVD * sizeof(float));
+  }
+}
+
+void CpuOps::Attention(int64_t layer, const float* q, int64_t rows, float* out) {
+  const int64_t QD = config_.num_heads * config_.head_dim;
+  // Rows in parallel when there are enough of them, else the kernel splits the heads.
+  auto attend = [&](const kernels::KernelContext& ctx, int64_t r, std::vector<float>* scratch) {
+    const Seq* s = pass_->rows[r].seq;
+    const int64_t pos = positions_[r];
+    if (static_cast<int64_t>(scratch->size()) < (pos + 1) * 2) scratch->resize((pos + 1) * 2);
+    kernels::Attention(ctx, q + r * QD, s->cache.k[layer].data(), s->cache.v[layer].data(), pos,
+                       config_.num_heads, config_.num_kv_heads, config_.head_dim, scratch->data(),
+                       out + r * QD);
+  };
+  if (rows >= pool_->num_threads() && pool_->num_threads() > 1) {
+    kernels::KernelContext inline_ctx = ctx_;
+    inline_ctx.pool = nullptr;
+    kernels::ParallelFor(pool_.get(), rows, [&](int64_t b, int64_t e) {
+      std::vector<float> scratch;
+      for (int64_t r = b; r < e; ++r) attend(inline_ctx, r, &scratch);
+    });
+  } else {
+    std::vector<float> scratch;
+    for (int64_t r = 0; r < rows; ++r) attend(ctx_, r, &scratch);
+  }
+}
+
+void CpuOps::Add(const float* a, const float* b, int64_t n, float* y) {
+  kernels::Add(ctx_, a, b, n, y);
+}
+
+void CpuOps::SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  kernels::SiluMul(ctx_, gate, up, n, out);
+}
+
+Status CpuOps::AfterLayer(int64_t layer, const float* x) {
+  if (probe_ == nullptr) return Status::Ok();
+  const int64_t H = config_.hidden_size;
+  for (int64_t r = 0; r < pass_->size(); ++r) {
+    const auto& row = pass_->rows[r];
+    if (row.out_row < 0) continue;
+    (*probe_)(row.item, row.index, static_cast<int>(layer),
+              std::span<const float>(x + r * H, static_cast<size_t>(H)));
+  }
+  return Status::Ok();
+}
+
+Status CpuOps::ReserveOutputRows(int64_t rows) {
+  final_hidden_.assign(static_cast<size_t>(rows * config_.hidden_size), 0.0f);
+  return Status::Ok();
+}
+
+Status CpuOps::EndPass(const PassT& pass, const float* x) {
+  const int64_t H = config_.hidden_size;
+  for (int64_t r = 0; r < pass.size(); ++r) {
+    const int64_t out = pass.rows[r].out_row;
+    if (out >= 0) std::memcpy(final_hidden_.data() + out * H, x + r * H, H * sizeof(float));
+  }
+  pass_ = nullptr;
+  return Status::Ok();
+}
+
+Status CpuOps::Logits(int64_t first, int64_t rows, float* host_logits) {
+  float* hidden = final_hidden_.data() + first * config_.hidden_size;
+  kernels::RmsNorm(ctx_, hidden, rows, config_.hidden_size, weights_.final_norm,
+                   config_.rms_norm_eps, hidden);
+  kernels::MatMul(ctx_, hidden, rows, weights_.lm_head, nullptr, host_logits);
+  return Status::Ok();
+}
+
+}  // namespace trace::engine

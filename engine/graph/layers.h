@@ -1,0 +1,101 @@
+// The decoder's layers, written once for every backend (the ggml way: one graph, per-backend
+// ops). RunLayers<Ops> is the transformer forward pass over one pass of rows: embedding, then
+// per layer the attention block (norm, q/k/v with biases, Qwen3 q/k norms, RoPE, cache
+// append, attention, o_proj, residual) and the feed-forward block (norm, FFN, residual).
+// engine/cpu (CpuOps) and engine/cuda (CudaOps) supply memory and kernels; the order of the
+// ops, and so every bit of the result, is decided here.
+//
+// Ops interface (all pointers are backend memory: host for the CPU, device for CUDA, so the
+// graph may offset them but never dereference them):
+//   void Embedding(int64_t rows, float* out)                  the pass's token ids
+//   void RmsNorm(const float* x, int64_t rows, int64_t width, const WeightView& w, float eps,
+//                float* out)                                  out may alias x
+//   void MatMul(const float* x, int64_t rows, const WeightView& w, const float* bias, float* y)
+//   void Rope(float* x, int64_t rows, int64_t heads)          the pass's positions
+//   void AppendKv(int64_t layer, const float* k, const float* v)  rows into their caches
+//   void Attention(int64_t layer, const float* q, int64_t rows, float* out)
+//   void Add(const float* a, const float* b, int64_t n, float* y)
+//   void SiluMul(const float* gate, const float* up, int64_t n, float* out)
+//   Status AfterLayer(int64_t layer, const float* x)         launch checks, the layer probe
+//
+// Ownership: the graph owns nothing; Ops owns its buffers. Thread safety: as the engine
+// (one thread drives it). Errors: from AfterLayer (a failed launch, a failed copy).
+#pragma once
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "engine/model_weights.h"
+
+namespace trace::engine::graph {
+
+// The activations of one pass of `rows` rows, in backend memory.
+struct PassBuffers {
+  float* x = nullptr;     // [rows, hidden]: the residual stream
+  float* h = nullptr;     // [rows, hidden]: normed input / block output
+  float* q = nullptr;     // [rows, heads * head_dim]
+  float* k = nullptr;     // [rows, kv_heads * head_dim]
+  float* v = nullptr;     // [rows, kv_heads * head_dim]
+  float* attn = nullptr;  // [rows, heads * head_dim]
+  float* gate = nullptr;  // [rows, intermediate]
+  float* up = nullptr;    // [rows, intermediate]
+};
+
+template <class Ops>
+void AttentionBlock(Ops& ops, const ModelConfig& c, const LayerWeights& lw, int64_t layer,
+                    int64_t rows, const PassBuffers& b) {
+  const int64_t H = c.hidden_size, D = c.head_dim;
+  ops.RmsNorm(b.x, rows, H, lw.input_norm, c.rms_norm_eps, b.h);
+  ops.MatMul(b.h, rows, lw.q_proj, lw.q_bias, b.q);
+  ops.MatMul(b.h, rows, lw.k_proj, lw.k_bias, b.k);
+  ops.MatMul(b.h, rows, lw.v_proj, lw.v_bias, b.v);
+  if (c.qk_norm) {  // Qwen3: RMSNorm of every head of q and k, in place
+    ops.RmsNorm(b.q, rows * c.num_heads, D, lw.q_norm, c.rms_norm_eps, b.q);
+    ops.RmsNorm(b.k, rows * c.num_kv_heads, D, lw.k_norm, c.rms_norm_eps, b.k);
+  }
+  ops.Rope(b.q, rows, c.num_heads);
+  ops.Rope(b.k, rows, c.num_kv_heads);
+  ops.AppendKv(layer, b.k, b.v);
+  ops.Attention(layer, b.q, rows, b.attn);
+  ops.MatMul(b.attn, rows, lw.o_proj, nullptr, b.h);
+  ops.Add(b.x, b.h, rows * H, b.x);
+}
+
+// The feed-forward network of one layer: in = the post-attention-normed rows (b.h), out =
+// b.h. Dense SwiGLU: down(silu(gate(h)) * up(h)). This is the one place a mixture of experts
+// replaces (engine/moe: route each row, run its experts, combine), with the norm and the
+// residual around it unchanged.
+template <class Ops>
+void FeedForward(Ops& ops, const ModelConfig& c, const LayerWeights& lw, int64_t rows,
+                 const PassBuffers& b) {
+  ops.MatMul(b.h, rows, lw.gate_proj, nullptr, b.gate);
+  ops.MatMul(b.h, rows, lw.up_proj, nullptr, b.up);
+  ops.SiluMul(b.gate, b.up, rows * c.intermediate_size, b.gate);
+  ops.MatMul(b.gate, rows, lw.down_proj, nullptr, b.h);
+}
+
+template <class Ops>
+void FeedForwardBlock(Ops& ops, const ModelConfig& c, const LayerWeights& lw, int64_t rows,
+                      const PassBuffers& b) {
+  const int64_t H = c.hidden_size;
+  ops.RmsNorm(b.x, rows, H, lw.post_attn_norm, c.rms_norm_eps, b.h);
+  FeedForward(ops, c, lw, rows, b);
+  ops.Add(b.x, b.h, rows * H, b.x);
+}
+
+// Embedding and every layer for one pass; the residual stream ends in b.x.
+template <class Ops>
+Status RunLayers(Ops& ops, const ModelConfig& c, const ModelWeights& w, int64_t rows,
+                 const PassBuffers& b) {
+  ops.Embedding(rows, b.x);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    AttentionBlock(ops, c, lw, l, rows, b);
+    FeedForwardBlock(ops, c, lw, rows, b);
+    TRACE_RETURN_IF_ERROR(ops.AfterLayer(l, b.x));
+  }
+  return Status::Ok();
+}
+
+}  // namespace trace::engine::graph

@@ -1,0 +1,426 @@
+// The arithmetic of the numerics contract canonical-v2 (docs/numerics.md), written once and
+// compiled by g++ for the CPU and by nvcc for CUDA (every function is __host__ __device__
+// there). Every CPU reference (kernels/cpu/ref_*.cc), every SIMD path (kernels/cpu/avx2_*.cc;
+// AVX-512 next) and every canonical CUDA kernel (kernels/cuda/schedule/) computes through
+// these functions, so each rounding and the order of every reduction exist in one place.
+//
+// How to use it
+// -------------
+// 1. Scalar code calls the free functions: Fma, Add, Sub, Mul, Div, Sqrt (one IEEE binary32
+//    rounding each, round to nearest even; Fma is one rounding of a*b+c, the only fused
+//    operation of the contract), Exp, SiluMul, RopeRotate, RmsInverse, MaxStep/MaxFinish, and
+//    the canonical dot: LanePartialDot (lane l's chain over blocks l, l+32, ...), FoldLanes
+//    (the left fold of the 32 lane values), Dot and Sum.
+// 2. SIMD code (8-wide AVX2 today, 16-wide AVX-512 later) instantiates the same templates with
+//    its own arithmetic type A, so a vector of V = 8 or 16 floats runs the very same sequence
+//    of operations per element: ExpCore<A>, Silu<A>/SiluMul<A>, RopeRotate<A>, RmsScale<A>,
+//    ChainStep<A>, SumStep<A>, FoldStep<A>/FoldLanes<A>, MaxStep<A>. An arithmetic type is a
+//    struct of static functions, one rounding each, exactly like `Scalar` below:
+//        using V;            // the value: float, __m256, __m512, ...
+//        using I;            // an integer vector of the same width: int32_t, __m256i, __m512i
+//        V Set1(float)       // broadcast a constant
+//        V Fma(V a, V b, V c), Add, Sub, Mul, Div, Sqrt, Neg (exact sign flip)
+//        I ToInt(V)          // of a value that is already an integer (exact)
+//        I HalfFloor(I)      // arithmetic shift right by one (floor of i / 2)
+//        I SubInt(I, I)
+//        V Pow2(I e)         // 2^e for e in [-126, 127], built from the exponent bits (exact)
+//        V MaxStep(V mx, V v)  // v > mx ? v : mx per element (_mm256_max_ps(v, mx) is exactly
+//                              // this: it returns mx when v is NaN)
+//        V Exp(V)            // ExpCore<A> plus the special cases of Exp (blends for SIMD)
+//    kernels/cpu/avx2_common.h defines `avx2::Arith`; an AVX-512 `Arith` adds nothing new.
+//    Vectorise ACROSS independent outputs (columns, heads, elements), never along one chain:
+//    each element of a V must be one lane chain of the contract, visited in increasing k.
+// 3. CUDA: the same free functions run on the device with explicitly rounded intrinsics
+//    (__fmaf_rn, __fadd_rn, ...); the kernels additionally need --fmad=false so that nothing
+//    outside these functions is contracted.
+//
+// Ownership: none (pure functions over caller-owned memory). Thread safety: reentrant.
+// Errors: none; lengths and pointers are the caller's contract.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define TRACE_HD __host__ __device__ __forceinline__
+#else
+#define TRACE_HD inline
+#endif
+
+namespace trace::kernels::canonical {
+
+// ---- the dot product's geometry (docs/numerics.md section 3) -----------------------------
+inline constexpr int kLanes = 32;     // lane chains of every dot product and sum
+inline constexpr int kBlockLen = 32;  // consecutive elements per block; block b -> lane b % 32
+
+TRACE_HD int64_t NumBlocks(int64_t n) {
+  return (n + kBlockLen - 1) / kBlockLen;
+}
+TRACE_HD int LaneOfBlock(int64_t block) {
+  return static_cast<int>(block % kLanes);
+}
+TRACE_HD int LaneOfElement(int64_t k) {
+  return LaneOfBlock(k / kBlockLen);
+}
+TRACE_HD int64_t BlockBegin(int64_t block) {
+  return block * kBlockLen;
+}
+// One past the last element of `block` in a length-n vector (the last block may be short).
+TRACE_HD int64_t BlockEnd(int64_t block, int64_t n) {
+  return (block + 1) * kBlockLen < n ? (block + 1) * kBlockLen : n;
+}
+
+// ---- bits --------------------------------------------------------------------------------
+TRACE_HD float BitsToFloat(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+#endif
+}
+TRACE_HD uint32_t FloatToBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits;
+#endif
+}
+TRACE_HD float PlusInfinity() {
+  return BitsToFloat(0x7f800000u);
+}
+TRACE_HD float MinusInfinity() {
+  return BitsToFloat(0xff800000u);
+}
+TRACE_HD bool IsNan(float x) {
+  return x != x;  // never compiled with fast-math
+}
+
+// Exact conversions of stored weights (section 2): bf16 is the high half of an f32.
+TRACE_HD float Bf16ToF32(uint16_t v) {
+  return BitsToFloat(static_cast<uint32_t>(v) << 16);
+}
+// IEEE half -> f32, exact, subnormals included (NaN payload kept).
+TRACE_HD float F16ToF32(uint16_t v) {
+  const uint32_t sign = static_cast<uint32_t>(v & 0x8000u) << 16;
+  const uint32_t exponent = (v >> 10) & 0x1fu;
+  uint32_t mantissa = v & 0x3ffu;
+  if (exponent == 0x1f) return BitsToFloat(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) return BitsToFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  if (mantissa == 0) return BitsToFloat(sign);
+  int e = -1;  // subnormal: normalise
+  do {
+    ++e;
+    mantissa <<= 1;
+  } while ((mantissa & 0x400u) == 0);
+  return BitsToFloat(sign | (static_cast<uint32_t>(112 - e) << 23) | ((mantissa & 0x3ffu) << 13));
+}
+
+// ---- the scalar arithmetic: one rounding per call ------------------------------------------
+struct Scalar {
+  using V = float;
+  using I = int32_t;
+  TRACE_HD static V Set1(float c) { return c; }
+  TRACE_HD static V Fma(V a, V b, V c) {
+#if defined(__CUDA_ARCH__)
+    return __fmaf_rn(a, b, c);
+#else
+    return std::fma(a, b, c);
+#endif
+  }
+  TRACE_HD static V Add(V a, V b) {
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);
+#else
+    return a + b;  // -ffp-contract=off: never fused with a neighbouring multiply
+#endif
+  }
+  TRACE_HD static V Sub(V a, V b) {
+#if defined(__CUDA_ARCH__)
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+  }
+  TRACE_HD static V Mul(V a, V b) {
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+  }
+  TRACE_HD static V Div(V a, V b) {
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+  }
+  TRACE_HD static V Sqrt(V a) {
+#if defined(__CUDA_ARCH__)
+    return __fsqrt_rn(a);
+#else
+    return std::sqrt(a);
+#endif
+  }
+  TRACE_HD static V Neg(V a) {
+    return -a;
+  }
+  TRACE_HD static I ToInt(V integral) {
+    return static_cast<I>(integral);
+  }
+  TRACE_HD static I HalfFloor(I i) {
+    return i >> 1;
+  }
+  TRACE_HD static I SubInt(I a, I b) {
+    return a - b;
+  }
+  TRACE_HD static V Pow2(I e) {
+    return BitsToFloat(static_cast<uint32_t>(e + 127) << 23);
+  }
+  TRACE_HD static V MaxStep(V mx, V v) {
+    return v > mx ? v : mx;
+  }
+  TRACE_HD static V Exp(V x);  // below
+};
+
+// Free-function spelling of the scalar operations, for readable scalar code.
+TRACE_HD float Fma(float a, float b, float c) {
+  return Scalar::Fma(a, b, c);
+}
+TRACE_HD float Add(float a, float b) {
+  return Scalar::Add(a, b);
+}
+TRACE_HD float Sub(float a, float b) {
+  return Scalar::Sub(a, b);
+}
+TRACE_HD float Mul(float a, float b) {
+  return Scalar::Mul(a, b);
+}
+TRACE_HD float Div(float a, float b) {
+  return Scalar::Div(a, b);
+}
+TRACE_HD float Sqrt(float a) {
+  return Scalar::Sqrt(a);
+}
+
+// ---- Exp (section 4) -----------------------------------------------------------------------
+inline constexpr float kExpOverflowAbove = 0x1.62e42ep+6f;  // exp(x) > FLT_MAX above this
+inline constexpr float kExpZeroBelow = -0x1.ap+6f;          // -104: exp(x) < 2^-150 below
+inline constexpr float kLog2e = 0x1.715476p+0f;
+// Adding then subtracting 1.5 * 2^23 rounds |t| < 2^22 to an integer, ties to even (only the
+// sign of a zero k can differ from nearbyint, which changes no later bit).
+inline constexpr float kRoundMagic = 0x1.8p+23f;
+inline constexpr float kMinusLn2Hi = -0x1.62e430p-1f;
+inline constexpr float kMinusLn2Lo = 0x1.05c610p-29f;
+// Taylor coefficients 1/7! .. 1/0!, Horner order.
+inline constexpr float kExpC7 = 0x1.a01a02p-13f;
+inline constexpr float kExpC6 = 0x1.6c16c2p-10f;
+inline constexpr float kExpC5 = 0x1.111112p-7f;
+inline constexpr float kExpC4 = 0x1.555556p-5f;
+inline constexpr float kExpC3 = 0x1.555556p-3f;
+inline constexpr float kExpC2 = 0x1.0p-1f;
+inline constexpr float kExpC1 = 0x1.0p+0f;
+inline constexpr float kExpC0 = 0x1.0p+0f;
+
+// exp(x) for x in [kExpZeroBelow, kExpOverflowAbove]: k = roundeven(x * log2e);
+// r = x - k ln2 in two fma steps (Cody-Waite); p = degree-7 Taylor polynomial of exp(r) by
+// Horner with fma; the result p * 2^k as (p * 2^k1) * 2^k2 with k1 = floor(k / 2), k2 = k - k1
+// (both factors normal for k in [-150, 128]: the first product is exact, the second rounds
+// once, into the subnormal range when the result is subnormal).
+template <class A>
+TRACE_HD typename A::V ExpCore(typename A::V x) {
+  using V = typename A::V;
+  using I = typename A::I;
+  const V t = A::Mul(x, A::Set1(kLog2e));
+  const V k = A::Sub(A::Add(t, A::Set1(kRoundMagic)), A::Set1(kRoundMagic));
+  V r = A::Fma(k, A::Set1(kMinusLn2Hi), x);
+  r = A::Fma(k, A::Set1(kMinusLn2Lo), r);
+  V p = A::Set1(kExpC7);
+  p = A::Fma(p, r, A::Set1(kExpC6));
+  p = A::Fma(p, r, A::Set1(kExpC5));
+  p = A::Fma(p, r, A::Set1(kExpC4));
+  p = A::Fma(p, r, A::Set1(kExpC3));
+  p = A::Fma(p, r, A::Set1(kExpC2));
+  p = A::Fma(p, r, A::Set1(kExpC1));
+  p = A::Fma(p, r, A::Set1(kExpC0));
+  const I ki = A::ToInt(k);
+  const I k1 = A::HalfFloor(ki);
+  const I k2 = A::SubInt(ki, k1);
+  return A::Mul(A::Mul(p, A::Pow2(k1)), A::Pow2(k2));
+}
+
+// The engine's exp: NaN -> NaN (the same NaN), above kExpOverflowAbove -> +inf, below
+// kExpZeroBelow -> +0, else ExpCore. A SIMD Exp computes ExpCore on every element and
+// blends these three cases in afterwards (in this order: overflow, zero, NaN).
+TRACE_HD float Exp(float x) {
+  if (IsNan(x)) return x;
+  if (x > kExpOverflowAbove) return PlusInfinity();
+  if (x < kExpZeroBelow) return 0.0f;
+  return ExpCore<Scalar>(x);
+}
+TRACE_HD float Scalar::Exp(float x) {
+  return canonical::Exp(x);
+}
+
+// ---- elementwise ops (section 5) -----------------------------------------------------------
+// silu(g) = g / (1 + Exp(-g)): negate (exact), Exp, add, divide.
+template <class A = Scalar>
+TRACE_HD typename A::V Silu(typename A::V g) {
+  return A::Div(g, A::Add(A::Set1(1.0f), A::Exp(A::Neg(g))));
+}
+// SiluMul: silu(gate) * up, one more rounded multiply.
+template <class A = Scalar>
+TRACE_HD typename A::V SiluMul(typename A::V gate, typename A::V up) {
+  return A::Mul(Silu<A>(gate), up);
+}
+
+// RoPE, rotate-half: y1 = x1*c - x2*s, y2 = x2*c + x1*s (two rounded products, then the
+// rounded subtract / add; no fma).
+template <class A = Scalar>
+TRACE_HD void RopeRotate(typename A::V x1, typename A::V x2, typename A::V c, typename A::V s,
+                         typename A::V* y1, typename A::V* y2) {
+  *y1 = A::Sub(A::Mul(x1, c), A::Mul(x2, s));
+  *y2 = A::Add(A::Mul(x2, c), A::Mul(x1, s));
+}
+
+// RmsNorm: inv = 1 / sqrt(sum_sq / n + eps) (divide, add, sqrt, divide: four roundings; never
+// rsqrt), then out = (x * inv) * w.
+TRACE_HD float RmsInverse(float sum_sq, int64_t n, float eps) {
+  return Div(1.0f, Sqrt(Add(Div(sum_sq, static_cast<float>(n)), eps)));
+}
+template <class A = Scalar>
+TRACE_HD typename A::V RmsScale(typename A::V x, typename A::V inv, typename A::V w) {
+  return A::Mul(A::Mul(x, inv), w);
+}
+
+// MatMul: the bias is one rounded add after the whole dot.
+template <class A = Scalar>
+TRACE_HD typename A::V AddBias(typename A::V dot, typename A::V bias) {
+  return A::Add(dot, bias);
+}
+
+// ---- the max and its NaN rule (section 5, Attention) --------------------------------------
+// The exact max of a sequence v[0..n): start from MaxStart(), MaxStep over the elements in
+// ANY order or grouping (partial maxima combine with MaxStep too), then MaxFinish(mx, v[0]).
+// MaxStep skips NaN elements; MaxFinish makes a NaN first element the result, which is what
+// the sequential `mx = v[0]; if (v[j] > mx) mx = v[j]` of the reference gives. The order can
+// differ only in the sign of a zero maximum, and Exp(s - (+0)) == Exp(s - (-0)).
+TRACE_HD float MaxStart() {
+  return MinusInfinity();
+}
+template <class A = Scalar>
+TRACE_HD typename A::V MaxStep(typename A::V mx, typename A::V v) {
+  return A::MaxStep(mx, v);
+}
+TRACE_HD float MaxFinish(float mx, float first) {
+  return IsNan(first) ? first : mx;
+}
+TRACE_HD float Max(const float* v, int64_t n) {
+  float mx = MaxStart();
+  for (int64_t j = 0; j < n; ++j) mx = MaxStep(mx, v[j]);
+  return n > 0 ? MaxFinish(mx, v[0]) : mx;
+}
+
+// Attention: scale = 1 / sqrtf(head_dim); score = dot * scale; p = Exp(score - max);
+// out = (weighted sum) / (sum of p).
+TRACE_HD float AttentionScale(int64_t head_dim) {
+  return Div(1.0f, Sqrt(static_cast<float>(head_dim)));
+}
+template <class A = Scalar>
+TRACE_HD typename A::V ScaleScore(typename A::V dot, typename A::V scale) {
+  return A::Mul(dot, scale);
+}
+template <class A = Scalar>
+TRACE_HD typename A::V Probability(typename A::V score, typename A::V mx) {
+  return A::Exp(A::Sub(score, mx));
+}
+template <class A = Scalar>
+TRACE_HD typename A::V Normalize(typename A::V weighted, typename A::V sum) {
+  return A::Div(weighted, sum);
+}
+
+// ---- the canonical dot product and sum (section 3) -----------------------------------------
+// One step of a lane's chain: acc = fma(a, b, acc) (dot) or acc = acc + a (sum).
+template <class A = Scalar>
+TRACE_HD typename A::V ChainStep(typename A::V acc, typename A::V a, typename A::V b) {
+  return A::Fma(a, b, acc);
+}
+template <class A = Scalar>
+TRACE_HD typename A::V SumStep(typename A::V acc, typename A::V a) {
+  return A::Add(acc, a);
+}
+// One step of the final left fold ((lane0 + lane1) + lane2) + ... + lane31.
+template <class A = Scalar>
+TRACE_HD typename A::V FoldStep(typename A::V total, typename A::V lane_value) {
+  return A::Add(total, lane_value);
+}
+// The whole fold of lanes[0], lanes[stride], ..., lanes[31 * stride], always all 32 (a lane
+// that got no block holds +0.0f: it matters for the sign of a zero result).
+template <class A = Scalar>
+TRACE_HD typename A::V FoldLanes(const typename A::V* lanes, int64_t stride = 1) {
+  typename A::V total = lanes[0];
+  for (int l = 1; l < kLanes; ++l) total = FoldStep<A>(total, lanes[l * stride]);
+  return total;
+}
+
+// Lane `lane`'s chain of the dot of a and b (length n; element k at a[k * a_stride] and
+// b[k * b_stride]): from +0.0f over blocks lane, lane + 32, ... in increasing k.
+TRACE_HD float LanePartialDot(const float* a, const float* b, int64_t n, int lane,
+                              int64_t a_stride = 1, int64_t b_stride = 1) {
+  float acc = 0.0f;
+  const int64_t blocks = NumBlocks(n);
+  for (int64_t blk = lane; blk < blocks; blk += kLanes) {
+    const int64_t end = BlockEnd(blk, n);
+    for (int64_t k = BlockBegin(blk); k < end; ++k) {
+      acc = ChainStep(acc, a[k * a_stride], b[k * b_stride]);
+    }
+  }
+  return acc;
+}
+// The same for the sum of a.
+TRACE_HD float LanePartialSum(const float* a, int64_t n, int lane) {
+  float acc = 0.0f;
+  const int64_t blocks = NumBlocks(n);
+  for (int64_t blk = lane; blk < blocks; blk += kLanes) {
+    const int64_t end = BlockEnd(blk, n);
+    for (int64_t k = BlockBegin(blk); k < end; ++k) acc = SumStep(acc, a[k]);
+  }
+  return acc;
+}
+
+// Continues the 32 lane chains lanes[0..31] with the elements [begin, n) of the dot of a and
+// b: the scalar tail of a SIMD path that has already run every element before `begin` (so
+// each chain stays in increasing k).
+TRACE_HD void DotTail(float* lanes, const float* a, const float* b, int64_t begin, int64_t n) {
+  for (int64_t k = begin; k < n; ++k) {
+    const int l = LaneOfElement(k);
+    lanes[l] = ChainStep(lanes[l], a[k], b[k]);
+  }
+}
+TRACE_HD void SumTail(float* lanes, const float* a, int64_t begin, int64_t n) {
+  for (int64_t k = begin; k < n; ++k) {
+    const int l = LaneOfElement(k);
+    lanes[l] = SumStep(lanes[l], a[k]);
+  }
+}
+
+// CanonicalDot / CanonicalSum of kernels/kernels.h: lane 0's chain, then each next lane's
+// chain folded in (lane by lane, so no array of 32 partials is needed: on a GPU thread that
+// keeps everything in registers).
+TRACE_HD float Dot(const float* a, const float* b, int64_t n) {
+  float total = LanePartialDot(a, b, n, 0);
+  for (int l = 1; l < kLanes; ++l) total = FoldStep(total, LanePartialDot(a, b, n, l));
+  return total;
+}
+TRACE_HD float Sum(const float* a, int64_t n) {
+  float total = LanePartialSum(a, n, 0);
+  for (int l = 1; l < kLanes; ++l) total = FoldStep(total, LanePartialSum(a, n, l));
+  return total;
+}
+
+}  // namespace trace::kernels::canonical

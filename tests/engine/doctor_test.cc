@@ -1,0 +1,86 @@
+// `trace doctor`: the machine fingerprint and the numerics self-test, through the library
+// (every CPU path present passes the pinned digests) and through the CLI (text and --json,
+// exit codes), as a user runs it.
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "engine/doctor.h"
+#include "engine/golden.h"
+#include "engine_test_util.h"
+#include "kernels/kernels.h"
+#include "kernels/selftest.h"
+
+namespace trace::engine {
+namespace {
+
+TEST(Doctor, EveryCpuPathReproducesThePinnedDigests) {
+  std::vector<std::string> progress;
+  DoctorOptions options;
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  const DoctorReport report = RunDoctor(options);
+  EXPECT_EQ(report.numerics_version, kernels::kNumericsVersion);
+  EXPECT_EQ(report.machine.cpu_isa_path, kernels::CpuIsaPathName(kernels::Impl::kAuto));
+  EXPECT_GT(report.machine.cpu_cores, 0);
+  const bool avx2 = report.machine.cpu_isa_path == std::string("avx2");
+  // reference + (avx2), each with the kernel self-test and the golden prompts; no GPU here
+  // unless the machine has one.
+  const size_t cpu_paths = avx2 ? 2 : 1;
+  const size_t paths = cpu_paths + report.machine.cuda.devices.size();
+  ASSERT_EQ(report.checks.size(), 2 * paths);
+  for (const DoctorCheck& c : report.checks) {
+    EXPECT_EQ(c.outcome, DoctorCheck::Outcome::kPass)
+        << c.path << " " << c.check << ": " << c.note
+        << (c.mismatches.empty() ? "" : c.mismatches[0]);
+    EXPECT_EQ(c.passed, c.total) << c.path << " " << c.check;
+    const size_t expected =
+        c.check == "kernels" ? kernels::SelfTestCases().size() : GoldenPrompts().size();
+    EXPECT_EQ(c.total, static_cast<int>(expected)) << c.path << " " << c.check;
+  }
+  EXPECT_EQ(report.checks[0].path, "cpu reference");
+  if (avx2) {
+    EXPECT_EQ(report.checks[1].path, "cpu avx2");
+  }
+  EXPECT_TRUE(report.reproduces());
+  EXPECT_FALSE(progress.empty());
+  const std::string text = RenderDoctorText(report);
+  EXPECT_NE(text.find("reproduces the canonical bits"), std::string::npos) << text;
+  EXPECT_NE(text.find("kernel path   " + report.machine.cpu_isa_path), std::string::npos) << text;
+}
+
+using testing::Ran;
+using testing::RunTrace;
+
+TEST(DoctorCli, JsonNamesTheMachineAndEveryCheck) {
+  testing::TempDir tmp;
+  const Ran r = RunTrace("doctor --json", tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["numerics"], kernels::kNumericsVersion);
+  EXPECT_EQ(j["machine"]["cpu_kernel_path"], kernels::CpuIsaPathName(kernels::Impl::kAuto));
+  EXPECT_TRUE(j["machine"]["cuda"].contains("backend_built"));
+  EXPECT_TRUE(j["reproduces"].get<bool>());
+  bool reference_kernels = false, reference_model = false;
+  for (const auto& c : j["checks"]) {
+    EXPECT_EQ(c["result"], "pass") << c.dump();
+    reference_kernels |= c["path"] == "cpu reference" && c["check"] == "kernels";
+    reference_model |= c["path"] == "cpu reference" && c["check"] == "model";
+  }
+  EXPECT_TRUE(reference_kernels && reference_model) << r.out;
+  EXPECT_NE(r.err.find("doctor: kernel self-test on cpu reference"), std::string::npos) << r.err;
+}
+
+TEST(DoctorCli, NoModelRunsTheKernelsOnlyAndBadFlagsExitTwo) {
+  testing::TempDir tmp;
+  const Ran r = RunTrace("doctor --no-model", tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("cpu reference   kernels  pass"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" model "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("this machine reproduces the canonical bits"), std::string::npos) << r.out;
+  const Ran bad = RunTrace("doctor --jsn", tmp.path());
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+}
+
+}  // namespace
+}  // namespace trace::engine
