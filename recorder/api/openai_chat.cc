@@ -146,18 +146,9 @@ std::optional<ApiError> ParseTools(const nlohmann::ordered_json& v, std::vector<
 
 std::optional<ApiError> ParseToolChoice(const json& v, CompletionRequest* req) {
   if (v.is_string()) {
-    std::string s = v.get<std::string>();
-    if (s == "none") {
-      req->tool_choice = ToolChoice::kNone;
-    } else if (s == "auto") {
-      req->tool_choice = ToolChoice::kAuto;
-    } else if (s == "required") {
-      req->tool_choice = ToolChoice::kRequired;
-    } else {
-      return BadRequest("tool_choice",
-                        "'tool_choice' must be none, auto, required or "
-                        "{\"type\": \"function\", ...}; got \"" +
-                            s + "\"");
+    if (auto err =
+            ParseToolChoiceString(v.get<std::string>(), "{\"type\": \"function\", ...}", req)) {
+      return err;
     }
   } else if (v.is_object()) {
     auto fn = v.find("function");

@@ -164,20 +164,8 @@ std::optional<ApiError> ParseTools(const ojson& v, std::vector<ToolSpec>* out) {
 
 std::optional<ApiError> ParseToolChoice(const ojson& v, CompletionRequest* req) {
   if (v.is_string()) {
-    const std::string s = v.get<std::string>();
-    if (s == "none") {
-      req->tool_choice = ToolChoice::kNone;
-    } else if (s == "auto") {
-      req->tool_choice = ToolChoice::kAuto;
-    } else if (s == "required") {
-      req->tool_choice = ToolChoice::kRequired;
-    } else {
-      return BadRequest("tool_choice",
-                        "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
-                        "\"name\": ...}; got \"" +
-                            s + "\"");
-    }
-    return std::nullopt;
+    return ParseToolChoiceString(v.get<std::string>(), "{\"type\": \"function\", \"name\": ...}",
+                                 req);
   }
   if (!v.is_object()) return WrongType("tool_choice", "a string or an object", json(v));
   auto type = v.find("type");

@@ -43,6 +43,21 @@ std::optional<ApiError> ParseFunctionTool(const ordered_json& fn, const std::str
   return std::nullopt;
 }
 
+std::optional<ApiError> ParseToolChoiceString(const std::string& s, const std::string& object_form,
+                                              CompletionRequest* req) {
+  if (s == "none") {
+    req->tool_choice = ToolChoice::kNone;
+  } else if (s == "auto") {
+    req->tool_choice = ToolChoice::kAuto;
+  } else if (s == "required") {
+    req->tool_choice = ToolChoice::kRequired;
+  } else {
+    return BadRequest("tool_choice", "'tool_choice' must be none, auto, required or " +
+                                         object_form + "; got \"" + s + "\"");
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> CheckToolChoice(const CompletionRequest& req,
                                         const std::string& name_param) {
   if (req.tools.empty() &&

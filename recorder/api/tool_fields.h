@@ -25,6 +25,12 @@ std::optional<ApiError> ParseFunctionTool(const nlohmann::ordered_json& fn,
                                           const std::string& where, const char* schema_key,
                                           bool default_strict, std::vector<ToolSpec>* tools);
 
+// tool_choice given as a string (OpenAI's formats): none, auto or required into `req`;
+// anything else a 400 that names `object_form`, the object spelling of the format (e.g.
+// "{\"type\": \"function\", \"name\": ...}").
+std::optional<ApiError> ParseToolChoiceString(const std::string& s, const std::string& object_form,
+                                              CompletionRequest* req);
+
 // A forced tool_choice needs tools; a named one must name an offered tool (`name_param`: the
 // field that names it, e.g. "tool_choice.function.name").
 std::optional<ApiError> CheckToolChoice(const CompletionRequest& req,

@@ -12,35 +12,19 @@
 //   node sdk_agent_e2e.js TRACE_BIN AGENT.js [--diff]
 // Prints "N passed, N failed" and exits non-zero on any failure.
 "use strict";
-const { spawn, spawnSync } = require("child_process");
 const fs = require("fs");
-const os = require("os");
 const path = require("path");
+const { Tally, scratch, startServe } = require("./e2e_common");
 
 const trace = process.argv[2];
 const agent = path.join(__dirname, process.argv[3]);
 const withDiff = process.argv.includes("--diff");
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "trace-sdk-"));
 const HOSTED_KEY = "hosted-key-" + process.pid + "-7f3a";
-const env = { ...process.env, XDG_DATA_HOME: path.join(dir, "xdg"), TRACE_STORE: path.join(dir, "t.db") };
+const { env, run, remove } = scratch(trace, "trace-sdk-");
 delete env.OPENAI_API_KEY;
 delete env.ANTHROPIC_API_KEY;
-let passed = 0, failed = 0;
-
-function check(ok, what, detail) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    console.error(`FAIL ${what}${detail ? ": " + detail : ""}`);
-  }
-  return ok;
-}
-
-function run(args, extraEnv = {}) {
-  const r = spawnSync(trace, args, { env: { ...env, ...extraEnv }, encoding: "utf8", maxBuffer: 256 << 20 });
-  return { code: r.status, out: r.stdout || "", err: r.stderr || "" };
-}
+const tally = new Tally();
+const check = tally.check;
 
 function newestRun() {
   const runs = JSON.parse(run(["ls", "--json"]).out);
@@ -79,23 +63,9 @@ function record(label, extraArgs = [], extraEnv = {}) {
   return { ...r, runId: newestRun() };
 }
 
-async function startHosted() {
-  const child = spawn(trace, ["serve", "--port", "0", "--seed", "5", "--api-key", HOSTED_KEY], { env });
-  const origin = await new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-      const m = out.match(/serving on (\S+)/);
-      if (m) resolve(m[1]);
-    });
-    child.on("exit", (code) => reject(new Error("trace serve exited " + code)));
-  });
-  const stop = async () => {
-    const done = new Promise((resolve) => child.on("exit", resolve));
-    child.kill("SIGTERM");
-    await done;
-  };
-  return { origin, stop };
+// A second `trace serve`, with its own key, plays the hosted model.
+function startHosted() {
+  return startServe(trace, ["--seed", "5", "--api-key", HOSTED_KEY], env);
 }
 
 function local() {
@@ -197,8 +167,7 @@ async function upstream(label) {
   } catch (e) {
     check(false, "no exception", e && e.stack);
   } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
+    remove();
   }
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(failed ? 1 : 0);
+  tally.finish();
 })();
