@@ -78,7 +78,8 @@ int Run(const LogitsArgs& args) {
   if (!model.ok()) return ReportError(model.status());
   std::unique_ptr<engine::Tokenizer> tokenizer;
   const std::string tokenizer_path = dir + "/tokenizer.json";
-  if (!args.prompt.empty() || std::filesystem::exists(tokenizer_path)) {
+  std::error_code ec;  // an unreadable tokenizer.json fails in Load with its reason
+  if (!args.prompt.empty() || std::filesystem::exists(tokenizer_path, ec) || ec) {
     auto loaded = engine::Tokenizer::Load(tokenizer_path);
     if (!loaded.ok()) return ReportError(loaded.status());
     tokenizer = std::move(loaded).value();

@@ -54,6 +54,18 @@ int64_t DurationNs(const store::RunSummary& r) {
   return std::max<int64_t>(0, end - r.start_time_ns);
 }
 
+// After the listing: one error line per run whose summary row failed its checksum.
+int ReportDamaged(const std::vector<store::RunSummary>& runs) {
+  std::fflush(stdout);
+  int damaged = 0;
+  for (const auto& r : runs) {
+    if (r.problem.empty()) continue;
+    ReportError(Corruption("run " + r.run_id + " in " + ResolveStorePath() + ": " + r.problem));
+    ++damaged;
+  }
+  return damaged ? kExitError : kExitOk;
+}
+
 struct Options {
   bool json = false;
   size_t limit = 0;
@@ -63,7 +75,7 @@ int Run(const Options& options) {
   // A damaged row is reported once, by us; not also by protobuf's logger.
   google::protobuf::SetLogHandler(nullptr);
   store::StoreOptions open;
-  open.create_if_missing = false;
+  open.read_only = true;
   auto st = store::Store::Open(ResolveStorePath(), open);
   if (!st.ok()) return ReportError(st.status());
   auto runs = (*st)->ListRuns(options.limit);
@@ -83,16 +95,21 @@ int Run(const Options& options) {
                      {"status", std::string(store::RunStatusName(r.status))},
                      {"exit_code", r.exit_code},
                      {"signal", r.signal},
-                     {"stored_bytes", r.stored_bytes}});
+                     {"stored_bytes", r.stored_bytes},
+                     {"recorder_pid", r.recorder_pid},
+                     {"recorder_host", r.recorder_host},
+                     {"problem", r.problem}});
     }
     std::cout << out.dump(2) << "\n";
-    return kExitOk;
+    return ReportDamaged(*runs);
   }
   std::printf("%-26s  %-20s  %8s  %5s  %7s  %-10s  %9s  %s\n", "RUN", "STARTED", "DURATION",
               "CALLS", "TOKENS", "STATUS", "SIZE", "COMMAND");
   for (const auto& r : *runs) {
     std::string status(store::RunStatusName(r.status));
-    if (r.status == store::RunStatus::kComplete && r.exit_code != 0) {
+    if (!r.problem.empty()) {
+      status = "damaged";
+    } else if (r.status == store::RunStatus::kComplete && r.exit_code != 0) {
       status += "(" + std::to_string(r.exit_code) + ")";
     } else if (r.status == store::RunStatus::kCrashed && r.signal != 0) {
       status += "(" + std::to_string(r.signal) + ")";
@@ -104,7 +121,7 @@ int Run(const Options& options) {
                 static_cast<long long>(r.model_calls), static_cast<long long>(r.sampled_tokens),
                 status.c_str(), FormatBytes(r.stored_bytes).c_str(), command.c_str());
   }
-  return kExitOk;
+  return ReportDamaged(*runs);
 }
 
 void Setup(CLI::App& app, int* exit_code) {

@@ -54,10 +54,12 @@ int RunInfo(const InfoArgs& args) {
   const engine::ModelConfig& c = model.config();
   const engine::ModelFingerprint& fp = model.fingerprint();
   std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(args.dir)) {
-    std::string name = entry.path().filename().string();
+  std::error_code ec;
+  for (fs::directory_iterator it(args.dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
     if (name.ends_with(".safetensors")) files.push_back(name);
   }
+  if (ec) return ReportError(IOError(args.dir + ": cannot list: " + ec.message()));
   std::sort(files.begin(), files.end());
   nlohmann::ordered_json j;
   j["dir"] = model.dir();

@@ -9,7 +9,13 @@
 namespace trace::cli {
 namespace {
 
-int Run(const std::vector<std::string>& ids) {
+struct Options {
+  std::vector<std::string> ids;
+  bool force = false;
+};
+
+int Run(const Options& options) {
+  const std::vector<std::string>& ids = options.ids;
   // A damaged row is reported once, by us; not also by protobuf's logger.
   google::protobuf::SetLogHandler(nullptr);
   store::StoreOptions open;
@@ -29,8 +35,20 @@ int Run(const std::vector<std::string>& ids) {
     }
   }
   if (failures) return kExitError;
+  store::DeleteOptions del;
+  del.force = options.force;
+  // Every run must be deletable (not still being recorded) before any is deleted.
+  del.dry_run = true;
   for (const auto& id : resolved) {
-    Status s = (*st)->DeleteRun(id);
+    if (Status s = (*st)->DeleteRun(id, del); !s.ok()) {
+      ReportError(s);
+      ++failures;
+    }
+  }
+  if (failures) return kExitError;
+  del.dry_run = false;
+  for (const auto& id : resolved) {
+    Status s = (*st)->DeleteRun(id, del);
     // Listed twice on the command line: the second delete finds nothing, which is fine.
     if (!s.ok() && s.code() != StatusCode::kNotFound) return ReportError(s);
     if (s.ok() && !Globals().quiet) std::cout << "removed " << id << "\n";
@@ -39,10 +57,15 @@ int Run(const std::vector<std::string>& ids) {
 }
 
 void Setup(CLI::App& app, int* exit_code) {
-  auto ids = std::make_shared<std::vector<std::string>>();
-  auto* cmd = app.add_subcommand("rm", "Delete recorded runs");
-  cmd->add_option("runs", *ids, "Run ids or unique prefixes")->required()->type_name("RUN");
-  cmd->callback([ids, exit_code] { *exit_code = Run(*ids); });
+  auto options = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "rm",
+      "Delete recorded runs. A run still being recorded (no RunEnd, its recorder alive or\n"
+      "not checkable from this host) is refused unless --force");
+  cmd->add_option("runs", options->ids, "Run ids or unique prefixes")->required()->type_name("RUN");
+  cmd->add_flag("--force", options->force,
+                "Also delete runs that may still be being recorded (the recorder then fails)");
+  cmd->callback([options, exit_code] { *exit_code = Run(*options); });
 }
 
 TRACE_REGISTER_COMMAND(60, Setup);

@@ -228,7 +228,7 @@ int Run(const Options& options) {
   // A damaged row is reported once, by us; not also by protobuf's logger.
   google::protobuf::SetLogHandler(nullptr);
   store::StoreOptions open;
-  open.create_if_missing = false;
+  open.read_only = true;
   auto st = store::Store::Open(ResolveStorePath(), open);
   if (!st.ok()) return ReportError(st.status());
   auto id = (*st)->ResolveRunId(options.run);
@@ -304,12 +304,28 @@ int Run(const Options& options) {
         {"argv", std::vector<std::string>(header->argv().begin(), header->argv().end())},
         {"cwd", header->cwd()},
         {"label", header->label()},
+        {"recorder_pid", summary->recorder_pid},
+        {"recorder_host", summary->recorder_host},
         {"model_calls", summary->model_calls},
         {"sampled_tokens", summary->sampled_tokens},
         {"events", events}};
     std::cout << out.dump(2) << "\n";
-  } else if (summary->status == store::RunStatus::kIncomplete) {
-    std::printf("\n(no RunEnd: the run is still being recorded, or the recorder died)\n");
+  } else if (summary->end_time_ns == 0) {
+    const std::string recorder =
+        "pid " + std::to_string(summary->recorder_pid) + " on " + summary->recorder_host;
+    if (summary->status == store::RunStatus::kRecording) {
+      std::printf("\n(no RunEnd yet: still being recorded by %s)\n", recorder.c_str());
+    } else if (summary->status == store::RunStatus::kCrashed) {
+      std::printf(
+          "\n(no RunEnd: the recorder, %s, died; the run holds every event it "
+          "committed)\n",
+          recorder.c_str());
+    } else {
+      std::printf("\n(no RunEnd: still being recorded, or the recorder died%s)\n",
+                  summary->recorder_host.empty()
+                      ? ""
+                      : ("; " + recorder + " cannot be checked from here").c_str());
+    }
   }
   std::fflush(stdout);
   for (const auto& s : bad_rows) ReportError(s);

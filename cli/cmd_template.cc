@@ -84,7 +84,8 @@ int RunTemplate(const TemplateArgs& args) {
   // The token count needs the model's tokenizer.json; without one, print the prompt alone.
   const std::string tokenizer_path = args.model_dir + "/tokenizer.json";
   std::optional<std::vector<int32_t>> ids;
-  if (std::filesystem::exists(tokenizer_path)) {
+  std::error_code ec;  // an unreadable tokenizer.json fails in Load with its reason
+  if (std::filesystem::exists(tokenizer_path, ec) || ec) {
     auto tokenizer = engine::Tokenizer::Load(tokenizer_path);
     if (!tokenizer.ok()) return ReportError(tokenizer.status().WithContext("template"));
     ids = (*tokenizer)->Encode(*prompt);

@@ -1,4 +1,5 @@
 // The `trace` binary: parses global options and dispatches to the registered commands.
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -54,6 +55,10 @@ int ReportError(const Status& status) {
 
 int main(int argc, char** argv) {
   using namespace trace::cli;
+  // Past a file size limit (ulimit -f) a write should fail (the store then says so, and
+  // `trace record` answers 503) rather than the process die of SIGXFSZ. The agent gets
+  // the default back (recorder/child.cc).
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "trace: record and replay LLM agent runs.\n"
       "  trace record -- CMD   run an agent against a local model and record everything\n"

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -48,9 +50,15 @@ struct GoldenModel {
   std::shared_ptr<const Model> model;
   Status status;
   GoldenModel() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "trace-doctor-XXXXXX").string();
+    std::error_code ec;
+    std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+    if (ec) {
+      status = IOError("no temporary folder ($TMPDIR or /tmp): " + ec.message());
+      return;
+    }
+    std::string tmpl = (tmp / "trace-doctor-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) {
-      status = IOError(tmpl + ": cannot create a temporary folder");
+      status = IOError(tmpl + ": cannot create a temporary folder: " + std::strerror(errno));
       return;
     }
     dir = tmpl;

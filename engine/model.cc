@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/files.h"
 #include "base/hash.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
@@ -69,7 +70,12 @@ Status LoadedModel::OpenWeights() {
   const std::string single_path = dir_ + "/model.safetensors";
   std::map<std::string, std::string> index;  // tensor -> shard file name
   std::set<std::string> shard_names;
-  if (fs::exists(index_path)) {
+  TRACE_ASSIGN_OR_RETURN(bool has_index, PathExists(index_path));
+  bool has_single = false;
+  if (!has_index) {
+    TRACE_ASSIGN_OR_RETURN(has_single, PathExists(single_path));
+  }
+  if (has_index) {
     TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(index_path));
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
@@ -88,7 +94,7 @@ Status LoadedModel::OpenWeights() {
       index[it.key()] = shard;
       shard_names.insert(shard);
     }
-  } else if (fs::exists(single_path)) {
+  } else if (has_single) {
     shard_names.insert("model.safetensors");
   } else {
     return NotFound(dir_ + ": no model.safetensors or model.safetensors.index.json");
@@ -168,12 +174,14 @@ Result<const float*> LoadedModel::Bias(const std::string& name, int64_t n) {
 
 Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
   dir_ = dir;
-  if (!fs::is_directory(dir)) return NotFound(dir + ": not a model folder");
+  TRACE_ASSIGN_OR_RETURN(bool is_dir, IsDirectory(dir));
+  if (!is_dir) return NotFound(dir + ": not a model folder");
   const std::string config_path = dir + "/config.json";
   TRACE_ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path));
   TRACE_ASSIGN_OR_RETURN(config_, ParseModelConfig(config_text, config_path));
   const std::string gen_path = dir + "/generation_config.json";
-  if (fs::exists(gen_path)) {
+  TRACE_ASSIGN_OR_RETURN(bool has_gen, PathExists(gen_path));
+  if (has_gen) {
     TRACE_ASSIGN_OR_RETURN(std::string gen_text, ReadFile(gen_path));
     TRACE_RETURN_IF_ERROR(MergeGenerationConfig(gen_text, gen_path, &config_));
   }
@@ -238,16 +246,22 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
     }
   }
   const std::string tok_path = dir + "/tokenizer.json";
-  if (fs::exists(tok_path)) {
+  TRACE_ASSIGN_OR_RETURN(bool has_tok, PathExists(tok_path));
+  if (has_tok) {
     TRACE_ASSIGN_OR_RETURN(fingerprint_.tokenizer_sha256, Sha256File(tok_path));
   }
   // The chat template: chat_template.jinja if present, else tokenizer_config.json's field.
   const std::string jinja_path = dir + "/chat_template.jinja";
   const std::string tok_config_path = dir + "/tokenizer_config.json";
-  if (fs::exists(jinja_path)) {
+  TRACE_ASSIGN_OR_RETURN(bool has_jinja, PathExists(jinja_path));
+  bool has_tok_config = false;
+  if (!has_jinja) {
+    TRACE_ASSIGN_OR_RETURN(has_tok_config, PathExists(tok_config_path));
+  }
+  if (has_jinja) {
     TRACE_ASSIGN_OR_RETURN(std::string tmpl, ReadFile(jinja_path));
     fingerprint_.chat_template_sha256 = Sha256Hex(tmpl);
-  } else if (fs::exists(tok_config_path)) {
+  } else if (has_tok_config) {
     TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(tok_config_path));
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {

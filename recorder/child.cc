@@ -2,7 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,6 +61,68 @@ bool Contains(const std::string& s, const char* word) {
   return s.find(word) != std::string::npos;
 }
 
+// argv[0] looked up on the child's PATH as execvp would, but before fork: between fork
+// and exec only async-signal-safe calls are allowed. Empty when not found.
+std::string FindExecutable(const std::string& name, const std::map<std::string, std::string>& env,
+                           int* error) {
+  *error = ENOENT;
+  auto usable = [&](const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return false;
+    if (S_ISDIR(st.st_mode)) {
+      *error = EACCES;
+      return false;
+    }
+    if (::access(path.c_str(), X_OK) != 0) {
+      *error = errno;
+      return false;
+    }
+    return true;
+  };
+  if (name.find('/') != std::string::npos) return usable(name) ? name : "";
+  auto it = env.find("PATH");
+  std::string path = it != env.end() ? it->second : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (usable(candidate)) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+// The child side of fork(): async-signal-safe calls only. Never returns.
+[[noreturn]] void ExecChild(const char* path, char* const* argv, char* const* envp, int out_fd,
+                            int err_fd, int status_fd, pid_t parent) {
+  // Signals the recorder handles or ignores get their defaults back (ignored ones would
+  // survive exec: SIGXFSZ is ignored by trace so a full store is an error, not a death).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGXFSZ, SIGHUP, SIGQUIT})
+    sigaction(sig, &dfl, nullptr);
+  // When the recorder dies (even by SIGKILL), the agent gets SIGTERM instead of running on
+  // orphaned. PDEATHSIG fires when the *thread* that forked exits; RunChild forks and then
+  // waits for the child on that same thread, so that thread outlives the child unless the
+  // whole recorder dies.
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(128 + SIGTERM);
+  if (dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
+    int e = errno;
+    (void)!write(status_fd, &e, sizeof e);
+    _exit(127);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execve(path, argv, envp);
+  int e = errno;
+  (void)!write(status_fd, &e, sizeof e);
+  _exit(127);
+}
+
 }  // namespace
 
 Result<ChildExit> RunChild(const ChildOptions& options) {
@@ -85,22 +148,21 @@ Result<ChildExit> RunChild(const ChildOptions& options) {
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t default_signals;
-  sigemptyset(&default_signals);
-  sigaddset(&default_signals, SIGINT);
-  sigaddset(&default_signals, SIGTERM);
-  sigaddset(&default_signals, SIGPIPE);
-  posix_spawnattr_setsigdefault(&attr, &default_signals);
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  auto close_pipes = [&] {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+  };
+  int find_error = 0;
+  const std::string exe = FindExecutable(options.argv[0], env, &find_error);
+  if (exe.empty()) {
+    close_pipes();
+    return NotFound("cannot run '" + options.argv[0] + "': " + strerror(find_error));
+  }
+  // exec's outcome: EOF on success (close-on-exec), the errno otherwise.
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
+    close_pipes();
+    return IOError(std::string("pipe: ") + strerror(errno));
+  }
 
   // Install the forwarding handlers before the child exists, so no signal is lost.
   struct sigaction forward {
@@ -113,18 +175,42 @@ Result<ChildExit> RunChild(const ChildOptions& options) {
   g_forwarded = 0;
 
   auto start = std::chrono::steady_clock::now();
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  // No signal handler may run in the child between fork and exec: block everything
+  // around fork; the child unblocks after resetting the handlers.
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    ExecChild(exe.c_str(), argv.data(), envp.data(), out_pipe[1], err_pipe[1], status_pipe[1],
+              parent);
+  }
+  const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   close(out_pipe[1]);
   close(err_pipe[1]);
-  if (rc != 0) {
+  close(status_pipe[1]);
+  int exec_errno = 0;
+  if (pid < 0) {
+    exec_errno = fork_errno;
+  } else {
+    ssize_t n;
+    while ((n = read(status_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+    }
+    if (n != static_cast<ssize_t>(sizeof exec_errno)) exec_errno = 0;
+  }
+  close(status_pipe[0]);
+  if (pid < 0 || exec_errno != 0) {
+    if (pid > 0) {
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
     close(out_pipe[0]);
     close(err_pipe[0]);
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
-    return NotFound("cannot run '" + options.argv[0] + "': " + strerror(rc));
+    return NotFound("cannot run '" + options.argv[0] + "': " + strerror(exec_errno));
   }
   g_child_pid = pid;
   if (options.on_started) options.on_started(pid);

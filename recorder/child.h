@@ -1,6 +1,8 @@
 // Running the agent under `trace record`: spawn a command with extra environment, pass
 // stdin through, tee stdout/stderr to the terminal and to a callback, forward SIGINT and
-// SIGTERM, and report how it ended. Also the allow-listed environment capture.
+// SIGTERM, and report how it ended. If the recorder dies (even by SIGKILL) the agent gets
+// SIGTERM (PR_SET_PDEATHSIG) rather than running on orphaned. Also the allow-listed
+// environment capture.
 //
 // Ownership: RunChild owns the child process until it has been reaped. Thread safety:
 // one RunChild at a time per process (it installs SIGINT/SIGTERM handlers for its
@@ -38,6 +40,9 @@ struct ChildExit {
   int ShellStatus() const { return signalled ? 128 + signal : exit_code; }
 };
 
+// Blocks until the child has exited. The child is forked on the calling thread and
+// PR_SET_PDEATHSIG fires when that thread ends, which here means the process ended: the
+// thread waits for the child before it returns.
 Result<ChildExit> RunChild(const ChildOptions& options);
 
 // The allow-listed part of the environment that is recorded with a run: locale, time

@@ -1,5 +1,7 @@
 #include "recorder/run_log.h"
 
+#include <cstdio>
+
 namespace trace::recorder {
 
 uint64_t DeriveCallSeed(uint64_t run_seed, uint64_t call_index) {
@@ -14,6 +16,49 @@ RunLog::RunLog(std::unique_ptr<store::RunWriter> writer, uint64_t run_seed)
 
 Result<uint64_t> RunLog::Append(proto::Event event) {
   return writer_->Append(std::move(event));
+}
+
+namespace {
+
+Status NotRecorded(const Status& st) {
+  return Unavailable("not recorded, so not answered: " + st.message());
+}
+
+}  // namespace
+
+std::string DescribeWriterHealth(const store::WriterHealth& h) {
+  switch (h.state) {
+    case store::WriterHealth::State::kWaitingForLock: {
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%.1f", static_cast<double>(h.waited_ms) / 1000.0);
+      return "store busy: " + h.status.message() + "; waited " + waited + " s so far, " +
+             std::to_string(h.pending_events) +
+             " events held in memory; answers wait until they are stored";
+    }
+    case store::WriterHealth::State::kOk:
+      return "store writable again: recording goes on (" + std::to_string(h.durable_seq) +
+             " events stored)";
+    case store::WriterHealth::State::kFailed:
+      return "RECORDING STOPPED: " + h.status.message() +
+             ". The agent's requests are answered with HTTP 503 from now on.";
+  }
+  return "";
+}
+
+Status RunLog::Commit(uint64_t seq) {
+  if (seq == 0) return Status::Ok();
+  Status st = writer_->WaitDurable(seq);
+  return st.ok() ? st : NotRecorded(st);
+}
+
+Status RunLog::Commit(const Result<uint64_t>& seq) {
+  return seq.ok() ? Commit(*seq) : NotRecorded(seq.status());
+}
+
+Status RunLog::Writable() const {
+  store::WriterHealth h = writer_->health();
+  if (h.state == store::WriterHealth::State::kFailed) return NotRecorded(h.status);
+  return Status::Ok();
 }
 
 Result<uint64_t> RunLog::RecordLlmCall(proto::LlmCall call) {

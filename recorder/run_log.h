@@ -4,8 +4,9 @@
 // derives per-call seeds from the run seed, and keeps the counts for the summary.
 //
 // Ownership: a RunLog owns its store::RunWriter. Thread safety: every method may be
-// called from several HTTP handler threads at once. Errors: a failing append returns the
-// store's Status (naming the run id); the server reports it and keeps serving.
+// called from several HTTP handler threads at once. Errors: a failing append or commit
+// returns the store's Status (naming the run id); the server answers 503 with it and keeps
+// serving (docs/recorder.md, "Durability").
 #pragma once
 
 #include <atomic>
@@ -34,6 +35,11 @@ struct RunCounts {
   int64_t rejected_requests = 0;
 };
 
+// One terminal line for a change of the writer's health: another process holds the
+// store's lock (waiting, nothing lost), the lock is free again, or the store stopped
+// taking writes (requests are answered 503 from now on).
+std::string DescribeWriterHealth(const store::WriterHealth& health);
+
 // The seed of a call whose request had none: SplitMix64 of (run seed, call index).
 uint64_t DeriveCallSeed(uint64_t run_seed, uint64_t call_index);
 
@@ -47,6 +53,18 @@ class RunLog {
 
   // Appends with the wall time stamped by the writer; returns the seq.
   Result<uint64_t> Append(proto::Event event);
+
+  // Acknowledged means stored: a handler calls Commit with the last seq it recorded
+  // before it answers. Returns once that event and every earlier one are committed (one
+  // transaction for whatever the handlers appended meanwhile: group commit; it waits while
+  // another process holds the store's lock). Unavailable when the store cannot take
+  // writes: the handler answers 503 with this message instead. seq 0 (nothing recorded)
+  // is Ok at once; an error from the append is passed through as Unavailable.
+  Status Commit(uint64_t seq);
+  Status Commit(const Result<uint64_t>& seq);
+  // Ok while the store takes writes; else the reason (Unavailable), so a request can be
+  // refused with 503 before any work is done.
+  Status Writable() const;
 
   Result<uint64_t> RecordLlmCall(proto::LlmCall call);
   // Returns 0 when `call_id` was recorded before (a duplicate is skipped).

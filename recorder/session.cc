@@ -47,7 +47,8 @@ std::string RandomKey() {
 Result<std::string> ResolveModelDir(const SessionOptions& o) {
   if (!o.model_dir.empty()) return o.model_dir;
   std::string dir = engine::DefaultDemoModelDir();
-  bool existed = std::filesystem::exists(dir + "/config.json");
+  std::error_code ec;
+  bool existed = std::filesystem::exists(dir + "/config.json", ec);
   TRACE_ASSIGN_OR_RETURN(std::string ready, engine::EnsureDemoModel());
   if (!existed) {
     Log(o, "created the built-in demo model (trace model init tiny, seed " +
@@ -82,6 +83,19 @@ Result<std::unique_ptr<Server>> MakeServer(const SessionOptions& o, const Server
   return Server::CreateLocal(std::move(backend), so);
 }
 
+// The run's writer tells the terminal at once when another process keeps the store's
+// lock and when the store stops taking writes (the latter even with --quiet).
+store::WriterOptions ReportingWriter(const SessionOptions& o) {
+  store::WriterOptions w;
+  w.on_health = [&o](const store::WriterHealth& h) {
+    if (h.state == store::WriterHealth::State::kFailed && o.log) {
+      std::cerr << "trace: " << DescribeWriterHealth(h) << std::endl;
+    }
+    Log(o, DescribeWriterHealth(h));
+  };
+  return w;
+}
+
 }  // namespace
 
 std::vector<std::string> OwnCommandLine() {
@@ -114,7 +128,8 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   TRACE_RETURN_IF_ERROR(server->Start());
   header.set_endpoint(server->origin());
 
-  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<store::RunWriter> writer, store->BeginRun(header));
+  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<store::RunWriter> writer,
+                         store->BeginRun(header, ReportingWriter(o)));
   RunLog log(std::move(writer), run_seed);
   server->SetRunLog(&log);
 
@@ -224,7 +239,8 @@ Status Serve(const SessionOptions& o, bool record,
   header.set_endpoint(server->origin());
   std::unique_ptr<RunLog> log;
   if (record) {
-    TRACE_ASSIGN_OR_RETURN(std::unique_ptr<store::RunWriter> writer, store->BeginRun(header));
+    TRACE_ASSIGN_OR_RETURN(std::unique_ptr<store::RunWriter> writer,
+                           store->BeginRun(header, ReportingWriter(o)));
     log = std::make_unique<RunLog>(std::move(writer), run_seed);
     server->SetRunLog(log.get());
     Log(o, "recording everything served as run " + log->run_id() + " in " + store->path());

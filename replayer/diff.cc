@@ -736,7 +736,8 @@ Result<RunDiff> DiffRuns(store::Store& store, const std::string& run_a, const st
   std::unique_ptr<engine::Tokenizer> tokenizer;
   for (const auto* h : {&ha, &hb}) {
     std::string path = h->model().model_dir() + "/tokenizer.json";
-    if (h->model().model_dir().empty() || !std::filesystem::exists(path)) continue;
+    std::error_code ec;  // a folder gone or not readable: no token texts from it
+    if (h->model().model_dir().empty() || !std::filesystem::exists(path, ec)) continue;
     auto tok = engine::Tokenizer::Load(path);
     if (tok.ok()) {
       tokenizer = std::move(*tok);

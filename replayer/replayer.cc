@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/build_info.h"
+#include "base/files.h"
 #include "engine/engine.h"
 #include "engine/fingerprint.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -26,8 +27,8 @@ void Compare(const std::string& field, const std::string& recorded, const std::s
 std::string WeightFiles(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    std::string name = entry.path().filename().string();
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
     if (name.size() > 12 && name.ends_with(".safetensors")) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
@@ -263,7 +264,13 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
   if (report.model_dir.empty()) {
     return InvalidArgument("run " + run_id + " does not name its model folder; pass --model DIR");
   }
-  if (!std::filesystem::exists(report.model_dir + "/config.json")) {
+  auto has_config = PathExists(report.model_dir + "/config.json");
+  if (!has_config.ok()) {
+    return has_config.status().WithContext(
+        "the model folder run " + run_id + " recorded" +
+        (options.model_dir.empty() ? " (pass --model DIR to replay against another)" : ""));
+  }
+  if (!*has_config) {
     return NotFound(
         "model folder " + report.model_dir + " (run " + run_id + ") has no config.json" +
         (options.model_dir.empty() ? "; pass --model DIR to replay against another" : ""));
@@ -299,7 +306,8 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
   report.fingerprint_differences = FingerprintDifferences(header, *eng, report.numerics);
 
   std::unique_ptr<engine::Tokenizer> tokenizer;
-  if (std::filesystem::exists(report.model_dir + "/tokenizer.json")) {
+  TRACE_ASSIGN_OR_RETURN(bool has_tokenizer, PathExists(report.model_dir + "/tokenizer.json"));
+  if (has_tokenizer) {
     auto tok = engine::Tokenizer::Load(report.model_dir + "/tokenizer.json");
     if (!tok.ok()) return tok.status().WithContext("run " + run_id);
     tokenizer = std::move(*tok);

@@ -61,7 +61,7 @@ struct SkippedCall {
 
 struct RunReport {
   std::string run_id;
-  std::string run_status;       // "complete" | "incomplete" | "crashed" (store::RunStatusName)
+  std::string run_status;       // store::RunStatusName: complete | recording | incomplete | crashed
   std::string model_dir;        // the folder replayed against
   bool model_override = false;  // --model given and its hashes differ from the recording
   std::vector<FieldDifference> model_differences;

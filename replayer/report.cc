@@ -137,9 +137,11 @@ std::string RenderReplayText(const RunReport& r) {
       << (r.batch > 1 ? ", batch " + std::to_string(r.batch) : "");
   }
   o << "\n";
-  if (r.run_status != "complete") {
+  if (r.run_status == "recording") {
+    o << "note: the run is still being recorded; replayed the model calls committed so far\n";
+  } else if (r.run_status != "complete") {
     o << "note: the run is " << r.run_status
-      << " (the recording was cut off); replayed the model calls it holds\n";
+      << " (it did not end cleanly); replayed the model calls it holds\n";
   }
   if (!r.upstream.empty()) {
     o << "upstream: the run was recorded against " << r.upstream

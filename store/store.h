@@ -5,12 +5,19 @@
 // the Store that made it. Thread safety: Store methods may be called from any thread; a
 // RunWriter's methods are safe to call from several threads at once (the recorder's HTTP
 // handlers append concurrently); an EventIterator is for one thread. Several processes
-// may open the same file (WAL: readers never block the writer). Errors: every call
-// returns Status/Result with a one-line message naming the store file, run id or
-// sequence number concerned; nothing throws.
+// may open the same file, also while it is being created (WAL: readers never block the
+// writer). Errors: every call returns Status/Result with a one-line message naming the
+// store file, run id or sequence number concerned; nothing throws. A row that was changed
+// after it was written (checksums), or a run whose rows do not add up to its count, is a
+// Corruption error naming the run and seq, never a shortened or altered run.
+//
+// Implementation: schema.cc (opening, layout, migrations), run_writer.cc (RunWriter),
+// run_reader.cc (EventIterator, row checks), store.cc (Store), checksum.cc, codec.cc
+// (row encoding), fsck.h (checking a whole store), sqlite_db.h (SQLite wrappers).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,20 +29,44 @@
 namespace trace::store {
 
 // Version of the SQLite table layout (meta table, key 'schema_version'). Bump when a
-// table or column changes; add a migration from the previous version in store.cc.
-// A store with a newer version is refused; an older one is migrated on open.
-inline constexpr int kSchemaVersion = 1;
+// table or column changes; add a migration from the previous version in schema.cc.
+// A store with a newer version is refused before anything in it is changed; an older one
+// is migrated when opened writable and read as it is when opened read-only.
+// 1: the first layout. 2: a checksum column on events and runs rows.
+inline constexpr int kSchemaVersion = 2;
 
 struct StoreOptions {
-  bool create_if_missing = true;  // else a missing file is NotFound
-  bool read_only = false;         // open without creating, migrating or writing
-  int busy_timeout_ms = 10000;    // wait this long for another writer's lock
+  bool create_if_missing = true;  // else a missing (or empty) file is an error
+  // Open without creating, migrating or writing anything: every reading command. A store
+  // in a directory nobody can write is read without locks (SQLite immutable).
+  bool read_only = false;
+  // Opening waits at most this long for other processes (e.g. one creating the store);
+  // Store calls other than a RunWriter's wait this long for the write lock. A RunWriter
+  // never gives up on a lock (see WriterOptions::lock_report_ms).
+  int busy_timeout_ms = 10000;
   // synchronous=FULL: commits survive power loss, not only a process crash (slower).
   bool sync_full = false;
 };
 
+// How a RunWriter is doing, for the terminal (WriterOptions::on_health).
+struct WriterHealth {
+  enum class State {
+    kOk,              // committing normally
+    kWaitingForLock,  // another connection holds the write lock; retrying, nothing lost
+    kFailed,          // the store cannot take writes (disk full, read-only, deleted run);
+                      // final: later Appends fail with `status`
+  };
+  State state = State::kOk;
+  Status status;              // kWaitingForLock: what blocks; kFailed: the failure
+  int64_t waited_ms = 0;      // kWaitingForLock: for how long so far
+  uint64_t durable_seq = 0;   // everything up to here is committed
+  size_t pending_events = 0;  // appended but not committed
+};
+
 struct WriterOptions {
-  // A batch of appended events is committed at least this often, and at once on RunEnd.
+  // Events nobody waits for (WaitDurable) are committed at least this often; a waiter
+  // has its event committed at once, together with everything else queued by then (group
+  // commit: one transaction for whatever arrived while the previous one was written).
   int commit_interval_ms = 100;
   // Commit early when this many events are waiting.
   size_t max_batch_events = 8192;
@@ -47,6 +78,13 @@ struct WriterOptions {
   // shared prefix.
   size_t history = 64;
   int zstd_level = 3;
+  // A commit that finds the write lock held by another connection waits, retrying for as
+  // long as it takes (a batch is never dropped); after this long it reports
+  // kWaitingForLock, and kOk again once it got through.
+  int lock_report_ms = 1000;
+  // Called from the writer's committer thread whenever health() changes state. Must not
+  // call back into the writer.
+  std::function<void(const WriterHealth&)> on_health;
 };
 
 // Writes one run. Obtained from Store::BeginRun; the run row is committed before
@@ -60,17 +98,22 @@ class RunWriter {
 
   // Queues `event`, assigning its seq (1, 2, 3, ... in call order across threads) and its
   // wall_time_ns when 0. Returns the seq. The event is durable once durable_seq() >= seq.
-  // Fails after End() or after a commit error (the error names the run id).
+  // Fails after End(), and with Unavailable once the store cannot take writes
+  // (WriterHealth::kFailed; the message names the store, the run and the cause).
   virtual Result<uint64_t> Append(proto::Event event) = 0;
 
   // Highest seq committed to the database (every event with a lower seq is committed too).
   // Committed means it survives the writing process being killed (SIGKILL); with
   // StoreOptions::sync_full also power loss.
   virtual uint64_t durable_seq() const = 0;
-  // Blocks until durable_seq() >= seq or a commit fails.
+  // Commits now (group commit) and blocks until durable_seq() >= seq, or fails with
+  // Unavailable when the store cannot take writes. Waits while another process holds
+  // the write lock. "Acknowledge after WaitDurable" is how nothing acknowledged is lost.
   virtual Status WaitDurable(uint64_t seq) = 0;
   // Commits everything queued so far and waits for it.
   virtual Status Flush() = 0;
+
+  virtual WriterHealth health() const = 0;
 
   // Replaces the header (run_id and start time are kept), e.g. once the agent's pid is
   // known. Committed with the next batch.
@@ -82,10 +125,14 @@ class RunWriter {
 
 enum class RunStatus {
   kComplete,    // has a RunEnd: the agent exited (whatever its exit code)
-  kIncomplete,  // no RunEnd: still being recorded, or the recorder died
-  kCrashed,     // has a RunEnd saying the agent died of a signal or was killed
+  kRecording,   // no RunEnd, and the process writing it still runs (checked on this host)
+  kIncomplete,  // no RunEnd, and whether its writer still runs cannot be told from here
+                // (another host, or written before trace recorded its writer)
+  kCrashed,     // a RunEnd saying the agent died of a signal or was killed, or no RunEnd
+                // and the process that was writing it is gone
 };
-std::string_view RunStatusName(RunStatus status);  // "complete" | "incomplete" | "crashed"
+// "complete" | "recording" | "incomplete" | "crashed"
+std::string_view RunStatusName(RunStatus status);
 
 // One row of `trace ls`.
 struct RunSummary {
@@ -103,6 +150,20 @@ struct RunSummary {
   int32_t signal = 0;
   int64_t stored_bytes = 0;  // header + event payload bytes (blobs shared between runs
                              // are counted in every run that references them)
+  // The process that wrote (or writes) the run, from its header; 0 / empty if unknown.
+  int32_t recorder_pid = 0;
+  std::string recorder_host;
+  // Empty, or why this summary cannot be trusted (its row checksum does not match):
+  // the other fields are then as stored, possibly damaged.
+  std::string problem;
+};
+
+struct DeleteOptions {
+  // Delete a run even when it has no RunEnd and its recorder may still be writing it
+  // (RunStatus kRecording or kIncomplete).
+  bool force = false;
+  // Only check: return what DeleteRun would (refusal or NotFound), deleting nothing.
+  bool dry_run = false;
 };
 
 // One event read back, or the error that stopped it from decoding. A bad row does not
@@ -141,14 +202,20 @@ class Store {
                                              const StoreOptions& options = {});
 
   virtual const std::string& path() const = 0;
+  // kSchemaVersion, or an older version for a store opened read-only (read as it is;
+  // rows of version 1 stores carry no checksums).
+  virtual int schema_version() const = 0;
 
   // Starts a run. header.run_id empty: the store assigns a new ULID; else it must be a
-  // valid ULID not in the store. format_version and start_time_ns are filled when 0.
+  // valid ULID not in the store. format_version and start_time_ns are filled when 0,
+  // header.recorder (this process: pid, host, boot id, start time) when unset.
   virtual Result<std::unique_ptr<RunWriter>> BeginRun(proto::RunHeader header,
                                                       const WriterOptions& options = {}) = 0;
 
-  // Newest first; limit 0: all.
+  // Newest first; limit 0: all. A run whose summary row fails its checksum is listed with
+  // RunSummary::problem set.
   virtual Result<std::vector<RunSummary>> ListRuns(size_t limit = 0) = 0;
+  // Corruption when the run's summary row fails its checksum.
   virtual Result<RunSummary> GetRunSummary(const std::string& run_id) = 0;
 
   // A full id or a unique prefix (case-insensitive) -> the full id. Unknown: NotFound
@@ -156,16 +223,21 @@ class Store {
   virtual Result<std::string> ResolveRunId(std::string_view id_or_prefix) = 0;
 
   virtual Result<proto::RunHeader> LoadHeader(const std::string& run_id) = 0;
-  // Events of a run in seq order, starting at from_seq, with full prompt token ids.
+  // Events of a run in seq order, starting at from_seq, with full prompt token ids. Every
+  // row's checksum is checked, and the rows must add up: dense seqs, as many as the run
+  // counts, the RunEnd last. A row that fails, or a gap, is an EventRecord with a
+  // Corruption status (run id, seq, what), and iteration goes on.
   virtual Result<std::unique_ptr<EventIterator>> ReadEvents(const std::string& run_id,
                                                             uint64_t from_seq = 1) = 0;
   // One event; resolves its prompt-prefix reference through earlier events.
   virtual Result<proto::Event> ReadEvent(const std::string& run_id, uint64_t seq) = 0;
-  // All events; fails at the first bad row (naming it).
+  // All events; fails at the first bad row or gap (naming it): never a shortened run.
   virtual Result<std::vector<proto::Event>> LoadEvents(const std::string& run_id) = 0;
 
-  // Deletes the run, its events and the blobs no remaining run references.
-  virtual Status DeleteRun(const std::string& run_id) = 0;
+  // Deletes the run, its events and the blobs no remaining run references. Refuses
+  // (FailedPrecondition) a run without RunEnd whose recorder may still run, unless
+  // options.force.
+  virtual Status DeleteRun(const std::string& run_id, const DeleteOptions& options = {}) = 0;
 
   virtual Result<StoreStats> Stats() = 0;
 };

@@ -171,9 +171,11 @@ int main(int argc, char** argv) {
     }
   }
   if (opt.model.empty()) {
-    opt.model =
-        (std::filesystem::temp_directory_path() / "trace-bench-qwen2.5-0.5b-seed1").string();
-    if (!std::filesystem::exists(opt.model + "/config.json")) {
+    std::error_code ec;
+    std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+    if (ec) tmp = "/tmp";
+    opt.model = (tmp / "trace-bench-qwen2.5-0.5b-seed1").string();
+    if (!std::filesystem::exists(opt.model + "/config.json", ec)) {
       std::fprintf(stderr, "writing the qwen2.5-0.5b preset to %s ...\n", opt.model.c_str());
       Check(engine::InitModel("qwen2.5-0.5b", 1, opt.model));
     }

@@ -117,7 +117,10 @@ int main(int argc, char** argv) {
   std::printf("%-13s %-15s %12s %12s %12s %9s %8s %12s\n", "preset", "measure", "canon tok/s",
               "direct tok/s", "fast tok/s", "canon/fast", "launch%", "kernels/step");
   for (const std::string& preset : Split(presets)) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "trace-bench-XXXXXX").string();
+    std::error_code tmp_ec;
+    std::filesystem::path tmp = std::filesystem::temp_directory_path(tmp_ec);
+    if (tmp_ec) tmp = "/tmp";
+    std::string tmpl = (tmp / "trace-bench-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) return 1;
     const std::string dir = tmpl + "/m";
     if (!Check(InitModel(preset, 1, dir), "InitModel")) return 1;

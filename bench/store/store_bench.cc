@@ -1,11 +1,15 @@
 // Store benchmark (docs/trace-format.md, "Measured"):
 //  1. small events ingested per second into one run, batched by the writer (commit every
 //     100 ms) vs one transaction per event (Append + Flush), same event stream;
-//  2. stored bytes per sampled token for a realistic LlmCall stream: Zipf-distributed token
+//  2. acknowledged events (what the recorder does: Append then WaitDurable before the
+//     answer) from 1, 8 and 32 threads: events/s and the median/p99 wait, i.e. the
+//     latency an acknowledgement adds; group commit shares transactions between threads;
+//  3. stored bytes per sampled token for a realistic LlmCall stream: Zipf-distributed token
 //     ids, logits and runner-up gaps as a chat model produces them, random 64-bit digests.
 // Usage: store_bench [BATCHED_EVENTS] [SINGLE_EVENTS] [CALLS]
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +17,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/store.h"
@@ -67,6 +72,44 @@ double IngestRate(const std::string& path, int n, bool flush_each, double* cpu_r
   double s = std::chrono::duration<double>(Clock::now() - start).count();
   *cpu_rate = n / (CpuSeconds() - cpu_start);
   return n / s;
+}
+
+struct Acked {
+  double events_per_s = 0;
+  double median_us = 0;
+  double p99_us = 0;
+};
+
+// `threads` threads each Append + WaitDurable `each` small events (an acknowledged
+// event), as the recorder's HTTP handlers do.
+Acked AcknowledgedRate(const std::string& path, int threads, int each) {
+  auto store = Store::Open(path);
+  if (!store.ok()) std::exit(2);
+  auto w = (*store)->BeginRun({});
+  if (!w.ok()) std::exit(2);
+  std::vector<std::vector<double>> waits(threads);
+  auto start = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < each; ++i) {
+        auto t0 = Clock::now();
+        auto seq = (*w)->Append(SmallEvent(i));
+        if (!seq.ok() || !(*w)->WaitDurable(*seq).ok()) std::exit(2);
+        waits[t].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  double s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> all;
+  for (auto& v : waits) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  Acked a;
+  a.events_per_s = all.size() / s;
+  a.median_us = all[all.size() / 2];
+  a.p99_us = all[all.size() * 99 / 100];
+  return a;
 }
 
 // Zipf(s=1.1) over a 151,936-token vocabulary by inverse CDF on a precomputed table.
@@ -150,6 +193,36 @@ int main(int argc, char** argv) {
       "%d events); batched/single = %.1fx wall; target >= 200000 batched: %s\n",
       rate_batched, cpu_batched, batched, rate_single, cpu_single, single,
       rate_batched / rate_single, rate_batched >= 200000 ? "met" : "NOT met");
+
+  for (int threads : {1, 8, 32}) {
+    const int each = std::max(1, (threads == 1 ? single : single * 2) / threads);
+    Acked a = AcknowledgedRate(dir.file("acked" + std::to_string(threads) + ".db"), threads, each);
+    std::printf(
+        "acknowledged (Append + WaitDurable), %2d threads: %.0f events/s, wait median %.0f us, "
+        "p99 %.0f us (%d events; batched/acknowledged = %.1fx)\n",
+        threads, a.events_per_s, a.median_us, a.p99_us, threads * each,
+        rate_batched / a.events_per_s);
+  }
+
+  {
+    // What acknowledging adds to a model call: Append of a realistic LlmCall (50-turn
+    // conversation, 200 sampled tokens, request JSON, prompt, response) + WaitDurable.
+    auto st = Store::Open(dir.file("acked_calls.db"));
+    auto w = (*st)->BeginRun({});
+    auto conv = store::testing::MakeConversation(50, 200);
+    std::vector<double> waits;
+    for (const auto& e : conv.calls) {
+      auto t0 = Clock::now();
+      auto seq = (*w)->Append(e);
+      if (!seq.ok() || !(*w)->WaitDurable(*seq).ok()) return 2;
+      waits.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    std::sort(waits.begin(), waits.end());
+    std::printf(
+        "acknowledged model call (50-turn conversation, 200 tokens/turn): Append + WaitDurable "
+        "median %.0f us, p90 %.0f us, max %.0f us\n",
+        waits[waits.size() / 2], waits[waits.size() * 9 / 10], waits.back());
+  }
 
   Bytes b = BytesPerToken(dir.file("tokens.db"), calls, 200, false);
   std::printf(

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/files.h"
 #include "engine/template/template_internal.h"
 
 namespace trace::engine {
@@ -145,7 +146,8 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
   if (it == config.end() || it->is_null()) {
     // Newer transformers save the template next to the config as chat_template.jinja.
     auto jinja = std::filesystem::path(path).parent_path() / "chat_template.jinja";
-    if (!std::filesystem::exists(jinja)) {
+    TRACE_ASSIGN_OR_RETURN(bool has_jinja, PathExists(jinja.string()));
+    if (!has_jinja) {
       return NotFound(path + ": no field 'chat_template' and no chat_template.jinja beside it");
     }
     TRACE_ASSIGN_OR_RETURN(source, ReadFile(jinja.string(), "chat template"));

@@ -1,10 +1,12 @@
 #include "recorder/server/call_recording.h"
 
+#include <algorithm>
+
 namespace trace::recorder {
 
-void RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g, const CompletionResult& r,
-                     int status, const std::string& body, const std::string& error,
-                     const std::string& numerics) {
+Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g,
+                                 const CompletionResult& r, int status, const std::string& body,
+                                 const std::string& error, const std::string& numerics) {
   const CompletionRequest& req = call.req;
   proto::LlmCall c;
   c.set_api(std::string(call.format->api()));
@@ -69,12 +71,13 @@ void RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g, const C
   c.set_error(error);
   c.set_stream(req.stream);
   c.set_prompt_tokens_reused(static_cast<int32_t>(g.reused_prompt_tokens));
-  Result<uint64_t> seq = log->RecordLlmCall(std::move(c));
-  if (!seq.ok()) return;
-  RecordModelToolCalls(log, *seq, r.tool_calls);
+  TRACE_ASSIGN_OR_RETURN(uint64_t seq, log->RecordLlmCall(std::move(c)));
+  return RecordModelToolCalls(log, seq, r.tool_calls);
 }
 
-void RecordModelToolCalls(RunLog* log, uint64_t llm_call_seq, const std::vector<ToolCall>& calls) {
+Result<uint64_t> RecordModelToolCalls(RunLog* log, uint64_t llm_call_seq,
+                                      const std::vector<ToolCall>& calls) {
+  uint64_t last = llm_call_seq;
   for (const ToolCall& tc : calls) {
     proto::ToolCall e;
     e.set_call_id(tc.id);
@@ -82,8 +85,11 @@ void RecordModelToolCalls(RunLog* log, uint64_t llm_call_seq, const std::vector<
     e.set_arguments_json(tc.arguments);
     e.set_source("model");
     e.set_llm_call_seq(llm_call_seq);
-    (void)log->RecordToolCall(std::move(e));
+    // 0: a call id recorded before (the duplicate is skipped).
+    TRACE_ASSIGN_OR_RETURN(uint64_t seq, log->RecordToolCall(std::move(e)));
+    last = std::max(last, seq);
   }
+  return last;
 }
 
 void RecordToolResultsFromMessages(RunLog* log, const CompletionRequest& req) {

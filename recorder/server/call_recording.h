@@ -4,8 +4,9 @@
 // API goes through here (the proxy's RecordProxiedCall and the event API aside).
 //
 // Ownership: borrows everything. Thread safety: RunLog is thread-safe; a Call is read
-// only after its generation finished. Errors: a failing append is dropped here (the store
-// keeps its own error state and the run is marked by it); the HTTP reply is unaffected.
+// only after its generation finished. Errors: a failing append is returned (the store's
+// Status naming the run); the caller answers the model call only once the seq it gets back
+// is committed (RunLog::Commit), else with 503.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +23,15 @@ namespace trace::recorder {
 // Records an LlmCall for `call` (served with HTTP `status` and response `body`; `error`
 // set when the generation failed; finish_reason "cancelled" when its client went away),
 // then the tool calls in `r` pointing at it. Every token sampled is recorded, so a replay
-// verifies a cancelled call as far as it went.
-void RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g, const CompletionResult& r,
-                     int status, const std::string& body, const std::string& error,
-                     const std::string& numerics);
+// verifies a cancelled call as far as it went. Returns the last seq appended.
+Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g, const CompletionResult& r,
+                                 int status, const std::string& body,
+                                 const std::string& error, const std::string& numerics);
 
 // ToolCall events (source "model") for calls the model made in the LlmCall at `seq`.
-void RecordModelToolCalls(RunLog* log, uint64_t llm_call_seq, const std::vector<ToolCall>& calls);
+// Returns the last seq appended (llm_call_seq when there is none), or the first failure.
+Result<uint64_t> RecordModelToolCalls(RunLog* log, uint64_t llm_call_seq,
+                                      const std::vector<ToolCall>& calls);
 
 // A ToolResult for every `role: tool` message (once per tool_call_id, see RunLog).
 void RecordToolResultsFromMessages(RunLog* log, const CompletionRequest& req);

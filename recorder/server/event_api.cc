@@ -1,5 +1,6 @@
 #include "recorder/server/event_api.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -57,7 +58,8 @@ void EventApi::HandleClock(const httplib::Request& req, httplib::Response& res) 
     c.set_value_ns(clock == "wall" ? wall : mono);
     c.set_text(clock == "wall" ? iso : std::to_string(mono));
     Result<uint64_t> r = log->RecordClock(std::move(c));
-    if (!r.ok()) return SendError(res, ErrorFromStatus(r.status()));
+    // Acknowledged means stored: the agent sees the time only once the read is committed.
+    if (Status st = frontend_->Commit(r); !st.ok()) return SendError(res, ErrorFromStatus(st));
     seq = *r;
   }
   res.set_content(json{{"clock", clock},
@@ -71,6 +73,7 @@ void EventApi::HandleClock(const httplib::Request& req, httplib::Response& res) 
 
 void EventApi::HandleEvents(const httplib::Request& http_req, httplib::Response& res) {
   RunLog* log = frontend_->log();
+  if (!frontend_->Recordable(req, res)) return;
   json body = json::parse(http_req.body, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     ApiError e = BadRequest("", "event body must be a JSON object");
@@ -96,6 +99,7 @@ void EventApi::HandleEvents(const httplib::Request& http_req, httplib::Response&
   }
   json seqs = json::array();
   int duplicates = 0;
+  uint64_t last_seq = 0;
   for (proto::Event& e : parsed) {
     if (!log) {
       seqs.push_back(0);
@@ -121,9 +125,14 @@ void EventApi::HandleEvents(const httplib::Request& http_req, httplib::Response&
       default:
         seq = log->RecordNote(std::move(*e.mutable_note()));
     }
-    if (!seq.ok()) return SendError(res, ErrorFromStatus(seq.status()));
+    if (!seq.ok()) return SendError(res, ErrorFromStatus(frontend_->Commit(seq)));
     if (*seq == 0) ++duplicates;
     seqs.push_back(*seq);
+    last_seq = std::max(last_seq, *seq);
+  }
+  // Acknowledged means stored: answer once the events are committed, else 503.
+  if (Status st = frontend_->Commit(last_seq); !st.ok()) {
+    return SendError(res, ErrorFromStatus(st));
   }
   res.set_content(
       json{{"recorded", log != nullptr}, {"seqs", seqs}, {"duplicates", duplicates}}.dump(),

@@ -5,7 +5,8 @@
 //
 // Ownership: borrows the frontend, which must outlive it. Thread safety: handlers run on
 // the frontend's threads; RunLog is thread-safe. Errors: a bad event is a 400 (422 for an
-// unknown type) naming the field; a failing store append is a 5xx with the store's message.
+// unknown type) naming the field. Events and clock reads are acknowledged once committed;
+// a store that cannot take them is a 503 with the store's message.
 #pragma once
 
 #include <string>

@@ -133,4 +133,16 @@ void HttpFrontend::Reject(const httplib::Request& req, const ApiError& e) {
   (void)log_->RecordNote(std::move(note));
 }
 
+bool HttpFrontend::Recordable(const httplib::Request& req, httplib::Response& res) {
+  if (!log_) return true;
+  Status st = log_->Writable();
+  if (st.ok()) return true;
+  SendRouteError(req, res, ErrorFromStatus(st));
+  return false;
+}
+
+Status HttpFrontend::Commit(const Result<uint64_t>& last_seq) {
+  return log_ ? log_->Commit(last_seq) : Status::Ok();
+}
+
 }  // namespace trace::recorder

@@ -7,8 +7,8 @@
 //
 // Ownership: owns the httplib::Server and its listening thread; the RunLog is borrowed
 // (SetRunLog before Start) and must outlive Stop(). Thread safety: Start, Stop and
-// SetRunLog are for the owning thread; Authorized, Reject and log() are called from the
-// handler threads. Errors: Start fails with IOError naming host:port.
+// SetRunLog are for the owning thread; Authorized, Reject, Recordable, Commit and log()
+// are called from the handler threads. Errors: Start fails with IOError naming host:port.
 #pragma once
 
 #include <httplib.h>
@@ -46,6 +46,16 @@ class HttpFrontend {
   bool Authorized(const httplib::Request& req, httplib::Response& res);
   // A rejected request is recorded as a note, so the run shows it and keeps going.
   void Reject(const httplib::Request& req, const ApiError& e);
+
+  // Acknowledged means stored (docs/recorder.md, "Durability"). True while the run's store
+  // takes writes (or nothing is recorded); otherwise answers 503 with the reason, so a
+  // request the run could not record is refused before any work is done.
+  // The 503 takes the route's API shape (Anthropic's on the Messages routes).
+  bool Recordable(const httplib::Request& req, httplib::Response& res);
+  // Waits until `last_seq` (the last event a request appended) and everything before it
+  // is committed; the request is answered only then. Ok when nothing is recorded; else
+  // Unavailable (503) "not recorded, so not answered: ..." (RunLog::Commit).
+  Status Commit(const Result<uint64_t>& last_seq);
 
  private:
   ServerOptions options_;

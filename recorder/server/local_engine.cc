@@ -146,6 +146,7 @@ void LocalEngineApi::Reject(const WireFormat& format, const httplib::Request& ht
 void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::Request& http_req,
                                       httplib::Response& res) {
   if (!frontend_->Authorized(http_req, res)) return;
+  if (!frontend_->Recordable(http_req, res)) return;
   if (std::optional<ApiError> e = format.CheckHeaders(
           [&](const std::string& name) { return http_req.get_header_value(name.c_str()); })) {
     return Reject(format, http_req, res, *e);
@@ -204,10 +205,10 @@ void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::R
     // recorded as generated; only the write of the answer fails.
     const GenerationResult& result = call->gen->Wait();
     call->TryClaimFinalize();
-    Outcome outcome = Conclude(call.get(), result);
-    Record(call.get(), result, outcome);
-    res.status = outcome.status;
-    res.set_content(outcome.body, "application/json");
+    Answer answer = Conclude(call.get(), result);
+    Commit(call.get(), result, &answer);
+    res.status = answer.http_status();
+    res.set_content(answer.body, "application/json");
     return;
   }
   res.set_header("Cache-Control", "no-cache");
@@ -336,28 +337,29 @@ CompletionResult LocalEngineApi::BuildResult(Call* call, const GenerationResult&
   return r;
 }
 
-LocalEngineApi::Outcome LocalEngineApi::Conclude(Call* call, const GenerationResult& g) {
-  Outcome o;
-  o.result = BuildResult(call, g);
-  if (!g.status.ok()) {
-    ApiError e = ErrorFromStatus(g.status);
-    o.status = e.http_status;
-    o.body = call->format->ErrorBody(e);
-    o.error = g.status.message();
-    return o;
-  }
-  o.body = call->format->Body(call->req, o.result);
-  // Kept before the client hears of it, so its next request can already refer to it.
-  if (call->conversation && call->req.store && g.finish_reason != "cancelled") {
-    responses_.Put(std::move(*call->conversation), o.result, o.body);
-    call->conversation.reset();
-  }
-  return o;
+LocalEngineApi::Answer LocalEngineApi::Conclude(Call* call, const GenerationResult& g) {
+  Answer a;
+  a.result = BuildResult(call, g);
+  if (!g.status.ok()) a.error = ErrorFromStatus(g.status);
+  a.body = a.error ? call->format->ErrorBody(*a.error) : call->format->Body(call->req, a.result);
+  return a;
 }
 
-void LocalEngineApi::Record(Call* call, const GenerationResult& g, const Outcome& o) {
+void LocalEngineApi::Commit(Call* call, const GenerationResult& g, Answer* a) {
   if (RunLog* log = frontend_->log()) {
-    RecordLocalCall(log, *call, g, o.result, o.status, o.body, o.error, numerics_);
+    Result<uint64_t> last = RecordLocalCall(log, *call, g, a->result, a->http_status(), a->body,
+                                            g.status.ok() ? "" : g.status.message(), numerics_);
+    // Acknowledged means stored: the answer goes out once the call is committed, else 503.
+    if (Status st = frontend_->Commit(last); !st.ok()) {
+      a->error = ErrorFromStatus(st);
+      a->body = call->format->ErrorBody(*a->error);
+      return;
+    }
+  }
+  // Kept before the client hears of it, so its next request can already refer to it.
+  if (!a->error && call->conversation && call->req.store && g.finish_reason != "cancelled") {
+    responses_.Put(std::move(*call->conversation), a->result, a->body);
+    call->conversation.reset();
   }
 }
 

@@ -15,7 +15,8 @@
 // frontend, which must outlive it. Thread safety: handlers run concurrently on the
 // frontend's threads; per-call state is a shared Call (local_call.h). Errors: a bad request
 // is answered with an OpenAI error body and recorded as a rejected request; an engine
-// failure is a 5xx and recorded with the call.
+// failure is a 5xx and recorded with the call; a call the store could not take is a 503
+// (and once the store failed, every request is refused with 503 up front).
 #pragma once
 
 #include <atomic>
@@ -58,23 +59,26 @@ class LocalEngineApi {
   // Renders, tokenizes, picks the seed and the constraint. An error is the client's.
   std::optional<ApiError> Prepare(Call* call);
   CompletionResult BuildResult(Call* call, const GenerationResult& g);
-  // The outcome of a finished call: its result, HTTP status, non-streamed body (or error
-  // body) and error message.
-  struct Outcome {
+  // What a finished call is answered with: its result, or the error sent instead.
+  struct Answer {
     CompletionResult result;
-    int status = 200;
-    std::string body;
-    std::string error;
+    std::optional<ApiError> error;  // the generation failed, or the call was not stored
+    std::string body;  // the non-streamed response, or the error's body in the API's shape
+    int http_status() const { return error ? error->http_status : 200; }
   };
-  // Builds the response and keeps it for later Responses references (store). Call only once
-  // per call, after TryClaimFinalize; then Record.
-  Outcome Conclude(Call* call, const GenerationResult& g);
-  void Record(Call* call, const GenerationResult& g, const Outcome& outcome);
+  // Builds the answer. Call only once per call, after TryClaimFinalize; then Commit.
+  Answer Conclude(Call* call, const GenerationResult& g);
+  // Records the call as answered (a streamed call's `sent_stream` holds its whole stream by
+  // then) and waits for its commit: acknowledged means stored, so a call the store did not
+  // take turns the answer into a 503. A committed Responses answer with `store` is kept for
+  // later references before the client hears of it.
+  void Commit(Call* call, const GenerationResult& g, Answer* answer);
   // Streaming (local_stream.cc): writes the events of a streamed call; false when the
   // client went away (the generation is cancelled and the call recorded as such).
   bool StreamResponse(const std::shared_ptr<Call>& call, httplib::DataSink& sink);
   // The response of a streamed call is being destroyed: if nothing finalized the call
-  // (the client left before or while it streamed), cancel, wait and record it.
+  // (the client left before or while it streamed), cancel, wait, record it and wait for
+  // its commit.
   void ReleaseStream(const std::shared_ptr<Call>& call);
 
   LocalBackend backend_;

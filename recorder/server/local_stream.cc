@@ -4,7 +4,9 @@
 // or within kProbeInterval of silence by an SSE comment that cannot be written; its
 // generation is cancelled at the next engine step and the call recorded with the tokens
 // sampled so far and finish_reason "cancelled". ReleaseStream covers a stream torn down
-// before StreamResponse ran or finished.
+// before StreamResponse ran or finished. The end of a stream (finish reason, usage,
+// terminator) goes out only once the call is committed; if the store did not take it, the
+// stream ends with a 503 error event instead.
 #include <chrono>
 
 #include "recorder/server/local_engine.h"
@@ -64,15 +66,15 @@ bool LocalEngineApi::StreamResponse(const std::shared_ptr<Call>& call, httplib::
   }
   if (!call->TryClaimFinalize()) return false;
   const GenerationResult& g = call->gen->Wait();
-  Outcome o = Conclude(call.get(), g);
+  Answer answer = Conclude(call.get(), g);
   std::string tail;
-  if (o.status != 200) {
-    tail = encoder->Error(ErrorFromStatus(g.status));
+  if (answer.error) {
+    tail = encoder->Error(*answer.error);
   } else {
     // What the non-streamed response says, minus what was already sent: the rest of the
     // text (all of it while tool calls were possible) and the logprobs of the tokens not
     // yet sent.
-    const CompletionResult& r = o.result;
+    const CompletionResult& r = answer.result;
     const size_t sent = call->streamed_bytes();
     std::string rest = call->tools_active      ? r.text
                        : r.text.size() >= sent ? r.text.substr(sent)
@@ -85,10 +87,14 @@ bool LocalEngineApi::StreamResponse(const std::shared_ptr<Call>& call, httplib::
     }
     tail = encoder->End(r, rest, rest_logprobs);
   }
-  // Recorded with the whole stream before its end goes out, as for a non-streamed answer.
+  // Recorded with the whole stream before its end goes out, and the end waits for the
+  // call's commit: a client never sees the end of an answer that is not stored (the text
+  // deltas above went out as generated). Not stored: the stream ends with the 503 instead.
   call->sent_stream += tail;
-  Record(call.get(), g, o);
-  if (!tail.empty()) sink.write(tail.data(), tail.size());
+  const bool failed = answer.error.has_value();
+  Commit(call.get(), g, &answer);
+  if (answer.error && !failed) tail = encoder->Error(*answer.error);
+  if (!tail.empty()) sink.write(tail.data(), tail.size());  // already in sent_stream
   sink.done();
   return true;
 }
@@ -97,7 +103,8 @@ void LocalEngineApi::ReleaseStream(const std::shared_ptr<Call>& call) {
   if (!call->TryClaimFinalize()) return;
   call->gen->Cancel();
   const GenerationResult& g = call->gen->Wait();
-  Record(call.get(), g, Conclude(call.get(), g));
+  Answer answer = Conclude(call.get(), g);
+  Commit(call.get(), g, &answer);
 }
 
 }  // namespace trace::recorder

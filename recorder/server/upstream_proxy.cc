@@ -71,7 +71,7 @@ void UpstreamProxy::Register() {
                                    &OpenAiResponsesFormat(), &AnthropicMessagesFormat()}) {
     for (const std::string& route : format->routes()) {
       http.Post(route, [this, format](const httplib::Request& req, httplib::Response& res) {
-        if (!frontend_->Authorized(req, res)) return;
+        if (!frontend_->Authorized(req, res) || !frontend_->Recordable(req, res)) return;
         ForwardCall(*format, req, res);
       });
     }
@@ -152,9 +152,7 @@ void UpstreamProxy::ForwardCall(const WireFormat& format, const httplib::Request
     x->status = e.http_status;
     x->body = format.ErrorBody(e);
     x->error = e.message;
-    RecordProxiedCall(*x);
-    res.status = e.http_status;
-    res.set_content(x->body, "application/json");
+    Answer(format, res, *x, RecordProxiedCall(*x), "application/json");
     return;
   }
   x->status = r->status;
@@ -167,15 +165,26 @@ void UpstreamProxy::ForwardCall(const WireFormat& format, const httplib::Request
     std::string converted = AnthropicErrorFromOpenAi(x->status, x->body);
     if (!converted.empty()) x->body = std::move(converted);
   }
-  RecordProxiedCall(*x);
-  res.status = r->status;
   std::string type = r->get_header_value("Content-Type");
-  res.set_content(x->body, type.empty() ? "application/json" : type);
+  Answer(format, res, *x, RecordProxiedCall(*x), type.empty() ? "application/json" : type);
 }
 
-void UpstreamProxy::RecordProxiedCall(const Exchange& x) {
+void UpstreamProxy::Answer(const WireFormat& format, httplib::Response& res, const Exchange& x,
+                           const Result<uint64_t>& last_seq, const std::string& content_type) {
+  // Acknowledged means stored: the agent gets the answer once the call is committed.
+  if (Status st = frontend_->Commit(last_seq); !st.ok()) {
+    ApiError e = ErrorFromStatus(st);
+    res.status = e.http_status;
+    res.set_content(format.ErrorBody(e), "application/json");
+    return;
+  }
+  res.status = x.status;
+  res.set_content(x.body, content_type);
+}
+
+Result<uint64_t> UpstreamProxy::RecordProxiedCall(const Exchange& x) {
   RunLog* log = frontend_->log();
-  if (!log) return;
+  if (!log) return uint64_t{0};
   const WireFormat& format = *x.format;
   proto::LlmCall c;
   c.set_api(std::string(format.api()));
@@ -238,9 +247,8 @@ void UpstreamProxy::RecordProxiedCall(const Exchange& x) {
   t->set_total_ms(std::chrono::duration<double, std::milli>(SteadyClock::now() - x.start).count());
   t->set_start_ns(x.start_ns);
   t->set_end_ns(NowNs());
-  Result<uint64_t> seq = log->RecordLlmCall(std::move(c));
-  if (!seq.ok()) return;
-  RecordModelToolCalls(log, *seq, s.tool_calls);
+  TRACE_ASSIGN_OR_RETURN(uint64_t seq, log->RecordLlmCall(std::move(c)));
+  return RecordModelToolCalls(log, seq, s.tool_calls);
 }
 
 }  // namespace trace::recorder

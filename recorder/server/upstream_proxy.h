@@ -18,7 +18,9 @@
 // handlers run on the frontend's threads; a streamed call has one more thread reading the
 // upstream (upstream_relay.cc). Errors: an upstream that does not answer is a 502 (code
 // upstream_unavailable, in the API's error shape) naming the URL and the socket error, and
-// is recorded as a failed call.
+// is recorded as a failed call. Acknowledged means stored: a call is answered once it is
+// committed; one the store could not take is a 503 in the API's shape (a stream: its last
+// bytes, the terminator, are held back until the commit and replaced by an error event).
 #pragma once
 
 #include <memory>
@@ -74,7 +76,12 @@ class UpstreamProxy {
   // The credentials and passed-on headers for a request to the upstream.
   httplib::Headers UpstreamHeaders(const httplib::Request& req, bool anthropic) const;
   ApiError Unreachable(httplib::Error error) const;
-  void RecordProxiedCall(const Exchange& x);
+  // Records the call; returns the last seq appended (0 when not recording).
+  Result<uint64_t> RecordProxiedCall(const Exchange& x);
+  // Answers a non-streamed call with x's status and body once `last_seq` is committed, else
+  // with the 503 in the API's shape.
+  void Answer(const WireFormat& format, httplib::Response& res, const Exchange& x,
+              const Result<uint64_t>& last_seq, const std::string& content_type);
 
   HttpFrontend* frontend_;
   std::string upstream_;

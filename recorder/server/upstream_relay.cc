@@ -2,7 +2,10 @@
 // response relays its bytes as they arrive. The agent's response waits for the upstream's
 // status first, so an upstream error (a 400, a 429) reaches the agent as that status and
 // body, not inside a 200 event stream. An agent that stops reading is noticed at the next
-// write: the upstream request is aborted and the call recorded with what was sent.
+// write: the upstream request is aborted and the call recorded with what was sent. The last
+// kHeldBack bytes of a stream (its terminator and final event) wait for the call's commit:
+// the agent never sees the end of an answer that is not stored, and gets an error event in
+// the API's shape instead.
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -13,6 +16,21 @@
 
 namespace trace::recorder {
 namespace {
+
+// How many bytes at the end of a relayed stream wait for the call's commit: at least the
+// terminator of every format ("data: [DONE]\n\n", "event: message_stop\ndata: {...}\n\n").
+constexpr size_t kHeldBack = 64;
+
+// An error event in `format`'s stream framing (the request as the agent sent it gives the
+// encoder; one it cannot parse gets the plain OpenAI framing).
+std::string StreamErrorEvent(const WireFormat& format, const std::string& request_body,
+                             const ApiError& e) {
+  auto parsed = format.Parse(request_body);
+  if (auto* req = std::get_if<CompletionRequest>(&parsed)) {
+    return format.NewStream(*req, CompletionResult())->Error(e);
+  }
+  return "data: " + format.ErrorBody(e) + "\n\n";
+}
 
 // The upstream side of one streamed call, shared by the reading thread and the response.
 struct UpstreamStream {
@@ -108,10 +126,8 @@ void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request
         if (!converted.empty()) x->body = std::move(converted);
       }
     }
-    RecordProxiedCall(*x);
-    res.status = x->status;
-    res.set_content(
-        x->body, up->content_type.empty() || !up->answered ? "application/json" : up->content_type);
+    Answer(format, res, *x, RecordProxiedCall(*x),
+           up->content_type.empty() || !up->answered ? "application/json" : up->content_type);
     return;
   }
   x->status = 200;
@@ -120,7 +136,8 @@ void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request
   const std::string type = up->content_type.empty() ? "text/event-stream" : up->content_type;
   res.set_chunked_content_provider(
       type,
-      [this, up, x](size_t, httplib::DataSink& sink) {
+      [this, up, x, fmt = &format](size_t, httplib::DataSink& sink) {
+        std::string held;  // received, not yet written to the agent
         for (;;) {
           std::deque<std::string> chunks;
           bool done;
@@ -130,12 +147,15 @@ void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request
             chunks.swap(up->chunks);
             done = up->done;
           }
-          for (const std::string& c : chunks) {
-            if (!sink.write(c.data(), c.size())) {
+          for (const std::string& c : chunks) held += c;
+          if (held.size() > kHeldBack) {
+            const size_t n = held.size() - kHeldBack;
+            if (!sink.write(held.data(), n)) {
               up->Cancel();  // the releaser records what was sent
               return false;
             }
-            x->sent += c;
+            x->sent.append(held, 0, n);
+            held.erase(0, n);
           }
           if (done) break;
         }
@@ -143,9 +163,14 @@ void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request
         if (up->error != httplib::Error::Success) {
           x->error = "upstream " + recorded_url_ + " stream cut: " + httplib::to_string(up->error);
         }
-        // Recorded before the stream's end goes out, as the local engine does.
-        RecordProxiedCall(*x);
+        // Recorded with its end before the end goes out, and the end waits for the commit.
+        x->sent += held;
+        Result<uint64_t> last = RecordProxiedCall(*x);
         up->recorded = true;
+        if (Status st = frontend_->Commit(last); !st.ok()) {
+          held = StreamErrorEvent(*fmt, x->request_body, ErrorFromStatus(st));
+        }
+        sink.write(held.data(), held.size());
         sink.done();
         return true;
       },
@@ -155,7 +180,7 @@ void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request
         if (up->recorded) return;
         x->cancelled = true;
         x->error = "the agent stopped reading the stream";
-        RecordProxiedCall(*x);
+        (void)frontend_->Commit(RecordProxiedCall(*x));  // no one left to answer
       });
 }
 

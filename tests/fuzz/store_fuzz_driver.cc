@@ -26,7 +26,7 @@ int Feed(const std::string& s) {
   return LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());
 }
 
-// A valid stored row for `event`, in the layout of store.cc's writer.
+// A valid stored row for `event`, in the layout of run_writer.cc.
 std::string StoredRow(proto::Event event, uint64_t base_seq, int* encoding) {
   proto::StoredEvent stored;
   if (event.has_llm_call()) {

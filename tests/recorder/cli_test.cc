@@ -1,10 +1,13 @@
 // End-to-end tests of `trace record` as a process: the example agent recorded with event
 // counts matching what it printed; a failing agent's status; a child killed by a signal;
-// SIGTERM forwarded; the recorder itself SIGKILLed leaves an incomplete but readable run.
+// SIGTERM forwarded; the recorder itself SIGKILLed leaves a crashed but readable run and
+// stops the agent.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -217,7 +220,18 @@ TEST_F(RecordCliTest, SigtermIsForwardedToTheAgent) {
   EXPECT_EQ(events.back().run_end().signal(), SIGTERM);
 }
 
-TEST_F(RecordCliTest, RecorderKilledLeavesAnIncompleteReadableRun) {
+// Waits (up to timeout_s) for process `pid`, not our child, to end: a pidfd polls
+// readable when it does. False if it still runs.
+bool WaitForExit(pid_t pid, int timeout_s) {
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;  // already gone
+  struct pollfd p = {fd, POLLIN, 0};
+  int n = poll(&p, 1, timeout_s * 1000);
+  close(fd);
+  return n == 1;
+}
+
+TEST_F(RecordCliTest, RecorderKilledLeavesACrashedReadableRunAndTheAgentIsStopped) {
   std::string script = Script("hang.py", R"(
 req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
     data=json.dumps({"model": os.environ["OPENAI_MODEL"], "max_tokens": 4,
@@ -233,11 +247,17 @@ time.sleep(120)
   Proc p = Spawn(Record({"python3", script}));
   std::string line = p.WaitLine("ready ");
   ASSERT_FALSE(line.empty());
+  const pid_t agent = std::stoi(line.substr(6));
   kill(p.pid, SIGKILL);
   p.Wait();
-  kill(std::stoi(line.substr(6)), SIGKILL);  // the orphaned agent
+  // The agent is not left running orphaned: it got SIGTERM when the recorder died.
+  bool agent_ended = WaitForExit(agent, 60);
+  if (!agent_ended) kill(agent, SIGKILL);
+  EXPECT_TRUE(agent_ended) << "the agent outlived its recorder";
   auto [summary, events] = OnlyRun();
-  EXPECT_EQ(summary.status, store::RunStatus::kIncomplete);
+  // No RunEnd, and the recorder is gone: crashed, not incomplete forever.
+  EXPECT_EQ(summary.status, store::RunStatus::kCrashed);
+  EXPECT_EQ(summary.recorder_pid, p.pid);
   int calls = 0, notes = 0;
   for (const proto::Event& e : events) {
     calls += e.has_llm_call();

@@ -12,6 +12,7 @@
 #include "recorder/constrained.h"
 #include "recorder/openai_api.h"
 #include "recorder/run_log.h"
+#include "recorder/server.h"
 #include "store/store.h"
 
 namespace trace::recorder {
@@ -389,6 +390,56 @@ TEST(RunLog, RecordsEachToolResultOnceAndCountsEvents) {
   ASSERT_EQ(events->size(), 3u);
   EXPECT_TRUE((*events)[0].has_tool_result());
   EXPECT_TRUE((*events)[1].has_note());
+  std::filesystem::remove_all(dir);
+}
+
+// `trace record -- true` once in 20 never exited: the agent was done before the server's
+// listening thread had marked itself running, httplib's stop() did nothing, and Stop()
+// joined a thread that never ended. Stop right after Start, many times over (the proxy
+// server needs no model). Hangs (the ctest timeout) without the fix.
+TEST(ServerLifecycle, StopRightAfterStartAlwaysReturns) {
+  for (int i = 0; i < 300; ++i) {
+    auto server = Server::CreateProxy("http://127.0.0.1:9/v1", ServerOptions());
+    ASSERT_TRUE(server.ok()) << server.status().message();
+    ASSERT_TRUE((*server)->Start().ok());
+    (*server)->Stop();
+  }
+}
+
+// A commit that cannot happen (the store stopped taking writes) is a 503-worthy
+// Unavailable from Commit and from Writable, not a silent success.
+TEST(RunLog, CommitWaitsForTheStoreAndReportsWhenItCannotTakeWrites) {
+  std::string dir =
+      std::filesystem::temp_directory_path() / ("trace_runlog_c_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto store = store::Store::Open(dir + "/t.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  store::WriterOptions wo;
+  wo.commit_interval_ms = 3'600'000;  // only Commit makes a commit happen
+  auto writer = (*store)->BeginRun(proto::RunHeader(), wo);
+  ASSERT_TRUE(writer.ok());
+  std::string run_id = (*writer)->run_id();
+  RunLog log(std::move(writer).value(), 5);
+  proto::Note n;
+  n.set_text("acknowledged");
+  auto seq = log.RecordNote(n);
+  ASSERT_TRUE(log.Commit(seq).ok());
+  EXPECT_TRUE(log.Commit(uint64_t{0}).ok());
+  EXPECT_TRUE(log.Writable().ok());
+  // Committed: another connection sees it.
+  auto events = (*store)->LoadEvents(run_id);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->size(), 1u);
+  // The run deleted under the recorder: the next commit fails for good.
+  store::DeleteOptions force;
+  force.force = true;
+  ASSERT_TRUE((*store)->DeleteRun(run_id, force).ok());
+  Status st = log.Commit(log.RecordNote(n));
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_NE(st.message().find("not recorded"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("deleted"), std::string::npos) << st.message();
+  EXPECT_EQ(log.Writable().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(log.Commit(log.RecordNote(n)).code(), StatusCode::kUnavailable);
   std::filesystem::remove_all(dir);
 }
 

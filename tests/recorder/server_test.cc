@@ -1,7 +1,8 @@
 // End-to-end tests of the recorder's server with the tiny demo model, through HTTP:
 // streaming == non-streaming, 16 concurrent clients == each alone (bitwise), prefix
 // reuse == cold, tool_choice required / guided_choice, bad requests -> 4xx while the
-// server keeps serving and recording, and the trace event API landing in the store.
+// server keeps serving and recording, the trace event API landing in the store, and
+// answers that wait for their commit (503 once the store cannot take writes).
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -402,6 +403,106 @@ TEST_F(ServerTest, ProxyModeForwardsAndRecordsAsGiven) {
   EXPECT_TRUE(calls[1].stream());
   EXPECT_EQ(calls[1].output_text(), text);  // reassembled from the stream's deltas
   EXPECT_EQ(calls[1].http_status(), 200);
+  fs::remove_all(dir);
+}
+
+// Acknowledged means stored, on every path of the split server: once a commit fails (here:
+// the run is deleted under the recorder, a failure that is final like a full disk), a
+// streamed local call ends with a 503 error event instead of its finish, a relayed stream
+// ends with one instead of the upstream's last bytes ("data: [DONE]"), and from then on
+// model calls (local and proxied), event batches and clock reads are refused with 503.
+TEST_F(ServerTest, AnswersWaitForTheCommitAndA503FollowsAStoreThatFailed) {
+  std::string dir = TempDir("failing_store");
+  auto store = store::Store::Open(dir + "/t.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  auto begin = [&](std::unique_ptr<RunLog>* log) {
+    auto writer = (*store)->BeginRun(proto::RunHeader());
+    ASSERT_TRUE(writer.ok()) << writer.status().message();
+    *log = std::make_unique<RunLog>(std::move(writer).value(), 3);
+  };
+  std::unique_ptr<RunLog> local_log, proxy_log;
+  begin(&local_log);
+  begin(&proxy_log);
+  auto server = StartServer({}, local_log.get());
+  ASSERT_TRUE(server);
+  auto upstream = StartServer();
+  ASSERT_TRUE(upstream);
+  ServerOptions opts;
+  opts.api_key = kKey;
+  auto proxy = Server::CreateProxy(upstream->origin() + "/v1", opts);
+  ASSERT_TRUE(proxy.ok()) << proxy.status().message();
+  (*proxy)->SetRunLog(proxy_log.get());
+  ASSERT_TRUE((*proxy)->Start().ok());
+  setenv("TRACE_UPSTREAM_API_KEY", kKey, 1);
+  auto answered = [](const httplib::Result& r) { return r ? r->status : -1; };
+  auto not_recorded = [](const httplib::Result& r) {
+    return r && r->body.find("not recorded, so not answered") != std::string::npos &&
+           r->body.find("was deleted") != std::string::npos;
+  };
+  json req = {{"model", server->model_name()},
+              {"messages", Conversation(2)},
+              {"max_tokens", 4},
+              {"seed", 9}};
+  // Answered only once stored: the call is in the store when its answer arrives.
+  auto ok = Post(*server, "/v1/chat/completions", req);
+  ASSERT_EQ(answered(ok), 200) << (ok ? ok->body : "");
+  EXPECT_GE(local_log->writer().durable_seq(), 1u);
+  auto stored = (*store)->LoadEvents(local_log->run_id());
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  EXPECT_EQ(stored->size(), 1u);
+  if (!stored->empty()) {
+    EXPECT_EQ(stored->at(0).llm_call().request_id(), json::parse(ok->body)["id"]);
+  }
+
+  store::DeleteOptions force;
+  force.force = true;
+  ASSERT_TRUE((*store)->DeleteRun(local_log->run_id(), force).ok());
+  ASSERT_TRUE((*store)->DeleteRun(proxy_log->run_id(), force).ok());
+
+  // A local stream: its text may have gone out, its end waits for the commit that fails.
+  req["stream"] = true;
+  auto local_stream = Post(*server, "/v1/chat/completions", req);
+  ASSERT_EQ(answered(local_stream), 200);
+  EXPECT_TRUE(not_recorded(local_stream)) << local_stream->body;
+  int chunks = 0, errors = 0;
+  std::istringstream lines(local_stream->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: {", 0) != 0) continue;
+    json chunk = json::parse(line.substr(6));
+    if (chunk.contains("error")) ++errors;
+    for (const json& c : chunk.value("choices", json::array())) {
+      ++chunks;
+      EXPECT_TRUE(c["finish_reason"].is_null()) << "the stream finished: " << line;
+    }
+  }
+  EXPECT_GE(chunks, 1);  // the text deltas went out before the commit
+  EXPECT_EQ(errors, 1);
+  // A relayed stream: the upstream's last bytes are held back and replaced by the error.
+  req["model"] = upstream->model_name();
+  auto relayed = Post(**proxy, "/v1/chat/completions", req);
+  ASSERT_EQ(answered(relayed), 200);
+  EXPECT_TRUE(not_recorded(relayed)) << relayed->body;
+  EXPECT_EQ(relayed->body.find("[DONE]"), std::string::npos) << relayed->body;
+
+  // From now on everything that would be recorded is refused up front.
+  req["stream"] = false;
+  for (Server* s : {server.get(), proxy->get()}) {
+    auto r = Post(*s, "/v1/chat/completions", req);
+    EXPECT_EQ(answered(r), 503);
+    EXPECT_TRUE(not_recorded(r)) << (r ? r->body : "");
+  }
+  auto events = Post(*server, "/trace/v1/events", json{{"type", "note"}, {"text", "x"}});
+  EXPECT_EQ(answered(events), 503);
+  EXPECT_TRUE(not_recorded(events)) << (events ? events->body : "");
+  httplib::Client c("127.0.0.1", server->port());
+  auto clock = c.Get("/trace/v1/clock", {{"Authorization", std::string("Bearer ") + kKey}});
+  EXPECT_EQ(answered(clock), 503);
+  EXPECT_TRUE(not_recorded(clock)) << (clock ? clock->body : "");
+  // Serving without recording is unaffected.
+  req["model"] = upstream->model_name();
+  EXPECT_EQ(answered(Post(*upstream, "/v1/chat/completions", req)), 200);
+  (*proxy)->Stop();
+  server->Stop();
   fs::remove_all(dir);
 }
 

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <set>
 
+#include "base/process_identity.h"
 #include "replayer/diff.h"
 #include "replayer/replayer.h"
 #include "replayer/report.h"
@@ -300,14 +301,21 @@ TEST_F(ReplayTest, IncompleteRunReplaysWhatExistsAndSaysSo) {
   AgentRun cut = run;
   cut.events.resize(4);
   ASSERT_TRUE(cut.events.back().has_llm_call());
+  // Its recorder is gone: this process, but with another start time (a reused pid).
+  ProcessIdentity self = CurrentProcess();
+  proto::RecorderProcess* dead = cut.header.mutable_recorder();
+  dead->set_pid(self.pid);
+  dead->set_host(self.host);
+  dead->set_boot_id(self.boot_id);
+  dead->set_start_ticks(self.start_ticks + 1);
   auto id = testing::WriteRun(*store, cut, /*end=*/false);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   auto report = ReplayRun(*store, *id, ReplayOptions{});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_EQ(report->run_status, "incomplete");
+  EXPECT_EQ(report->run_status, "crashed");
   EXPECT_EQ(report->calls.size(), 1u);
   EXPECT_EQ(report->level, Level::kBitwise);
-  EXPECT_NE(RenderReplayText(*report).find("incomplete"), std::string::npos);
+  EXPECT_NE(RenderReplayText(*report).find("note: the run is crashed"), std::string::npos);
 }
 
 TEST_F(ReplayTest, UnknownAmbiguousAndMissingRunsAreClearErrors) {

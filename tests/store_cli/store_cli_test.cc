@@ -1,11 +1,16 @@
-// Runs build/bin/trace against stores built here: ls, show, export, rm and their errors.
+// Runs build/bin/trace against stores built here: ls, show, export, rm, fsck and their
+// errors; reading commands on damaged, empty, newer and read-only stores.
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "store/export.h"
@@ -29,11 +34,11 @@ struct CliResult {
 using ::trace::testing::ReadWholeFile;
 using ::trace::testing::ShellQuote;
 
-// Runs `trace --store STORE ARGS...`, capturing stdout, stderr and the exit code.
-CliResult Trace(const TempDir& dir, const std::string& store,
-                const std::vector<std::string>& args) {
-  std::string cmd =
-      ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") + " --store " + ShellQuote(store);
+// Runs `[PREFIX] trace --store STORE ARGS...`, capturing stdout, stderr and the exit code.
+CliResult Trace(const TempDir& dir, const std::string& store, const std::vector<std::string>& args,
+                const std::string& prefix = "") {
+  std::string cmd = prefix + ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") +
+                    " --store " + ShellQuote(store);
   for (const auto& a : args) cmd += " " + ShellQuote(a);
   cmd += " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
   int status = std::system(cmd.c_str());
@@ -129,7 +134,7 @@ TEST_F(StoreCliTest, LsListsRunsNewestFirstWithSummaryColumns) {
   ASSERT_NE(a, std::string::npos);
   EXPECT_LT(c, b);
   EXPECT_LT(b, a);
-  EXPECT_NE(r.out.find("incomplete"), std::string::npos);
+  EXPECT_NE(r.out.find("recording"), std::string::npos);  // its writer (this test) runs
   EXPECT_NE(r.out.find("complete(1)"), std::string::npos);
   EXPECT_NE(r.out.find("python3 agent.py --task=0"), std::string::npos);
   EXPECT_NE(r.out.find("2025-11-29"), std::string::npos);
@@ -143,7 +148,8 @@ TEST_F(StoreCliTest, LsListsRunsNewestFirstWithSummaryColumns) {
   EXPECT_EQ(j[2]["sampled_tokens"], 32);
   EXPECT_EQ(j[2]["status"], "complete");
   EXPECT_EQ(j[2]["duration_ns"], 2'500'000'000ll);
-  EXPECT_EQ(j[0]["status"], "incomplete");
+  EXPECT_EQ(j[0]["status"], "recording");
+  EXPECT_EQ(j[0]["recorder_pid"], getpid());
   EXPECT_GT(j[0]["stored_bytes"].get<int64_t>(), 0);
 
   r = Trace(dir_, path_, {"ls", "--limit", "1", "--json"});
@@ -167,7 +173,7 @@ TEST_F(StoreCliTest, ShowPrintsATimeline) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["run_id"], "01JE0000000000000000000CCC");
-  EXPECT_EQ(j["status"], "incomplete");
+  EXPECT_EQ(j["status"], "recording");
   ASSERT_EQ(j["events"].size(), written_["01JE0000000000000000000CCC"].size());
   EXPECT_EQ(j["events"][0]["kind"], "llm_call");
   EXPECT_EQ(j["events"][0]["sampled_tokens"], 16);
@@ -211,7 +217,19 @@ TEST_F(StoreCliTest, RmDeletesRunsAndRefusesBadIdsWithoutDeleting) {
   EXPECT_EQ(r.err, "trace: no run matches 'nosuchrun' in " + path_ + "\n");
   EXPECT_EQ(store_->ListRuns()->size(), 3u);
 
+  // 01JE...CCC has no RunEnd and its writer (this test process) is alive: refused, and
+  // nothing else listed is deleted either.
   r = Trace(dir_, path_, {"rm", "01JE", "01JD0000000000000000000AAA"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("run 01JE0000000000000000000CCC in " + path_ +
+                       " is still being recorded (pid " + std::to_string(getpid())),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--force"), std::string::npos);
+  EXPECT_EQ(store_->ListRuns()->size(), 3u);
+
+  r = Trace(dir_, path_, {"rm", "--force", "01JE", "01JD0000000000000000000AAA"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("removed 01JE0000000000000000000CCC"), std::string::npos);
   auto runs = store_->ListRuns();
@@ -276,6 +294,157 @@ TEST_F(StoreCliTest, ShowReportsACorruptRowAndPrintsTheRest) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("run " + id + " seq 3:"), std::string::npos);
   EXPECT_TRUE(r.out.empty());
+}
+
+TEST_F(StoreCliTest, FsckSaysCleanThenNamesDamageAndWhatCanBeSalvaged) {
+  auto r = Trace(dir_, path_, {"fsck"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sqlite integrity: ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("result: clean (3 of 3 runs ok)"), std::string::npos) << r.out;
+
+  const std::string id = "01JD0000000000000000000ABB";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  std::string sql = "UPDATE events SET wall_time_ns = wall_time_ns + 1 WHERE run_id='" + id +
+                    "' AND seq=4; DELETE FROM events WHERE run_id='" + id + "' AND seq=6";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  r = Trace(dir_, path_, {"fsck"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;  // damage found
+  EXPECT_NE(r.out.find("run " + id + " (complete): DAMAGED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("seq 4: row checksum mismatch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("seq 6: events 6 are missing"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("salvage: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("result: DAMAGED (1 of 3 runs damaged)"), std::string::npos) << r.out;
+
+  r = Trace(dir_, path_, {"fsck", "01JD0000000000000000000AB", "--json"});
+  EXPECT_EQ(r.exit_code, 1);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["clean"], false);
+  ASSERT_EQ(j["runs"].size(), 1u);
+  EXPECT_EQ(j["runs"][0]["run_id"], id);
+  EXPECT_EQ(j["runs"][0]["readable_events"], j["runs"][0]["counted_events"].get<int>() - 2);
+  EXPECT_NE(j["runs"][0]["readable_seqs"].get<std::string>().find("1..3, 5, 7.."),
+            std::string::npos)
+      << j.dump(2);
+
+  // Reading commands refuse the damaged run in one line, exit 2: never a shorter run.
+  r = Trace(dir_, path_, {"export", id});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("run " + id + " seq 4: row checksum mismatch"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST_F(StoreCliTest, AChangedSummaryRowMakesLsSayDamagedAndExit2) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE runs SET events = events - 1 WHERE "
+                         "run_id='01JD0000000000000000000AAA'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto r = Trace(dir_, path_, {"ls"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("damaged"), std::string::npos) << r.out;
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_NE(
+      r.err.find("run 01JD0000000000000000000AAA in " + path_ + ": summary row checksum mismatch"),
+      std::string::npos)
+      << r.err;
+}
+
+TEST_F(StoreCliTest, ReadingCommandsNeverCreateOrConvertAnything) {
+  // A 0-byte file stays a 0-byte file (and no -wal/-shm appears beside it).
+  std::string empty = dir_.file("empty.db");
+  { std::ofstream(empty).flush(); }
+  for (const char* cmd : {"ls", "show", "export", "fsck"}) {
+    std::vector<std::string> args = {cmd};
+    if (std::string(cmd) == "show" || std::string(cmd) == "export") args.push_back("01JD");
+    auto r = Trace(dir_, empty, args);
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_NE(r.err.find("empty file, not a trace store"), std::string::npos) << cmd << r.err;
+    EXPECT_EQ(std::filesystem::file_size(empty), 0u) << cmd;
+    EXPECT_FALSE(std::filesystem::exists(empty + "-wal")) << cmd;
+    EXPECT_FALSE(std::filesystem::exists(empty + "-shm")) << cmd;
+  }
+  // A store of a newer trace: refused before anything switches it to WAL.
+  std::string newer = dir_.file("newer.db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(newer.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "PRAGMA journal_mode=DELETE; CREATE TABLE meta(key TEXT PRIMARY KEY, "
+                         "value TEXT); INSERT INTO meta VALUES('schema_version', '7')",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  const std::string before = ReadWholeFile(newer);
+  for (const char* cmd : {"ls", "fsck", "rm"}) {
+    std::vector<std::string> args = {cmd};
+    if (std::string(cmd) == "rm") args.push_back("01JD");
+    auto r = Trace(dir_, newer, args);
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_NE(r.err.find("schema version 7 is newer"), std::string::npos) << cmd << r.err;
+  }
+  EXPECT_EQ(ReadWholeFile(newer), before);
+  EXPECT_FALSE(std::filesystem::exists(newer + "-wal"));
+}
+
+// Root ignores permissions; the commands run as nobody there (CI runs as root).
+TEST_F(StoreCliTest, AStoreInAReadOnlyDirectoryCanBeReadByEveryReadingCommand) {
+  store_.reset();  // closed: no -wal/-shm left beside it
+  std::string sub = dir_.file("ro");
+  std::filesystem::create_directories(sub);
+  std::string ro = sub + "/traces.db";
+  std::filesystem::copy_file(path_, ro);
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(ro.c_str(), 0444), 0);
+  ASSERT_EQ(::chmod(sub.c_str(), 0555), 0);
+  std::string prefix;
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(ro.c_str(), 65534, 65534), 0);
+    if (std::system("command -v setpriv >/dev/null") != 0) GTEST_SKIP() << "no setpriv";
+    prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  auto run = [&](const std::vector<std::string>& args) { return Trace(dir_, ro, args, prefix); };
+  for (std::vector<std::string> args : {std::vector<std::string>{"ls"},
+                                        {"show", "01JD0000000000000000000AAA"},
+                                        {"export", "01JD0000000000000000000AAA"},
+                                        {"fsck"}}) {
+    auto r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+    EXPECT_FALSE(r.out.empty()) << args[0];
+  }
+  auto r = run({"rm", "--force", "01JD0000000000000000000AAA"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(sub)) names.insert(e.path().filename());
+  EXPECT_EQ(names, std::set<std::string>{"traces.db"});
+  ::chmod(sub.c_str(), 0755);
+}
+
+// The recorded model folder cannot be looked at (a symlink loop fails even for root):
+// replay says so in one line and diff does without token texts; neither aborts.
+TEST_F(StoreCliTest, AnInaccessibleModelFolderIsAnErrorNotAnAbort) {
+  std::string loop = dir_.file("loop");
+  ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0);
+  for (const char* id : {"01JF0000000000000000000DDD", "01JF0000000000000000000EEE"}) {
+    proto::RunHeader h;
+    h.set_run_id(id);
+    h.mutable_model()->set_model_dir(loop + "/model");
+    auto w = store_->BeginRun(h);
+    ASSERT_TRUE(w.ok());
+    for (const auto& e : MakeConversation(1, 4).calls) ASSERT_TRUE((*w)->Append(e).ok());
+    ASSERT_TRUE((*w)->End({}).ok());
+  }
+  auto r = Trace(dir_, path_, {"replay", "01JF0000000000000000000DDD"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("not accessible"), std::string::npos) << r.err;
+  r = Trace(dir_, path_, {"diff", "01JF0000000000000000000DDD", "01JF0000000000000000000EEE"});
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.exit_code << ": " << r.err;
 }
 
 }  // namespace
