@@ -73,7 +73,7 @@ void EventApi::HandleClock(const httplib::Request& req, httplib::Response& res) 
 
 void EventApi::HandleEvents(const httplib::Request& http_req, httplib::Response& res) {
   RunLog* log = frontend_->log();
-  if (!frontend_->Recordable(req, res)) return;
+  if (!frontend_->Recordable(http_req, res)) return;
   json body = json::parse(http_req.body, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     ApiError e = BadRequest("", "event body must be a JSON object");

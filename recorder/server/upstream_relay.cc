@@ -3,9 +3,9 @@
 // status first, so an upstream error (a 400, a 429) reaches the agent as that status and
 // body, not inside a 200 event stream. An agent that stops reading is noticed at the next
 // write: the upstream request is aborted and the call recorded with what was sent. The last
-// kHeldBack bytes of a stream (its terminator and final event) wait for the call's commit:
-// the agent never sees the end of an answer that is not stored, and gets an error event in
-// the API's shape instead.
+// event of a stream (the terminator, "data: [DONE]", message_stop or response.completed
+// with the whole response) waits for the call's commit: the agent never sees the end of an
+// answer that is not stored, and gets an error event in the API's shape instead.
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -17,9 +17,22 @@
 namespace trace::recorder {
 namespace {
 
-// How many bytes at the end of a relayed stream wait for the call's commit: at least the
-// terminator of every format ("data: [DONE]\n\n", "event: message_stop\ndata: {...}\n\n").
-constexpr size_t kHeldBack = 64;
+// Where the last complete event of `s[0, end)` ends (just after its blank line, "\n\n" or
+// "\n\r\n"), or 0 when there is none.
+size_t EventBoundaryBefore(const std::string& s, size_t end) {
+  for (size_t i = end; i >= 2; --i) {
+    if (s[i - 1] != '\n') continue;
+    if (s[i - 2] == '\n' || (i >= 3 && s[i - 2] == '\r' && s[i - 3] == '\n')) return i;
+  }
+  return 0;
+}
+
+// How much of `held` may go out before the commit: everything before its last complete
+// event (that event and a partial one after it wait).
+size_t Releasable(const std::string& held) {
+  const size_t last_end = EventBoundaryBefore(held, held.size());
+  return last_end < 2 ? 0 : EventBoundaryBefore(held, last_end - 2);
+}
 
 // An error event in `format`'s stream framing (the request as the agent sent it gives the
 // encoder; one it cannot parse gets the plain OpenAI framing).
@@ -148,8 +161,7 @@ void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request
             done = up->done;
           }
           for (const std::string& c : chunks) held += c;
-          if (held.size() > kHeldBack) {
-            const size_t n = held.size() - kHeldBack;
+          if (const size_t n = Releasable(held); n > 0) {
             if (!sink.write(held.data(), n)) {
               up->Cancel();  // the releaser records what was sent
               return false;

@@ -600,5 +600,85 @@ TEST_F(ProxyTest, AStreamTheAgentStopsReadingIsRecordedAsCancelled) {
   EXPECT_EQ(calls[1].finish_reason(), "length");  // max_output_tokens 2
 }
 
+// Acknowledged means stored, in every API's shape: once the store stops taking writes (the
+// runs deleted under the recorder), a streamed Responses or Messages answer, local or
+// relayed from an upstream, ends with that API's error event instead of its end
+// (response.completed, message_stop), and from then on calls are refused with a 503 in the
+// route's shape (Anthropic's overloaded_error on the Messages routes).
+TEST_F(ProxyTest, AStoreThatFailedEndsEveryApisStreamsWithItsErrorAndRefuses) {
+  std::string dir = TempDir("failing_store_apis");
+  auto store = store::Store::Open(dir + "/t.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  auto begin = [&](std::unique_ptr<RunLog>* log) {
+    auto writer = (*store)->BeginRun(proto::RunHeader());
+    ASSERT_TRUE(writer.ok()) << writer.status().message();
+    *log = std::make_unique<RunLog>(std::move(writer).value(), 3);
+  };
+  std::unique_ptr<RunLog> local_log, proxy_log;
+  begin(&local_log);
+  begin(&proxy_log);
+  auto local = StartServer({}, local_log.get());
+  ASSERT_TRUE(local);
+  auto proxy = StartProxy(upstream_->origin() + "/v1", proxy_log.get());
+  ASSERT_TRUE(proxy);
+  store::DeleteOptions force;
+  force.force = true;
+  ASSERT_TRUE((*store)->DeleteRun(local_log->run_id(), force).ok());
+  ASSERT_TRUE((*store)->DeleteRun(proxy_log->run_id(), force).ok());
+
+  json responses = {{"model", "m"},
+                    {"input", "Tell me about the sea."},
+                    {"max_output_tokens", 6},
+                    {"seed", 3},
+                    {"stream", true}};
+  json messages = {{"model", "c"},
+                   {"max_tokens", 6},
+                   {"seed", 3},
+                   {"stream", true},
+                   {"messages", {{{"role", "user"}, {"content", "Tell me about the sea."}}}}};
+  for (Server* s : {local.get(), proxy.get()}) {
+    SCOPED_TRACE(s == local.get() ? "local" : "proxy");
+    // The first call's commit fails: its stream ends with the API's error event.
+    Reply r = Responses(s->port(), responses);
+    ASSERT_EQ(r.status, 200) << r.body;
+    std::vector<SseEvent> events = ParseSse(r.body);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.front().event, "response.created");
+    EXPECT_EQ(events.back().event, "error") << r.body;
+    EXPECT_NE(events.back().data.find("not recorded, so not answered"), std::string::npos);
+    for (const SseEvent& e : events) EXPECT_NE(e.event, "response.completed");
+    // Then everything is refused up front, in each API's shape.
+    responses["stream"] = false;
+    Reply refused = Responses(s->port(), responses);
+    responses["stream"] = true;
+    EXPECT_EQ(refused.status, 503);
+    EXPECT_NE(json::parse(refused.body)["error"]["message"].get<std::string>().find("not recorded"),
+              std::string::npos);
+    Reply anthropic = Messages(s->port(), messages);
+    EXPECT_EQ(anthropic.status, 503);
+    json e = json::parse(anthropic.body);
+    EXPECT_EQ(e["type"], "error") << anthropic.body;
+    EXPECT_EQ(e["error"]["type"], "overloaded_error") << anthropic.body;
+  }
+  // A Messages stream whose commit fails: a fresh run, failed before its first call.
+  std::unique_ptr<RunLog> messages_log;
+  begin(&messages_log);
+  auto messages_server = StartServer({}, messages_log.get());
+  ASSERT_TRUE(messages_server);
+  ASSERT_TRUE((*store)->DeleteRun(messages_log->run_id(), force).ok());
+  Reply m = Messages(messages_server->port(), messages);
+  ASSERT_EQ(m.status, 200) << m.body;
+  std::vector<SseEvent> events = ParseSse(m.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front().event, "message_start");
+  EXPECT_EQ(events.back().event, "error") << m.body;
+  EXPECT_EQ(json::parse(events.back().data)["type"], "error");
+  for (const SseEvent& ev : events) EXPECT_NE(ev.event, "message_stop");
+  messages_server->Stop();
+  proxy->Stop();
+  local->Stop();
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace trace::recorder
