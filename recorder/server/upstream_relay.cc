@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "recorder/api/anthropic_messages.h"
@@ -39,10 +40,18 @@ size_t Releasable(const std::string& held) {
 std::string StreamErrorEvent(const WireFormat& format, const std::string& request_body,
                              const ApiError& e) {
   auto parsed = format.Parse(request_body);
+  std::string event = "data: " + format.ErrorBody(e) + "\n\n";
   if (auto* req = std::get_if<CompletionRequest>(&parsed)) {
-    return format.NewStream(*req, CompletionResult())->Error(e);
+    event = format.NewStream(*req, CompletionResult())->Error(e);
   }
-  return "data: " + format.ErrorBody(e) + "\n\n";
+  // The error takes the place of the upstream's end (its terminator was held back), so no
+  // terminator follows it: the OpenAI encoders close an error with "data: [DONE]".
+  constexpr std::string_view kDone = "data: [DONE]\n\n";
+  if (event.size() >= kDone.size() &&
+      event.compare(event.size() - kDone.size(), kDone.size(), kDone.data(), kDone.size()) == 0) {
+    event.resize(event.size() - kDone.size());
+  }
+  return event;
 }
 
 // The upstream side of one streamed call, shared by the reading thread and the response.

@@ -606,25 +606,15 @@ TEST_F(ProxyTest, AStreamTheAgentStopsReadingIsRecordedAsCancelled) {
 // (response.completed, message_stop), and from then on calls are refused with a 503 in the
 // route's shape (Anthropic's overloaded_error on the Messages routes).
 TEST_F(ProxyTest, AStoreThatFailedEndsEveryApisStreamsWithItsErrorAndRefuses) {
-  std::string dir = TempDir("failing_store_apis");
-  auto store = store::Store::Open(dir + "/t.db");
-  ASSERT_TRUE(store.ok()) << store.status().message();
-  auto begin = [&](std::unique_ptr<RunLog>* log) {
-    auto writer = (*store)->BeginRun(proto::RunHeader());
-    ASSERT_TRUE(writer.ok()) << writer.status().message();
-    *log = std::make_unique<RunLog>(std::move(writer).value(), 3);
-  };
-  std::unique_ptr<RunLog> local_log, proxy_log;
-  begin(&local_log);
-  begin(&proxy_log);
+  FailableStore store("failing_store_apis");
+  std::unique_ptr<RunLog> local_log = store.Begin(), proxy_log = store.Begin();
+  ASSERT_TRUE(local_log && proxy_log);
   auto local = StartServer({}, local_log.get());
   ASSERT_TRUE(local);
   auto proxy = StartProxy(upstream_->origin() + "/v1", proxy_log.get());
   ASSERT_TRUE(proxy);
-  store::DeleteOptions force;
-  force.force = true;
-  ASSERT_TRUE((*store)->DeleteRun(local_log->run_id(), force).ok());
-  ASSERT_TRUE((*store)->DeleteRun(proxy_log->run_id(), force).ok());
+  store.Fail(*local_log);
+  store.Fail(*proxy_log);
 
   json responses = {{"model", "m"},
                     {"input", "Tell me about the sea."},
@@ -661,11 +651,11 @@ TEST_F(ProxyTest, AStoreThatFailedEndsEveryApisStreamsWithItsErrorAndRefuses) {
     EXPECT_EQ(e["error"]["type"], "overloaded_error") << anthropic.body;
   }
   // A Messages stream whose commit fails: a fresh run, failed before its first call.
-  std::unique_ptr<RunLog> messages_log;
-  begin(&messages_log);
+  std::unique_ptr<RunLog> messages_log = store.Begin();
+  ASSERT_TRUE(messages_log);
   auto messages_server = StartServer({}, messages_log.get());
   ASSERT_TRUE(messages_server);
-  ASSERT_TRUE((*store)->DeleteRun(messages_log->run_id(), force).ok());
+  store.Fail(*messages_log);
   Reply m = Messages(messages_server->port(), messages);
   ASSERT_EQ(m.status, 200) << m.body;
   std::vector<SseEvent> events = ParseSse(m.body);
@@ -677,7 +667,6 @@ TEST_F(ProxyTest, AStoreThatFailedEndsEveryApisStreamsWithItsErrorAndRefuses) {
   messages_server->Stop();
   proxy->Stop();
   local->Stop();
-  fs::remove_all(dir);
 }
 
 }  // namespace
