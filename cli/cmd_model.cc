@@ -81,6 +81,15 @@ int RunInfo(const InfoArgs& args) {
   j["attention_bias"] = c.attention_bias;
   j["qk_norm"] = c.qk_norm;
   j["eos_token_ids"] = c.eos_token_ids;
+  if (c.num_experts > 0) {
+    int64_t moe_layers = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
+    j["moe"] = {{"num_experts", c.num_experts},
+                {"num_experts_per_tok", c.num_experts_per_tok},
+                {"moe_intermediate_size", c.moe_intermediate_size},
+                {"norm_topk_prob", c.norm_topk_prob},
+                {"moe_layers", moe_layers}};
+  }
   j["weight_files"] = files;
   j["fingerprint"] = {{"weights_sha256", fp.weights_sha256},
                       {"config_sha256", fp.config_sha256},
@@ -99,6 +108,15 @@ int RunInfo(const InfoArgs& args) {
   std::printf("layers         %lld x (hidden %lld, mlp %lld)\n",
               static_cast<long long>(c.num_layers), static_cast<long long>(c.hidden_size),
               static_cast<long long>(c.intermediate_size));
+  if (c.num_experts > 0) {
+    int64_t moe_layers = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
+    std::printf("experts        %lld per MoE layer (%lld of %lld layers), top %lld, width %lld%s\n",
+                static_cast<long long>(c.num_experts), static_cast<long long>(moe_layers),
+                static_cast<long long>(c.num_layers), static_cast<long long>(c.num_experts_per_tok),
+                static_cast<long long>(c.moe_intermediate_size),
+                c.norm_topk_prob ? ", top-k renormalised" : "");
+  }
   std::printf("attention      %lld heads, %lld kv heads, head_dim %lld%s%s\n",
               static_cast<long long>(c.num_heads), static_cast<long long>(c.num_kv_heads),
               static_cast<long long>(c.head_dim), c.attention_bias ? ", q/k/v bias" : "",
@@ -127,7 +145,9 @@ void Setup(CLI::App& app, int* exit_code) {
   auto init_args = std::make_shared<InitArgs>();
   auto* init = model->add_subcommand(
       "init", "Write a model folder with seeded random weights in the real formats");
-  init->add_option("--preset", init_args->preset, "tiny | qwen3-0.6b | qwen2.5-0.5b")
+  init->add_option("--preset", init_args->preset,
+                   "tiny | qwen3-0.6b | qwen2.5-0.5b | qwen3-moe-tiny | "
+                   "qwen3-moe-a3b-narrow (128 experts, 8 per token) | mixtral-tiny")
       ->check(CLI::IsMember(engine::ModelPresetNames()));
   init->add_option("--seed", init_args->seed, "Seed of the random weights");
   init->add_option("--shards", init_args->shards,

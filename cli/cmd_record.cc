@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/server_flags.h"
 #include "recorder/session.h"
 
 namespace trace::cli {
@@ -22,6 +23,7 @@ struct EngineFlags {
 
 struct RecordArgs {
   EngineFlags engine;
+  HttpFlags http;
   std::string label;
   std::optional<uint64_t> seed;
   int port = 0;
@@ -57,6 +59,9 @@ int Run(const RecordArgs& args, const std::vector<std::string>& trace_argv) {
   options->seed = args.seed;
   options->port = args.port;
   options->trace_argv = trace_argv;
+  Result<recorder::HttpLimits> limits = HttpLimitsFrom(args.http);
+  if (!limits.ok()) return ReportError(limits.status());
+  options->http_limits = *limits;
   auto outcome = recorder::RecordCommand(*options, args.command);
   if (!outcome.ok()) return ReportError(outcome.status().WithContext("record"));
   if (!Globals().quiet) std::cerr << "trace: " << recorder::SummaryParagraph(*outcome) << "\n";
@@ -97,6 +102,7 @@ void Setup(CLI::App& app, int* exit_code) {
       ->type_name("NAME")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--port", args->port, "Port on 127.0.0.1 (0: a free one)");
+  AddHttpFlags(cmd, &args->http);
   cmd->add_option("command", args->command, "The agent command, after --")
       ->required()
       ->expected(-1);

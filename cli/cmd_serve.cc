@@ -1,9 +1,11 @@
-// `trace serve [--model DIR] [--host H] [--port P] [--record LABEL]`: the recorder's
-// OpenAI-compatible server standalone, optionally recording everything it serves as one
+// `trace serve [--model DIR] [--host H] [--port P] [--api-key-file F] [--record LABEL]`: the
+// recorder's OpenAI-compatible server standalone, optionally recording everything it serves as one
 // run; stops on SIGINT/SIGTERM (docs/recorder.md).
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/server_flags.h"
+#include "recorder/secrets.h"
 #include "recorder/session.h"
 
 namespace trace::cli {
@@ -19,7 +21,9 @@ struct ServeArgs {
   bool layer_digests = false;
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string api_key;
+  std::string api_key_file;
+  std::string api_key_on_command_line;  // refused: `ps` shows it to every user
+  HttpFlags http;
   std::optional<std::string> record_label;
   std::optional<uint64_t> seed;
   std::vector<std::string> served_model_names;
@@ -43,7 +47,17 @@ int Run(const ServeArgs& a) {
   o.scheduler.layer_digests = a.layer_digests;
   o.host = a.host;
   o.port = a.port;
-  o.api_key = a.api_key;
+  if (!a.api_key_on_command_line.empty()) {
+    return ReportError(InvalidArgument(
+        "--api-key puts the key in `ps` output, shell history and the recorded command line; "
+        "use --api-key-file FILE or the TRACE_API_KEY environment variable"));
+  }
+  Result<std::string> key = recorder::ResolveApiKey(a.api_key_file);
+  if (!key.ok()) return ReportError(key.status());
+  o.api_key = *key;
+  Result<recorder::HttpLimits> limits = HttpLimitsFrom(a.http);
+  if (!limits.ok()) return ReportError(limits.status());
+  o.http_limits = *limits;
   o.served_model_names = a.served_model_names;
   o.seed = a.seed;
   o.label = a.record_label.value_or("");
@@ -71,10 +85,16 @@ void Setup(CLI::App& app, int* exit_code) {
          "$TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY (by API);\n"
          "never recorded")
       ->type_name("URL");
-  cmd->add_option("--host", args->host, "Address to listen on (default 127.0.0.1)");
+  cmd->add_option("--host", args->host,
+                  "Address to listen on (default 127.0.0.1). Requests must name a loopback\n"
+                  "host or this one in their Host header (0.0.0.0: any)");
   cmd->add_option("--port", args->port, "Port (default 8000; 0: a free one)");
-  cmd->add_option("--api-key", args->api_key,
-                  "Require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default: no check)");
+  cmd->add_option("--api-key-file", args->api_key_file,
+                  "Require 'Authorization: Bearer KEY' (or 'x-api-key: KEY'), KEY being this\n"
+                  "file's first line; else $TRACE_API_KEY; neither: no check")
+      ->type_name("FILE");
+  cmd->add_option("--api-key", args->api_key_on_command_line)->group("");  // refused, see Run
+  AddHttpFlags(cmd, &args->http);
   cmd->add_option("--served-model-name", args->served_model_names,
                   "Serve the model only under this name (repeatable; listed by /v1/models).\n"
                   "Default: any model name a client asks for")

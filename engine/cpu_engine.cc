@@ -12,7 +12,14 @@ namespace trace::engine {
 Result<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Model> model,
                                                const EngineOptions& options) {
   if (model == nullptr) return InvalidArgument("engine: no model");
-  if (IsCudaDevice(options.device)) return CreateCudaEngine(std::move(model), options);
+  if (IsCudaDevice(options.device)) {
+    if (model->config().num_experts > 0) {
+      return Unsupported(model->dir() + ": mixture-of-experts models (" +
+                         model->config().architecture +
+                         ") run on the CPU engine only so far; use --device cpu");
+    }
+    return CreateCudaEngine(std::move(model), options);
+  }
   if (options.device != "cpu") {
     return InvalidArgument("unknown device '" + options.device +
                            "' (expected cpu, cuda or cuda:N)");

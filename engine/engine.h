@@ -24,7 +24,7 @@ namespace trace::engine {
 
 // config.json, as far as the engine needs it.
 struct ModelConfig {
-  std::string architecture;  // "qwen3" | "qwen2" | "llama" (from model_type)
+  std::string architecture;  // "qwen3" | "qwen2" | "llama" | "qwen3_moe" | "mixtral"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -40,6 +40,24 @@ struct ModelConfig {
   bool qk_norm = false;                          // per-head q/k RMSNorm (Qwen3)
   kernels::DType dtype = kernels::DType::kBF16;  // torch_dtype of the stored weights
   std::vector<int32_t> eos_token_ids;            // from config.json / generation_config.json
+
+  // Mixture of experts (qwen3_moe, mixtral; docs/models.md "Mixture of experts"). Dense
+  // models have num_experts == 0. A layer is an MoE layer when IsMoeLayer says so; the others
+  // keep the dense SwiGLU of width intermediate_size.
+  int64_t num_experts = 0;            // num_experts (qwen3_moe) / num_local_experts (mixtral)
+  int64_t num_experts_per_tok = 0;    // k of the top-k
+  int64_t moe_intermediate_size = 0;  // each expert's width (mixtral: intermediate_size)
+  bool norm_topk_prob = false;        // divide the k probabilities by their sum (mixtral: always)
+  int64_t decoder_sparse_step = 1;    // MoE in layers with (layer + 1) % step == 0
+  std::vector<int64_t> mlp_only_layers;  // layers that stay dense whatever the step says
+
+  bool IsMoeLayer(int64_t layer) const {
+    if (num_experts <= 0 || decoder_sparse_step <= 0) return false;
+    for (int64_t l : mlp_only_layers) {
+      if (l == layer) return false;
+    }
+    return (layer + 1) % decoder_sparse_step == 0;
+  }
 };
 
 // What identifies a model: recorded in every run, checked on replay.

@@ -54,6 +54,8 @@ class LoadedModel final : public Model {
   // Finds `name`, checks its shape, returns its view. `path` of the owning file in errors.
   Result<kernels::WeightView> Tensor(const std::string& name, std::vector<int64_t> shape);
   Result<const float*> Bias(const std::string& name, int64_t n);
+  // The router and experts of one MoE layer; `prefix` is "model.layers.N.".
+  Status LoadMoe(const std::string& prefix, MoeWeights* moe);
 
   std::string dir_;
   ModelConfig config_;
@@ -172,6 +174,29 @@ Result<const float*> LoadedModel::Bias(const std::string& name, int64_t n) {
   return biases_.back()->data();
 }
 
+// Hugging Face names: qwen3_moe `mlp.gate` + `mlp.experts.E.{gate,up,down}_proj`; mixtral
+// `block_sparse_moe.gate` + `block_sparse_moe.experts.E.{w1,w3,w2}` (w1 = gate, w3 = up,
+// w2 = down).
+Status LoadedModel::LoadMoe(const std::string& prefix, MoeWeights* moe) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, W = c.moe_intermediate_size;
+  const bool mixtral = c.architecture == "mixtral";
+  const std::string block = prefix + (mixtral ? "block_sparse_moe." : "mlp.");
+  TRACE_ASSIGN_OR_RETURN(moe->router, Tensor(block + "gate.weight", {c.num_experts, H}));
+  moe->experts.resize(static_cast<size_t>(c.num_experts));
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const std::string x = block + "experts." + std::to_string(e) + ".";
+    ExpertWeights& ew = moe->experts[static_cast<size_t>(e)];
+    TRACE_ASSIGN_OR_RETURN(ew.gate_proj,
+                           Tensor(x + (mixtral ? "w1.weight" : "gate_proj.weight"), {W, H}));
+    TRACE_ASSIGN_OR_RETURN(ew.up_proj,
+                           Tensor(x + (mixtral ? "w3.weight" : "up_proj.weight"), {W, H}));
+    TRACE_ASSIGN_OR_RETURN(ew.down_proj,
+                           Tensor(x + (mixtral ? "w2.weight" : "down_proj.weight"), {H, W}));
+  }
+  return Status::Ok();
+}
+
 Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
   dir_ = dir;
   TRACE_ASSIGN_OR_RETURN(bool is_dir, IsDirectory(dir));
@@ -210,9 +235,13 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
       TRACE_ASSIGN_OR_RETURN(lw.k_norm, Tensor(p + "self_attn.k_norm.weight", {D}));
     }
     TRACE_ASSIGN_OR_RETURN(lw.post_attn_norm, Tensor(p + "post_attention_layernorm.weight", {H}));
-    TRACE_ASSIGN_OR_RETURN(lw.gate_proj, Tensor(p + "mlp.gate_proj.weight", {I, H}));
-    TRACE_ASSIGN_OR_RETURN(lw.up_proj, Tensor(p + "mlp.up_proj.weight", {I, H}));
-    TRACE_ASSIGN_OR_RETURN(lw.down_proj, Tensor(p + "mlp.down_proj.weight", {H, I}));
+    if (c.IsMoeLayer(l)) {
+      TRACE_RETURN_IF_ERROR(LoadMoe(p, &lw.moe));
+    } else {
+      TRACE_ASSIGN_OR_RETURN(lw.gate_proj, Tensor(p + "mlp.gate_proj.weight", {I, H}));
+      TRACE_ASSIGN_OR_RETURN(lw.up_proj, Tensor(p + "mlp.up_proj.weight", {I, H}));
+      TRACE_ASSIGN_OR_RETURN(lw.down_proj, Tensor(p + "mlp.down_proj.weight", {H, I}));
+    }
     weights_.layers.push_back(lw);
   }
   TRACE_ASSIGN_OR_RETURN(weights_.final_norm, Tensor("model.norm.weight", {H}));

@@ -69,6 +69,67 @@ std::string FloatText(float v) {
   return buf;
 }
 
+// The mixture-of-experts fields of qwen3_moe and mixtral (Hugging Face names and defaults).
+Status ParseMoe(const json& j, const std::string& path, ModelConfig* c) {
+  if (c->architecture == "mixtral") {
+    // Mixtral: every layer is sparse, experts as wide as intermediate_size, and the top-k
+    // probabilities always renormalised (softmax over the k chosen logits).
+    TRACE_ASSIGN_OR_RETURN(c->num_experts, GetInt(j, "num_local_experts", path, int64_t{8}));
+    TRACE_ASSIGN_OR_RETURN(c->num_experts_per_tok,
+                           GetInt(j, "num_experts_per_tok", path, int64_t{2}));
+    c->moe_intermediate_size = c->intermediate_size;
+    c->norm_topk_prob = true;
+    auto sw = j.find("sliding_window");
+    if (sw != j.end() && !sw->is_null()) {
+      return Unsupported(path +
+                         ": field 'sliding_window' (sliding-window attention) is not "
+                         "supported; only null is");
+    }
+  } else if (c->architecture == "qwen3_moe") {
+    TRACE_ASSIGN_OR_RETURN(c->num_experts, GetInt(j, "num_experts", path));
+    TRACE_ASSIGN_OR_RETURN(c->num_experts_per_tok, GetInt(j, "num_experts_per_tok", path));
+    TRACE_ASSIGN_OR_RETURN(c->moe_intermediate_size, GetInt(j, "moe_intermediate_size", path));
+    TRACE_ASSIGN_OR_RETURN(c->norm_topk_prob, GetBool(j, "norm_topk_prob", path, false));
+    TRACE_ASSIGN_OR_RETURN(c->decoder_sparse_step,
+                           GetInt(j, "decoder_sparse_step", path, int64_t{1}));
+    auto it = j.find("mlp_only_layers");
+    if (it != j.end() && !it->is_null()) {
+      if (!it->is_array()) return InvalidArgument(path + ": field 'mlp_only_layers' is not a list");
+      for (const json& v : *it) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c->num_layers) {
+          return InvalidArgument(path + ": field 'mlp_only_layers' holds " + v.dump() +
+                                 ", not a layer index below num_hidden_layers " +
+                                 std::to_string(c->num_layers));
+        }
+        c->mlp_only_layers.push_back(v.get<int64_t>());
+      }
+    }
+    if (c->num_experts > 0 && c->decoder_sparse_step <= 0) {
+      return InvalidArgument(path + ": field 'decoder_sparse_step' must be positive");
+    }
+    auto shared = j.find("shared_expert_intermediate_size");
+    if (shared != j.end() && shared->is_number_integer() && shared->get<int64_t>() > 0) {
+      // Qwen3-MoE's modelling code has no shared expert; a config asking for one is another
+      // architecture (qwen2_moe) under this model_type.
+      return Unsupported(path +
+                         ": field 'shared_expert_intermediate_size' (a shared expert) is "
+                         "not part of qwen3_moe and is not supported");
+    }
+  } else {
+    return Status::Ok();
+  }
+  if (c->num_experts <= 0) return Status::Ok();  // qwen3_moe with no experts: dense
+  if (c->num_experts_per_tok <= 0 || c->num_experts_per_tok > c->num_experts) {
+    return InvalidArgument(path + ": field 'num_experts_per_tok' is " +
+                           std::to_string(c->num_experts_per_tok) + ", it must be in 1.." +
+                           std::to_string(c->num_experts) + " (the number of experts)");
+  }
+  if (c->moe_intermediate_size <= 0) {
+    return InvalidArgument(path + ": field 'moe_intermediate_size' must be positive");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* TorchDTypeName(kernels::DType dtype) {
@@ -92,9 +153,10 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
     return InvalidArgument(path + ": field 'model_type' is missing (architecture unknown)");
   }
   c.architecture = mt->get<std::string>();
-  if (c.architecture != "qwen3" && c.architecture != "qwen2" && c.architecture != "llama") {
+  if (c.architecture != "qwen3" && c.architecture != "qwen2" && c.architecture != "llama" &&
+      c.architecture != "qwen3_moe" && c.architecture != "mixtral") {
     return Unsupported(path + ": unknown architecture '" + c.architecture +
-                       "' (model_type; supported: qwen3, qwen2, llama)");
+                       "' (model_type; supported: qwen3, qwen2, llama, qwen3_moe, mixtral)");
   }
   TRACE_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, "vocab_size", path));
   TRACE_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, "hidden_size", path));
@@ -152,7 +214,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
   TRACE_ASSIGN_OR_RETURN(c.attention_bias,
                          GetBool(j, "attention_bias", path, c.architecture == "qwen2"));
   if (c.architecture == "qwen2") c.attention_bias = true;
-  c.qk_norm = c.architecture == "qwen3";
+  c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3_moe";
+  TRACE_RETURN_IF_ERROR(ParseMoe(j, path, &c));
   std::string dtype = "float32";
   for (const char* key : {"torch_dtype", "dtype"}) {
     auto it = j.find(key);
@@ -184,9 +247,11 @@ Status MergeGenerationConfig(const std::string& text, const std::string& path,
 
 std::string ModelConfigToJson(const ModelConfig& c) {
   nlohmann::ordered_json j;
-  std::string arch = c.architecture == "qwen3"   ? "Qwen3ForCausalLM"
-                     : c.architecture == "qwen2" ? "Qwen2ForCausalLM"
-                                                 : "LlamaForCausalLM";
+  std::string arch = c.architecture == "qwen3"       ? "Qwen3ForCausalLM"
+                     : c.architecture == "qwen2"     ? "Qwen2ForCausalLM"
+                     : c.architecture == "qwen3_moe" ? "Qwen3MoeForCausalLM"
+                     : c.architecture == "mixtral"   ? "MixtralForCausalLM"
+                                                     : "LlamaForCausalLM";
   j["architectures"] = {arch};
   j["model_type"] = c.architecture;
   j["vocab_size"] = c.vocab_size;
@@ -203,6 +268,22 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.architecture != "qwen2") j["attention_bias"] = c.attention_bias;
   j["rope_scaling"] = nullptr;
+  if (c.architecture == "qwen3_moe") {
+    j["num_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    j["decoder_sparse_step"] = c.decoder_sparse_step;
+    j["mlp_only_layers"] = c.mlp_only_layers;
+    j["output_router_logits"] = false;
+    j["router_aux_loss_coef"] = 0.001;
+  } else if (c.architecture == "mixtral") {
+    j["num_local_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["sliding_window"] = nullptr;
+    j["output_router_logits"] = false;
+    j["router_aux_loss_coef"] = 0.02;
+  }
   j["torch_dtype"] = TorchDTypeName(c.dtype);
   if (c.eos_token_ids.size() == 1) {
     j["eos_token_id"] = c.eos_token_ids[0];

@@ -87,9 +87,22 @@ std::vector<InitSpec> ModelTensors(const ModelConfig& c) {
     }
     matrix(p + "self_attn.o_proj.weight", H, c.num_heads * D);
     norm(p + "post_attention_layernorm.weight", H);
-    matrix(p + "mlp.gate_proj.weight", c.intermediate_size, H);
-    matrix(p + "mlp.up_proj.weight", c.intermediate_size, H);
-    matrix(p + "mlp.down_proj.weight", H, c.intermediate_size);
+    if (c.IsMoeLayer(l)) {
+      const bool mixtral = c.architecture == "mixtral";
+      const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      const int64_t W = c.moe_intermediate_size;
+      matrix(block + "gate.weight", c.num_experts, H);
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        const std::string x = block + "experts." + std::to_string(e) + ".";
+        matrix(x + (mixtral ? "w1.weight" : "gate_proj.weight"), W, H);
+        matrix(x + (mixtral ? "w2.weight" : "down_proj.weight"), H, W);
+        matrix(x + (mixtral ? "w3.weight" : "up_proj.weight"), W, H);
+      }
+    } else {
+      matrix(p + "mlp.gate_proj.weight", c.intermediate_size, H);
+      matrix(p + "mlp.up_proj.weight", c.intermediate_size, H);
+      matrix(p + "mlp.down_proj.weight", H, c.intermediate_size);
+    }
   }
   norm("model.norm.weight", H);
   if (!c.tie_word_embeddings) matrix("lm_head.weight", c.vocab_size, H);
@@ -119,51 +132,70 @@ Status CopyFile(const std::string& from, const std::string& to) {
 
 }  // namespace
 
+namespace {
+
+// The shape of each preset. MoE presets: every layer sparse, top-k renormalised.
+struct PresetShape {
+  const char* name;
+  const char* architecture;
+  int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, max_positions;
+  int64_t experts = 0, experts_per_token = 0, expert_width = 0;
+  bool tied = true;
+};
+
+constexpr PresetShape kPresets[] = {
+    {"tiny", "qwen3", 64, 128, 2, 4, 2, 16, 8192},
+    {"qwen3-0.6b", "qwen3", 1024, 3072, 28, 16, 8, 128, 40960},
+    {"qwen2.5-0.5b", "qwen2", 896, 4864, 24, 14, 2, 64, 32768},
+    // The tiny model's attention with an 8-expert, top-2 mixture in every layer.
+    {"qwen3-moe-tiny", "qwen3_moe", 64, 128, 2, 4, 2, 16, 8192, 8, 2, 32},
+    // Qwen3-30B-A3B's routing (128 experts, 8 per token, normalised top-k, every layer
+    // sparse, untied LM head) at a reduced width and depth.
+    {"qwen3-moe-a3b-narrow", "qwen3_moe", 128, 384, 2, 8, 2, 32, 40960, 128, 8, 64, false},
+    // Mixtral's layout (block_sparse_moe, w1/w2/w3, 8 experts, top-2, no q/k norm) at the
+    // tiny width, over the bundled Qwen3 vocabulary.
+    {"mixtral-tiny", "mixtral", 64, 64, 2, 4, 2, 16, 8192, 8, 2, 64, false},
+};
+
+}  // namespace
+
 std::vector<std::string> ModelPresetNames() {
-  return {"tiny", "qwen3-0.6b", "qwen2.5-0.5b"};
+  std::vector<std::string> names;
+  for (const PresetShape& p : kPresets) names.push_back(p.name);
+  return names;
 }
 
 Result<ModelConfig> PresetConfig(const std::string& preset) {
+  const PresetShape* shape = nullptr;
+  for (const PresetShape& p : kPresets) {
+    if (preset == p.name) shape = &p;
+  }
+  if (shape == nullptr) {
+    std::string names;
+    for (const PresetShape& p : kPresets) names += std::string(names.empty() ? "" : ", ") + p.name;
+    return InvalidArgument("unknown model preset '" + preset + "' (presets: " + names + ")");
+  }
   ModelConfig c;
   c.vocab_size = 151936;  // the Qwen3 tokenizer's vocabulary (with padding), as in Qwen
   c.rope_theta = 1000000.0;
   c.rms_norm_eps = 1e-6f;
-  c.tie_word_embeddings = true;
   c.dtype = kernels::DType::kBF16;
   c.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
-  if (preset == "tiny") {
-    c.architecture = "qwen3";
-    c.hidden_size = 64;
-    c.intermediate_size = 128;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 16;
-    c.max_position_embeddings = 8192;
-  } else if (preset == "qwen3-0.6b") {
-    c.architecture = "qwen3";
-    c.hidden_size = 1024;
-    c.intermediate_size = 3072;
-    c.num_layers = 28;
-    c.num_heads = 16;
-    c.num_kv_heads = 8;
-    c.head_dim = 128;
-    c.max_position_embeddings = 40960;
-  } else if (preset == "qwen2.5-0.5b") {
-    c.architecture = "qwen2";
-    c.hidden_size = 896;
-    c.intermediate_size = 4864;
-    c.num_layers = 24;
-    c.num_heads = 14;
-    c.num_kv_heads = 2;
-    c.head_dim = 64;
-    c.max_position_embeddings = 32768;
-  } else {
-    return InvalidArgument("unknown model preset '" + preset +
-                           "' (presets: tiny, qwen3-0.6b, qwen2.5-0.5b)");
-  }
+  c.architecture = shape->architecture;
+  c.hidden_size = shape->hidden;
+  c.intermediate_size = shape->intermediate;
+  c.num_layers = shape->layers;
+  c.num_heads = shape->heads;
+  c.num_kv_heads = shape->kv_heads;
+  c.head_dim = shape->head_dim;
+  c.max_position_embeddings = shape->max_positions;
+  c.tie_word_embeddings = shape->tied;
+  c.num_experts = shape->experts;
+  c.num_experts_per_tok = shape->experts_per_token;
+  c.moe_intermediate_size = shape->expert_width;
+  c.norm_topk_prob = shape->experts > 0;
   c.attention_bias = c.architecture == "qwen2";
-  c.qk_norm = c.architecture == "qwen3";
+  c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3_moe";
   return c;
 }
 

@@ -7,11 +7,25 @@
 // to share. Errors: none here; Model::Load validated every name, dtype and shape.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kernels/kernels.h"
 
 namespace trace::engine {
+
+// One expert of a mixture (or the dense SwiGLU): down(silu(gate(h)) * up(h)).
+struct ExpertWeights {
+  kernels::WeightView gate_proj;  // [width, hidden]
+  kernels::WeightView up_proj;    // [width, hidden]
+  kernels::WeightView down_proj;  // [hidden, width]
+};
+
+// The mixture-of-experts block of one layer (empty `experts` for a dense layer).
+struct MoeWeights {
+  kernels::WeightView router;  // [num_experts, hidden]: `mlp.gate` / `block_sparse_moe.gate`
+  std::vector<ExpertWeights> experts;  // by expert id
+};
 
 struct LayerWeights {
   kernels::WeightView input_norm;      // [hidden]
@@ -28,6 +42,7 @@ struct LayerWeights {
   kernels::WeightView gate_proj;       // [intermediate, hidden]
   kernels::WeightView up_proj;         // [intermediate, hidden]
   kernels::WeightView down_proj;       // [hidden, intermediate]
+  MoeWeights moe;                      // an MoE layer's router and experts (dense: empty)
 };
 
 struct ModelWeights {

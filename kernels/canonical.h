@@ -423,4 +423,61 @@ TRACE_HD float Sum(const float* a, int64_t n) {
   return total;
 }
 
+// ---- mixture-of-experts routing (section 5, "MoE routing") ----------------------------------
+// Whether expert a (probability pa) ranks before expert b in the top-k: probability
+// descending, then expert id ascending; a NaN probability ranks after every number (and NaNs
+// among themselves by id), so the order is total and never depends on the scan order.
+TRACE_HD bool RanksBefore(float pa, int32_t a, float pb, int32_t b) {
+  if (IsNan(pa) || IsNan(pb)) {
+    if (IsNan(pa) && IsNan(pb)) return a < b;
+    return IsNan(pb);
+  }
+  if (pa != pb) return pa > pb;
+  return a < b;
+}
+
+// The route of one row: the softmax of the router logits (logits[0..E)) by the contract,
+//   mx = Max(logits); p[e] = Exp(logits[e] - mx); sum = Sum(p, E); prob[e] = p[e] / sum,
+// the top k experts by RanksBefore, written to ids[0..k) in ascending expert id, and their
+// weights[j] = prob[ids[j]], or with `normalize` prob[ids[j]] / Sum(those k probabilities in
+// ascending id order, k elements). `probs` is caller scratch of E floats. Selection is k
+// scans of the E experts (k * E comparisons); no capacity, nothing dropped.
+TRACE_HD void RouteRow(const float* logits, int64_t E, int64_t k, bool normalize, float* probs,
+                       int32_t* ids, float* weights) {
+  const float mx = Max(logits, E);
+  for (int64_t e = 0; e < E; ++e) probs[e] = Probability(logits[e], mx);
+  const float sum = Sum(probs, E);
+  for (int64_t e = 0; e < E; ++e) probs[e] = Normalize(probs[e], sum);
+  for (int64_t j = 0; j < k; ++j) {  // the j-th best among those not yet taken
+    int32_t best = -1;
+    for (int64_t e = 0; e < E; ++e) {
+      bool taken = false;
+      for (int64_t t = 0; t < j; ++t) taken = taken || ids[t] == static_cast<int32_t>(e);
+      if (taken) continue;
+      if (best < 0 || RanksBefore(probs[e], static_cast<int32_t>(e), probs[best], best)) {
+        best = static_cast<int32_t>(e);
+      }
+    }
+    ids[j] = best;
+  }
+  for (int64_t j = 1; j < k; ++j) {  // ascending expert id (insertion sort; k is small)
+    const int32_t id = ids[j];
+    int64_t t = j;
+    for (; t > 0 && ids[t - 1] > id; --t) ids[t] = ids[t - 1];
+    ids[t] = id;
+  }
+  for (int64_t j = 0; j < k; ++j) weights[j] = probs[ids[j]];
+  if (normalize) {
+    const float total = Sum(weights, k);
+    for (int64_t j = 0; j < k; ++j) weights[j] = Div(weights[j], total);
+  }
+}
+
+// One step of the combine of a row's expert outputs, in ascending expert id from acc = +0.0f:
+// acc = acc + weight * y (a rounded multiply, then a rounded add; no fma).
+template <class A = Scalar>
+TRACE_HD typename A::V CombineStep(typename A::V acc, typename A::V weight, typename A::V y) {
+  return A::Add(acc, A::Mul(weight, y));
+}
+
 }  // namespace trace::kernels::canonical

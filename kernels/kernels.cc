@@ -280,4 +280,47 @@ void Attention(const KernelContext& ctx, const float* q, const float* k_cache, c
   });
 }
 
+void MoeRoute(const KernelContext& ctx, const float* logits, int64_t M, int64_t E, int64_t k,
+              bool normalize, int32_t* ids, float* weights) {
+  // Rows are independent: split them over the pool (any split gives the same bits).
+  ParallelFor(ctx.pool, M, [&](int64_t begin, int64_t end) {
+    ref::MoeRouteRows(logits + begin * E, end - begin, E, k, normalize, ids + begin * k,
+                      weights + begin * k);
+  });
+  if (ctx.numerics == Numerics::kCanonical || M == 0) return;
+  // Fast: capacity ceil(M * k / E) per expert, first choices of every row first. Each row's
+  // choices in rank order are its ids sorted by (probability desc, id asc); since the
+  // weights are the probabilities (renormalised or not, the same order), rank by them.
+  const int64_t capacity = (M * k + E - 1) / E;
+  std::vector<int64_t> load(static_cast<size_t>(E), 0);
+  std::vector<std::vector<int64_t>> order(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) {
+    auto& o = order[static_cast<size_t>(m)];
+    o.resize(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j) o[static_cast<size_t>(j)] = j;
+    std::stable_sort(o.begin(), o.end(), [&](int64_t a, int64_t b) {
+      return canonical::RanksBefore(weights[m * k + a], ids[m * k + a], weights[m * k + b],
+                                    ids[m * k + b]);
+    });
+  }
+  for (int64_t rank = 0; rank < k; ++rank) {
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t j = order[static_cast<size_t>(m)][static_cast<size_t>(rank)];
+      int32_t& id = ids[m * k + j];
+      if (load[static_cast<size_t>(id)]++ >= capacity) {
+        id = -1;
+        weights[m * k + j] = 0.0f;
+      }
+    }
+  }
+}
+
+void MoeCombine(const KernelContext& ctx, const float* expert_out, const int32_t* ids,
+                const float* weights, int64_t M, int64_t k, int64_t n, float* out) {
+  ParallelFor(ctx.pool, M, [&](int64_t begin, int64_t end) {
+    ref::MoeCombine(expert_out + begin * k * n, ids + begin * k, weights + begin * k, end - begin,
+                    k, n, out + begin * n);
+  });
+}
+
 }  // namespace trace::kernels

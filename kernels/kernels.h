@@ -142,4 +142,24 @@ void Attention(const KernelContext& ctx, const float* q, const float* k_cache, c
                int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
                float* out);
 
+// ---- mixture of experts (docs/numerics.md, "MoE routing") ------------------------------
+// Routes M rows over E experts. logits: [M, E] router logits (a MatMul with the router
+// weights); writes ids [M, k] and weights [M, k].
+// Canonical: per row canonical::RouteRow: softmax by the contract, top-k by (probability
+// desc, expert id asc), ids ascending, weights optionally renormalised (`normalize`). A
+// row's route depends on its logits alone: no capacity, no dropping.
+// Fast: the conventional capacity-limited routing (GShard / Switch Transformer): the same
+// choice per row, then each expert takes at most ceil(M * k / E) rows (capacity factor
+// 1.0), filled first with every row's first choice, then second choices, ..., in row order;
+// an overflowing (row, expert) pair is dropped (id -1, weight 0). A row's route then depends
+// on the other rows of the batch: the problem canonical routing removes.
+void MoeRoute(const KernelContext& ctx, const float* logits, int64_t M, int64_t E, int64_t k,
+              bool normalize, int32_t* ids, float* weights);
+
+// out[m, i] = sum over j = 0..k-1 with ids[m, j] >= 0, in that (ascending id) order, from
+// +0.0f, of weights[m, j] * expert_out[(m * k + j) * n + i] (canonical::CombineStep: rounded
+// multiply, rounded add). expert_out: [M, k, n]; out: [M, n] (must not alias expert_out).
+void MoeCombine(const KernelContext& ctx, const float* expert_out, const int32_t* ids,
+                const float* weights, int64_t M, int64_t k, int64_t n, float* out);
+
 }  // namespace trace::kernels

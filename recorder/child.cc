@@ -14,6 +14,8 @@
 #include <set>
 #include <thread>
 
+#include "recorder/secrets.h"
+
 extern char** environ;
 
 namespace trace::recorder {
@@ -276,7 +278,8 @@ std::map<std::string, std::string> AllowListedEnvironment(char** envp) {
       continue;
     }
     if (kExact.count(name) || name.rfind("LC_", 0) == 0 || name.rfind("TRACE_", 0) == 0) {
-      out[name] = kv.substr(eq + 1);
+      // OPENAI_BASE_URL and friends may carry user:password@ (docs/recorder.md).
+      out[name] = StripUrlCredentials(kv.substr(eq + 1));
     }
   }
   return out;

@@ -47,7 +47,8 @@ Result<ChildExit> RunChild(const ChildOptions& options);
 
 // The allow-listed part of the environment that is recorded with a run: locale, time
 // zone, interpreter and thread settings, and TRACE_/OPENAI_ variables other than keys.
-// Names containing KEY, TOKEN, SECRET or PASSWORD are never recorded.
+// Names containing KEY, TOKEN, SECRET or PASSWORD are never recorded; credentials inside
+// URLs (user:password@) are removed from the values.
 std::map<std::string, std::string> AllowListedEnvironment(char** envp);
 
 }  // namespace trace::recorder

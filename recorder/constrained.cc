@@ -1,6 +1,7 @@
 #include "recorder/constrained.h"
 
 #include "base/hash.h"
+#include "recorder/api/json_body.h"
 #include "recorder/api/qwen_tool_calls.h"
 #include "recorder/grammar/json_schema.h"
 #include "recorder/grammar/matcher.h"
@@ -158,7 +159,7 @@ Result<std::shared_ptr<const grammar::Grammar>> ConstraintFactory::Grammar(
 }
 
 Result<std::unique_ptr<Constraint>> ConstraintFactory::Create(const std::string& spec_json) {
-  ojson spec = ojson::parse(spec_json, nullptr, /*allow_exceptions=*/false);
+  ojson spec = ParseOrderedJsonOrDiscarded(spec_json);
   if (spec.is_discarded() || !spec.is_object()) {
     return InvalidArgument("constraint spec is not a JSON object");
   }

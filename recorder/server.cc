@@ -43,6 +43,7 @@ class ServerImpl : public Server {
     return local_ ? local_->model_name() : kNone;
   }
   const Scheduler* scheduler() const override { return local_ ? local_->scheduler() : nullptr; }
+  HttpStats http_stats() const override { return frontend_.stats(); }
 
  private:
   // Declared first, destroyed last: the APIs' handlers run on its threads.

@@ -28,17 +28,52 @@
 
 namespace trace::recorder {
 
+// Limits against hostile or careless clients (docs/recorder.md, "Security").
+struct HttpLimits {
+  // The largest request body: checked against Content-Length before reading, and while
+  // reading a chunked body.
+  size_t max_body_bytes = size_t{32} << 20;
+  // The most open connections (one thread each); at the cap the one that has waited
+  // longest without a complete request is closed to make room.
+  int max_connections = 256;
+  // How long a request head may take from its first byte, and its body after the head.
+  int header_timeout_ms = 10'000;
+  int read_timeout_ms = 30'000;
+  // How long an idle keep-alive connection is kept open between requests.
+  int keep_alive_timeout_ms = 5'000;
+  // Web origins whose browser requests are served ("*": any); others get a 403. Requests
+  // whose Host is neither a loopback name nor the server's --host get a 403 too (DNS
+  // rebinding).
+  std::vector<std::string> allowed_origins;
+};
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 0;         // 0: any free port
-  std::string api_key;  // required as "Authorization: Bearer KEY" or "x-api-key: KEY"; empty: none
-  int http_threads = 80;
+  int port = 0;  // 0: any free port
+  // Required as "Authorization: Bearer KEY" (or "x-api-key: KEY") on every route but
+  // /health, checked before the body is read; empty: no check.
+  std::string api_key;
+  HttpLimits limits;
   uint64_t run_seed = 0;  // seeds calls without a request seed (also when not recording)
   // The model names served (vLLM's --served-model-name); empty: any name a client asks
   // for is served by the loaded model (and recorded as asked).
   std::vector<std::string> served_model_names;
   // TCP_NODELAY on accepted sockets (off only to measure what Nagle costs, bench/recorder).
   bool tcp_nodelay = true;
+};
+
+// What the HTTP layer refused or cut off, for tests and the end-of-run summary.
+struct HttpStats {
+  uint64_t connections_accepted = 0;
+  uint64_t connections_refused = 0;  // 503 at the connection cap
+  uint64_t connections_evicted = 0;  // closed at the cap without a complete request
+  uint64_t timeouts = 0;             // 408: head or body too slow
+  uint64_t bytes_read = 0;           // from client sockets
+  // Refused before authentication (counted, recorded as one note and a summary, never
+  // one event each): no or a wrong API key, a foreign Host, a foreign browser Origin.
+  uint64_t unauthenticated = 0;
+  uint64_t foreign_host = 0;
+  uint64_t foreign_origin = 0;
 };
 
 // The local model and everything needed to serve it.
@@ -81,6 +116,7 @@ class Server {
   virtual const std::string& model_name() const = 0;
   // The local scheduler, null in proxy mode.
   virtual const Scheduler* scheduler() const = 0;
+  virtual HttpStats http_stats() const = 0;
 };
 
 }  // namespace trace::recorder

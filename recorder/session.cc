@@ -13,8 +13,8 @@
 
 #include "engine/model_init.h"
 #include "recorder/child.h"
+#include "recorder/secrets.h"
 #include "recorder/server.h"
-#include "recorder/server/upstream_proxy.h"
 #include "store/store.h"
 
 extern char** environ;
@@ -60,7 +60,7 @@ Result<std::string> ResolveModelDir(const SessionOptions& o) {
 }
 
 void FillHostFacts(const SessionOptions& o, proto::RunHeader* h) {
-  for (const std::string& a : o.trace_argv) h->add_trace_argv(a);
+  for (const std::string& a : RedactArgv(o.trace_argv)) h->add_trace_argv(a);
   std::error_code ec;
   h->set_cwd(std::filesystem::current_path(ec).string());
   for (const auto& [k, v] : AllowListedEnvironment(environ)) (*h->mutable_env())[k] = v;
@@ -74,7 +74,7 @@ void FillHostFacts(const SessionOptions& o, proto::RunHeader* h) {
 Result<std::unique_ptr<Server>> MakeServer(const SessionOptions& o, const ServerOptions& so,
                                            proto::RunHeader* header) {
   if (!o.upstream.empty()) {
-    (*header->mutable_attributes())["upstream"] = UpstreamProxy::RedactedUrl(o.upstream);
+    (*header->mutable_attributes())["upstream"] = StripUrlCredentials(o.upstream);
     return Server::CreateProxy(o.upstream, so);
   }
   TRACE_ASSIGN_OR_RETURN(std::string model_dir, ResolveModelDir(o));
@@ -115,11 +115,12 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   so.host = o.host;
   so.port = o.port;
   so.api_key = o.api_key.empty() ? RandomKey() : o.api_key;
+  so.limits = o.http_limits;
   so.run_seed = run_seed;
   so.served_model_names = o.served_model_names;
   proto::RunHeader header;
   FillHostFacts(o, &header);
-  for (const std::string& a : argv) header.add_argv(a);
+  for (const std::string& a : RedactArgv(argv)) header.add_argv(a);
   header.set_run_seed(run_seed);
   TRACE_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, MakeServer(o, so, &header));
   // What OPENAI_MODEL names for the agent: the first served name, else the model folder's.
@@ -161,6 +162,9 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   proto::RunEnd end;
   RecordOutcome out;
   out.run_id = log.run_id();
+  const HttpStats http = server->http_stats();
+  out.refused_requests =
+      static_cast<int64_t>(http.unauthenticated + http.foreign_host + http.foreign_origin);
   out.store_path = store->path();
   if (!child.ok()) {
     end.set_how(proto::RunEnd::RECORDER_ERROR);
@@ -208,6 +212,10 @@ std::string SummaryParagraph(const RecordOutcome& o) {
   if (o.counts.rejected_requests > 0) {
     s << " " << o.counts.rejected_requests << " requests were rejected (see trace show).";
   }
+  if (o.refused_requests > 0) {
+    s << " " << o.refused_requests
+      << " requests were refused before authentication (wrong key, Host or Origin).";
+  }
   return s.str();
 }
 
@@ -229,6 +237,7 @@ Status Serve(const SessionOptions& o, bool record,
   so.host = o.host;
   so.port = o.port;
   so.api_key = o.api_key;
+  so.limits = o.http_limits;
   so.run_seed = run_seed;
   so.served_model_names = o.served_model_names;
   proto::RunHeader header;

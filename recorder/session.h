@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "recorder/run_log.h"
 #include "recorder/scheduler.h"
+#include "recorder/server.h"
 
 namespace trace::recorder {
 
@@ -34,6 +35,7 @@ struct SessionOptions {
   std::string host = "127.0.0.1";
   int port = 0;
   std::string api_key;  // record: random when empty; serve: no check when empty
+  HttpLimits http_limits;
   // Model names served (repeatable --served-model-name); empty: any requested name.
   std::vector<std::string> served_model_names;
   std::vector<std::string> trace_argv;  // the `trace ...` command line
@@ -51,6 +53,8 @@ struct RecordOutcome {
   int64_t stored_bytes = 0;
   double duration_ms = 0;
   std::string store_path;
+  // Requests refused before authentication (no or a wrong key, foreign Host or Origin).
+  int64_t refused_requests = 0;
 };
 
 // This process's argv, from /proc/self/cmdline (recorded as the trace command line).

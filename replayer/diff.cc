@@ -11,6 +11,15 @@
 namespace trace::replayer {
 namespace {
 
+// Recorded JSON that came from outside (an upstream's answer is recorded as it arrived and
+// may nest arbitrarily deep): values nested deeper than 256 levels are dropped while
+// parsing (iteratively), so the recursive walks and dumps below cannot overflow the stack.
+nlohmann::json ParseRecorded(const std::string& text) {
+  return nlohmann::json::parse(
+      text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) { return depth < 256; },
+      /*allow_exceptions=*/false);
+}
+
 using proto::Event;
 
 std::string KindName(const Event& e) {
@@ -78,9 +87,9 @@ class Exchanges {
     for (const Event& e : events) {
       if (!e.has_llm_call() || !ExchangeOnly(e.llm_call())) continue;
       const proto::LlmCall& c = e.llm_call();
-      nlohmann::json req = nlohmann::json::parse(c.request_json(), nullptr, false);
+      nlohmann::json req = ParseRecorded(c.request_json());
       requests_[&c] = req.is_discarded() ? c.request_json() : Replace(req, ids).dump(2);
-      nlohmann::json res = nlohmann::json::parse(c.response_json(), nullptr, false);
+      nlohmann::json res = ParseRecorded(c.response_json());
       if (!res.is_discarded()) Collect(res, &ids);
     }
   }
@@ -135,7 +144,7 @@ bool SameRequest(const proto::LlmCall& a, const proto::LlmCall& b, const Exchang
 
 // The "model" field an upstream answered with ("gpt-4o-2024-08-06"); empty if none.
 std::string ResponseModel(const proto::LlmCall& c) {
-  nlohmann::json r = nlohmann::json::parse(c.response_json(), nullptr, false);
+  nlohmann::json r = ParseRecorded(c.response_json());
   return r.is_object() && r.contains("model") && r["model"].is_string()
              ? r["model"].get<std::string>()
              : "";

@@ -77,8 +77,11 @@ void CpuOps::RepackWeights() {
   repack(&weights_.lm_head);
   for (LayerWeights& lw : weights_.layers) {
     for (kernels::WeightView* w : {&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.o_proj, &lw.gate_proj,
-                                   &lw.up_proj, &lw.down_proj}) {
+                                   &lw.up_proj, &lw.down_proj, &lw.moe.router}) {
       repack(w);
+    }
+    for (ExpertWeights& ew : lw.moe.experts) {
+      for (kernels::WeightView* w : {&ew.gate_proj, &ew.up_proj, &ew.down_proj}) repack(w);
     }
   }
 }
@@ -132,6 +135,17 @@ Status CpuOps::BeginPass(const PassT& pass, const LayerProbe* probe, graph::Pass
   }
   *b = graph::PassBuffers{x_.data(), h_.data(),    q_.data(),    k_.data(),
                           v_.data(), attn_.data(), gate_.data(), up_.data()};
+  if (config_.num_experts > 0) {
+    const int64_t E = config_.num_experts, K = config_.num_experts_per_tok;
+    Fit(&router_, M * E);
+    Fit(&route_weights_, M * K);
+    Fit(&expert_out_, M * K * H);
+    if (static_cast<int64_t>(route_ids_.size()) < M * K) route_ids_.resize(M * K);
+    b->router = router_.data();
+    b->route_ids = route_ids_.data();
+    b->route_weights = route_weights_.data();
+    b->expert_out = expert_out_.data();
+  }
   return Status::Ok();
 }
 
@@ -194,6 +208,48 @@ void CpuOps::Add(const float* a, const float* b, int64_t n, float* y) {
 
 void CpuOps::SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   kernels::SiluMul(ctx_, gate, up, n, out);
+}
+
+void CpuOps::MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights) {
+  kernels::MoeRoute(ctx_, logits, rows, config_.num_experts, config_.num_experts_per_tok,
+                    config_.norm_topk_prob, ids, weights);
+}
+
+void CpuOps::MoeExperts(const MoeWeights& moe, const float* h, int64_t rows, const int32_t* ids,
+                        float* expert_out) {
+  const int64_t E = config_.num_experts, K = config_.num_experts_per_tok;
+  const int64_t H = config_.hidden_size, W = config_.moe_intermediate_size;
+  expert_slots_.resize(static_cast<size_t>(E));
+  for (auto& slots : expert_slots_) slots.clear();
+  for (int64_t s = 0; s < rows * K; ++s) {
+    if (ids[s] >= 0) expert_slots_[static_cast<size_t>(ids[s])].push_back(s);
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    const std::vector<int64_t>& slots = expert_slots_[static_cast<size_t>(e)];
+    const int64_t n = static_cast<int64_t>(slots.size());
+    if (n == 0) continue;
+    Fit(&block_x_, n * H);
+    Fit(&block_gate_, n * W);
+    Fit(&block_up_, n * W);
+    Fit(&block_y_, n * H);
+    for (int64_t r = 0; r < n; ++r) {
+      std::memcpy(block_x_.data() + r * H, h + (slots[r] / K) * H, H * sizeof(float));
+    }
+    const ExpertWeights& ew = moe.experts[static_cast<size_t>(e)];
+    kernels::MatMul(ctx_, block_x_.data(), n, ew.gate_proj, nullptr, block_gate_.data());
+    kernels::MatMul(ctx_, block_x_.data(), n, ew.up_proj, nullptr, block_up_.data());
+    kernels::SiluMul(ctx_, block_gate_.data(), block_up_.data(), n * W, block_gate_.data());
+    kernels::MatMul(ctx_, block_gate_.data(), n, ew.down_proj, nullptr, block_y_.data());
+    for (int64_t r = 0; r < n; ++r) {
+      std::memcpy(expert_out + slots[r] * H, block_y_.data() + r * H, H * sizeof(float));
+    }
+  }
+}
+
+void CpuOps::MoeCombine(const float* expert_out, const int32_t* ids, const float* weights,
+                        int64_t rows, float* out) {
+  kernels::MoeCombine(ctx_, expert_out, ids, weights, rows, config_.num_experts_per_tok,
+                      config_.hidden_size, out);
 }
 
 Status CpuOps::AfterLayer(int64_t layer, const float* x) {

@@ -66,6 +66,15 @@ class CpuOps {
   void Attention(int64_t layer, const float* q, int64_t rows, float* out);
   void Add(const float* a, const float* b, int64_t n, float* y);
   void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+  // Mixture of experts (graph/layers.h MoeFeedForward).
+  void MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights);
+  // Groups the (row, slot) pairs by expert, gathers each expert's rows into one block, runs
+  // its SwiGLU as three MatMuls over the block and scatters the results back to their slots:
+  // the same bits per row as running each row alone (MatMul rows are independent).
+  void MoeExperts(const MoeWeights& moe, const float* h, int64_t rows, const int32_t* ids,
+                  float* expert_out);
+  void MoeCombine(const float* expert_out, const int32_t* ids, const float* weights, int64_t rows,
+                  float* out);
   Status AfterLayer(int64_t layer, const float* x);
 
  private:
@@ -87,6 +96,11 @@ class CpuOps {
   // Activations of one pass, reused; the final hidden state of each asked-for row.
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_;
   std::vector<float> final_hidden_;
+  // Mixture of experts: the pass's routes and expert outputs, and one expert's block.
+  std::vector<float> router_, route_weights_, expert_out_;
+  std::vector<int32_t> route_ids_;
+  std::vector<float> block_x_, block_gate_, block_up_, block_y_;
+  std::vector<std::vector<int64_t>> expert_slots_;  // per expert: row * k + slot
 };
 
 }  // namespace trace::engine

@@ -17,6 +17,13 @@
 //   void Add(const float* a, const float* b, int64_t n, float* y)
 //   void SiluMul(const float* gate, const float* up, int64_t n, float* out)
 //   Status AfterLayer(int64_t layer, const float* x)         launch checks, the layer probe
+// and, for mixture-of-experts models (a backend without them refuses such models at
+// Engine::Create; see SupportsMoe):
+//   void MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights)
+//   void MoeExperts(const MoeWeights& moe, const float* h, int64_t rows, const int32_t* ids,
+//                   float* expert_out)             every (row, slot)'s expert SwiGLU
+//   void MoeCombine(const float* expert_out, const int32_t* ids, const float* weights,
+//                   int64_t rows, float* out)
 //
 // Ownership: the graph owns nothing; Ops owns its buffers. Thread safety: as the engine
 // (one thread drives it). Errors: from AfterLayer (a failed launch, a failed copy).
@@ -40,6 +47,20 @@ struct PassBuffers {
   float* attn = nullptr;  // [rows, heads * head_dim]
   float* gate = nullptr;  // [rows, intermediate]
   float* up = nullptr;    // [rows, intermediate]
+  // Mixture of experts (null for dense models); k = num_experts_per_tok.
+  float* router = nullptr;         // [rows, num_experts]: router logits
+  int32_t* route_ids = nullptr;    // [rows, k]: chosen experts, ascending id
+  float* route_weights = nullptr;  // [rows, k]
+  float* expert_out = nullptr;     // [rows, k, hidden]: each chosen expert's output
+};
+
+// Whether a backend implements the MoE ops.
+template <class Ops>
+concept SupportsMoe = requires(Ops& ops, const MoeWeights& moe, const float* f, float* o,
+                               int32_t* ids, const int32_t* cids, int64_t n) {
+  ops.MoeRoute(f, n, ids, o);
+  ops.MoeExperts(moe, f, n, cids, o);
+  ops.MoeCombine(f, cids, f, n, o);
 };
 
 template <class Ops>
@@ -62,13 +83,32 @@ void AttentionBlock(Ops& ops, const ModelConfig& c, const LayerWeights& lw, int6
   ops.Add(b.x, b.h, rows * H, b.x);
 }
 
+// A mixture-of-experts feed-forward (docs/numerics.md "MoE routing"): router logits by the
+// canonical MatMul, the route of each row (softmax, top-k by probability desc then id asc,
+// optional renormalisation), each chosen expert's SwiGLU of its row (a backend may group
+// rows by expert: every row's MatMul is computed from that row alone), and the weighted sum
+// in ascending expert id. In = b.h, out = b.h. Every row's result is a function of its own
+// hidden state in canonical numerics; nothing is capped or dropped.
+template <class Ops>
+void MoeFeedForward(Ops& ops, const MoeWeights& moe, int64_t rows, const PassBuffers& b) {
+  ops.MatMul(b.h, rows, moe.router, nullptr, b.router);
+  ops.MoeRoute(b.router, rows, b.route_ids, b.route_weights);
+  ops.MoeExperts(moe, b.h, rows, b.route_ids, b.expert_out);
+  ops.MoeCombine(b.expert_out, b.route_ids, b.route_weights, rows, b.h);
+}
+
 // The feed-forward network of one layer: in = the post-attention-normed rows (b.h), out =
-// b.h. Dense SwiGLU: down(silu(gate(h)) * up(h)). This is the one place a mixture of experts
-// replaces (engine/moe: route each row, run its experts, combine), with the norm and the
-// residual around it unchanged.
+// b.h. Dense SwiGLU: down(silu(gate(h)) * up(h)), or the mixture of experts of an MoE layer,
+// with the norm and the residual around it unchanged.
 template <class Ops>
 void FeedForward(Ops& ops, const ModelConfig& c, const LayerWeights& lw, int64_t rows,
                  const PassBuffers& b) {
+  if constexpr (SupportsMoe<Ops>) {
+    if (!lw.moe.experts.empty()) {
+      MoeFeedForward(ops, lw.moe, rows, b);
+      return;
+    }
+  }
   ops.MatMul(b.h, rows, lw.gate_proj, nullptr, b.gate);
   ops.MatMul(b.h, rows, lw.up_proj, nullptr, b.up);
   ops.SiluMul(b.gate, b.up, rows * c.intermediate_size, b.gate);

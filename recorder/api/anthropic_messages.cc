@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/request_fields.h"
 #include "recorder/api/sse.h"
@@ -238,7 +239,7 @@ json StopSequence(const CompletionResult& r) {
 // A tool call's arguments as a tool_use input: the object as written (key order kept), or
 // {} when they are not a complete object (a call cut by max_tokens).
 ojson ToolInput(const ToolCall& c) {
-  ojson input = ojson::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+  ojson input = ParseOrderedJsonOrDiscarded(c.arguments);
   return input.is_object() ? input : ojson::object();
 }
 
@@ -396,8 +397,10 @@ const char* ErrorType(int status) {
 std::variant<CompletionRequest, ApiError> ParseAnthropicRequest(std::string_view body_text) {
   CompletionRequest req;
   req.chat = true;
-  ojson ordered = ojson::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (ordered.is_discarded()) return BadRequest("", "request body is not valid JSON");
+  // Depth-limited (json_body.h): the conversion to json below recurses once per level.
+  auto parsed = ParseJsonBodyOrdered(body_text);
+  if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
+  ojson ordered = std::move(std::get<ojson>(parsed));
   if (!ordered.is_object()) return WrongType("body", "a JSON object", json(ordered));
   json body = ordered;
   auto model = body.find("model");
@@ -550,7 +553,7 @@ json FoldAnthropicStream(std::string_view event_stream) {
   std::map<int64_t, ojson> blocks;        // by index
   std::map<int64_t, std::string> inputs;  // tool_use input JSON text, by index
   for (const SseEvent& e : ParseSse(event_stream)) {
-    ojson data = ojson::parse(e.data, nullptr, /*allow_exceptions=*/false);
+    ojson data = ParseOrderedJsonOrDiscarded(e.data);
     if (!data.is_object()) continue;
     const std::string type = Str(data, "type", e.event);
     if (type == "error") return json(data);
@@ -592,7 +595,7 @@ json FoldAnthropicStream(std::string_view event_stream) {
   ojson content = ojson::array();
   for (auto& [index, block] : blocks) {
     if (auto it = inputs.find(index); it != inputs.end()) {
-      ojson input = ojson::parse(it->second, nullptr, /*allow_exceptions=*/false);
+      ojson input = ParseOrderedJsonOrDiscarded(it->second);
       block["input"] = input.is_discarded() ? ojson(it->second) : input;
     }
     content.push_back(std::move(block));
@@ -608,7 +611,7 @@ std::string AnthropicErrorBody(const ApiError& e) {
 }
 
 std::string AnthropicErrorFromOpenAi(int http_status, const std::string& body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json j = ParseJsonOrDiscarded(body);
   if (!j.is_object() || j.contains("type") || !j.contains("error") || !j["error"].is_object()) {
     return "";
   }

@@ -1,5 +1,6 @@
 #include "recorder/api/openai_chat.h"
 
+#include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/request_fields.h"
 #include "recorder/api/sse.h"
@@ -372,7 +373,7 @@ json FoldChatStream(std::string_view event_stream) {
   json finish_reason = nullptr;
   for (const SseEvent& e : ParseSse(event_stream)) {
     if (e.data == "[DONE]") continue;
-    json chunk = json::parse(e.data, nullptr, /*allow_exceptions=*/false);
+    json chunk = ParseJsonOrDiscarded(e.data);
     if (!chunk.is_object()) continue;
     if (chunk.contains("error")) return chunk;  // the stream ended in an error
     if (out.is_null()) {

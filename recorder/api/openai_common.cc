@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "recorder/api/json_body.h"
 #include "recorder/api/request_fields.h"
 
 namespace trace::recorder {
@@ -12,14 +13,11 @@ using nlohmann::json;
 std::variant<nlohmann::ordered_json, ApiError> ParseOpenAiBody(std::string_view body_text,
                                                                CompletionRequest* req) {
   // Parsed once keeping the client's key order (for what the chat template sees and what
-  // schemas say) and converted for validation, which does not depend on key order.
-  nlohmann::ordered_json ordered =
-      nlohmann::ordered_json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (ordered.is_discarded()) {
-    ApiError e = BadRequest("", "request body is not valid JSON");
-    e.code = "invalid_json";
-    return e;
-  }
+  // schemas say) and converted for validation, which does not depend on key order. The
+  // depth limit (json_body.h) makes the conversion safe.
+  auto parsed = ParseJsonBodyOrdered(body_text);
+  if (auto* err = std::get_if<ApiError>(&parsed)) return *err;
+  nlohmann::ordered_json ordered = std::move(std::get<nlohmann::ordered_json>(parsed));
   json body = ordered;
   if (!body.is_object()) return WrongType("body", "a JSON object", body);
   auto model = body.find("model");

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/request_fields.h"
 #include "recorder/api/sse.h"
@@ -170,7 +171,7 @@ json FoldCompletionStream(std::string_view event_stream) {
   json finish_reason = nullptr;
   for (const SseEvent& e : ParseSse(event_stream)) {
     if (e.data == "[DONE]") continue;
-    json chunk = json::parse(e.data, nullptr, /*allow_exceptions=*/false);
+    json chunk = ParseJsonOrDiscarded(e.data);
     if (!chunk.is_object()) continue;
     if (chunk.contains("error")) return chunk;
     if (out.is_null()) {

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/request_fields.h"
 #include "recorder/api/sse.h"
@@ -563,7 +564,7 @@ json FoldResponsesStream(std::string_view event_stream) {
   json last;                           // the latest response object seen (created, then completed)
   std::map<int64_t, json> done_items;  // by output_index
   for (const SseEvent& e : ParseSse(event_stream)) {
-    json data = json::parse(e.data, nullptr, /*allow_exceptions=*/false);
+    json data = ParseJsonOrDiscarded(e.data);
     if (!data.is_object()) continue;
     const std::string type = StringOr(data, "type", e.event);
     if (type == "error") {

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "recorder/api/json_body.h"
+
 namespace trace::recorder {
 namespace {
 
@@ -23,7 +25,7 @@ bool ParseTruncatedCall(std::string_view inner, ToolCall* call) {
   if (inner.substr(0, kName.size()) != kName) return false;
   size_t end = inner.find('"', kName.size());
   if (end == std::string_view::npos) return false;
-  json name = json::parse(inner.substr(kName.size() - 1, end - kName.size() + 2), nullptr, false);
+  json name = ParseJsonOrDiscarded(inner.substr(kName.size() - 1, end - kName.size() + 2));
   if (!name.is_string()) return false;
   call->name = name.get<std::string>();
   std::string_view rest = inner.substr(end + 1);
@@ -58,7 +60,7 @@ ExtractedToolCalls ExtractToolCalls(std::string_view text, std::string_view id_p
     }
     std::string_view inner =
         Trim(text.substr(open + kToolCallOpen.size(), close - open - kToolCallOpen.size()));
-    json call = json::parse(inner, nullptr, false);
+    json call = ParseJsonOrDiscarded(inner);
     bool ok = !call.is_discarded() && call.is_object() && call.contains("name") &&
               call["name"].is_string();
     if (!ok) {
@@ -77,7 +79,7 @@ ExtractedToolCalls ExtractToolCalls(std::string_view text, std::string_view id_p
     if (args.is_string()) {
       tc.arguments = args.get<std::string>();
     } else {
-      nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(inner, nullptr, false);
+      nlohmann::ordered_json ordered = ParseOrderedJsonOrDiscarded(inner);
       nlohmann::ordered_json a = nlohmann::ordered_json::object();
       if (ordered.is_object() && ordered.contains("arguments")) a = ordered["arguments"];
       tc.arguments = a.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -68,10 +68,16 @@ bool IntField(const json& body, const char* key, std::optional<int64_t>* out,
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return true;
   if (it->is_number_float()) {
+    // Cast only within [-2^63, 2^63): outside (1e30) the cast would be undefined.
     double d = it->get<double>();
-    if (std::floor(d) == d && std::abs(d) < 9e15) {
+    if (std::floor(d) == d && d >= -0x1p63 && d < 0x1p63) {
       *out = static_cast<int64_t>(d);
       return true;
+    }
+    if (std::floor(d) == d) {
+      *err = OutOfRange(key, "'" + std::string(key) +
+                                 "' must fit in a signed 64-bit integer, got " + json(d).dump());
+      return false;
     }
   }
   if (!it->is_number_integer() && !it->is_number_unsigned()) {

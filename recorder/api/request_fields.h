@@ -22,7 +22,8 @@ ApiError WrongType(const std::string& param, const char* want, const nlohmann::j
 
 bool NumberField(const nlohmann::json& body, const char* key, std::optional<double>* out,
                  std::optional<ApiError>* err);
-// An integer (a float with an integral value is accepted).
+// An integer within int64 (a float with an integral value is accepted; one outside int64,
+// 1e30, is a 400 invalid_value, never cast).
 bool IntField(const nlohmann::json& body, const char* key, std::optional<int64_t>* out,
               std::optional<ApiError>* err);
 bool BoolField(const nlohmann::json& body, const char* key, bool* out,

@@ -1,5 +1,7 @@
 #include "recorder/api/template_input.h"
 
+#include "recorder/api/json_body.h"
+
 namespace trace::recorder {
 
 using nlohmann::json;
@@ -14,7 +16,7 @@ nlohmann::ordered_json MessagesForTemplateOrdered(const std::vector<ChatMessage>
     if (!m.tool_calls.empty()) {
       ojson calls = ojson::array();
       for (const ToolCall& c : m.tool_calls) {
-        ojson args = ojson::parse(c.arguments, nullptr, false);
+        ojson args = ParseOrderedJsonOrDiscarded(c.arguments);
         if (args.is_discarded()) args = c.arguments;
         calls.push_back({{"id", c.id},
                          {"type", "function"},

@@ -1,9 +1,12 @@
 #include "recorder/server/event_api.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "recorder/api/json_body.h"
 #include "recorder/server/http_util.h"
 
 namespace trace::recorder {
@@ -74,8 +77,13 @@ void EventApi::HandleClock(const httplib::Request& req, httplib::Response& res) 
 void EventApi::HandleEvents(const httplib::Request& http_req, httplib::Response& res) {
   RunLog* log = frontend_->log();
   if (!frontend_->Recordable(http_req, res)) return;
-  json body = json::parse(http_req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
+  auto parsed_body = ParseJsonBody(http_req.body);
+  if (auto* err = std::get_if<ApiError>(&parsed_body)) {
+    frontend_->Reject(http_req, *err);
+    return SendError(res, *err);
+  }
+  json body = std::move(std::get<json>(parsed_body));
+  if (!body.is_object()) {
     ApiError e = BadRequest("", "event body must be a JSON object");
     frontend_->Reject(http_req, e);
     return SendError(res, e);
@@ -171,6 +179,34 @@ std::variant<proto::Event, ApiError> EventApi::ParseAgentEvent(const json& j,
     if (!err) err = BadRequest(field(name), "'" + field(name) + "' must be a number");
     return 0;
   };
+  // An integer within int64, checked before any cast (1e30 and 2^64 are errors, not
+  // INT64_MIN); an integral float within range is accepted.
+  auto int64 = [&](const char* name) -> int64_t {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) return 0;
+    if (it->is_number_unsigned()) {
+      if (it->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
+        return static_cast<int64_t>(it->get<uint64_t>());
+      }
+    } else if (it->is_number_integer()) {
+      return it->get<int64_t>();
+    } else if (it->is_number_float()) {
+      const double d = it->get<double>();
+      if (std::floor(d) == d && d >= -0x1p63 && d < 0x1p63) return static_cast<int64_t>(d);
+      if (std::floor(d) != d) {
+        if (!err) err = BadRequest(field(name), "'" + field(name) + "' must be an integer");
+        return 0;
+      }
+    } else {
+      if (!err) err = BadRequest(field(name), "'" + field(name) + "' must be an integer");
+      return 0;
+    }
+    if (!err) {
+      err = OutOfRange(field(name), "'" + field(name) +
+                                        "' must fit in a signed 64-bit integer, got " + it->dump());
+    }
+    return 0;
+  };
   // JSON-valued members (arguments, data) may be given as objects or as text.
   auto json_text = [&](const char* name) -> std::string {
     auto it = j.find(name);
@@ -223,7 +259,7 @@ std::variant<proto::Event, ApiError> EventApi::ParseAgentEvent(const json& j,
   } else if (type == "clock") {
     proto::ClockRead* c = e.mutable_clock_read();
     c->set_clock(j.contains("clock") ? str("clock") : "agent");
-    c->set_value_ns(static_cast<int64_t>(num("value_ns")));
+    c->set_value_ns(int64("value_ns"));
     c->set_text(str("text"));
   } else if (type == "note") {
     proto::Note* n = e.mutable_note();

@@ -1,9 +1,15 @@
 #include "recorder/server/frontend.h"
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "recorder/api/anthropic_messages.h"
+#include "recorder/api/json_body.h"
 #include "recorder/server/http_util.h"
+#include "recorder/server/request_guard.h"
 
 namespace trace::recorder {
 
@@ -11,20 +17,65 @@ using json = nlohmann::json;
 
 namespace {
 
-// An error the frontend raises itself (auth, routing, handler exceptions) in the shape of the
-// API the route serves: Anthropic's on the Messages routes, so the Anthropic SDKs read its
-// type and message; OpenAI's everywhere else. Made here, before httplib compresses the body
-// (a post-routing rewrite would see gzip bytes when the client accepts them, as SDKs do).
+// An error the frontend raises itself (auth, admission, routing, handler exceptions) in the
+// shape of the API the route serves: Anthropic's on the Messages routes, so the Anthropic
+// SDKs read its type and message; OpenAI's everywhere else. Made here, before httplib
+// compresses the body (a post-routing rewrite would see gzip bytes when the client accepts
+// them, as SDKs do).
 void SendRouteError(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
   if (!IsAnthropicRoute(req.path)) return SendError(res, e);
   res.status = e.http_status;
   res.set_content(AnthropicErrorBody(e), "application/json");
 }
 
+ConnectionLimits LimitsFrom(const ServerOptions& o) {
+  ConnectionLimits limits;
+  limits.max_connections = std::max(1, o.limits.max_connections);
+  limits.header_timeout = std::chrono::milliseconds(std::max(1, o.limits.header_timeout_ms));
+  limits.read_timeout = std::chrono::milliseconds(std::max(1, o.limits.read_timeout_ms));
+  limits.keep_alive_timeout =
+      std::chrono::milliseconds(std::max(1, o.limits.keep_alive_timeout_ms));
+  return limits;
+}
+
+// Why a request body could not be read (Connection::ReadBody).
+ApiError BodyReadError(Connection::BodyResult result) {
+  ApiError e;
+  switch (result) {
+    case Connection::BodyResult::kTooLarge:
+      e.http_status = 413;
+      e.code = "body_too_large";
+      e.message = "the request body exceeds the limit";
+      break;
+    case Connection::BodyResult::kTimedOut:
+      e.http_status = 408;
+      e.code = "read_timeout";
+      e.message = "the request body did not arrive within the read timeout";
+      break;
+    case Connection::BodyResult::kMalformed:
+      e.code = "invalid_framing";
+      e.message = "malformed chunked request body";
+      break;
+    default:
+      e.message = "the client closed the connection before its request body arrived";
+  }
+  return e;
+}
+
+// A connection closed at the cap just as its request head completed.
+ApiError ConnectionEvicted() {
+  ApiError e;
+  e.http_status = 503;
+  e.type = "server_error";
+  e.code = "server_busy";
+  e.message = "the connection was closed to make room for another (--max-connections)";
+  return e;
+}
+
 }  // namespace
 
 HttpFrontend::HttpFrontend(const ServerOptions& options)
-    : options_(options), request_id_prefix_(RandomHex(4)) {
+    : options_(options), request_id_prefix_(RandomHex(4)), http_(LimitsFrom(options)) {
   http_.set_exception_handler(
       [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         ApiError e;
@@ -52,10 +103,35 @@ HttpFrontend::HttpFrontend(const ServerOptions& options)
     Reject(req, e);
     SendRouteError(req, res, e);
   });
-  // Every reply carries an id, as OpenAI's do (clients log it with errors).
-  http_.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+  // Admission before any route: on the head first, then the body (frontend.h).
+  http_.set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
+  // "Expect: 100-continue": refused heads are answered before the client sends the body.
+  http_.set_expect_100_continue_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        Connection* conn = CurrentConnection();
+        if (conn != nullptr && !conn->BeginRequest()) {
+          Refuse(req, res, ConnectionEvicted());
+          return res.status;
+        }
+        return AdmitHead(req, res) ? 100 : res.status;
+      });
+  // A backstop only: the pre-routing handler refuses larger bodies before httplib reads.
+  http_.set_payload_max_length(options_.limits.max_body_bytes);
+  http_.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Every reply carries an id, as OpenAI's do (clients log it with errors).
     if (!res.has_header("x-request-id")) {
       res.set_header("x-request-id", "req_" + request_id_prefix_ + std::to_string(next_request_++));
+    }
+    const std::string web_origin = req.get_header_value("Origin");
+    if (!web_origin.empty() && OriginAllowed(web_origin, options_.limits.allowed_origins)) {
+      res.set_header("Access-Control-Allow-Origin", web_origin);
+      res.set_header("Vary", "Origin");
+    }
+    // httplib announces keep-alive unless it closes itself; a refused request's connection
+    // closes (its body was not read).
+    if (Connection* conn = CurrentConnection(); conn != nullptr && conn->close_after_response()) {
+      res.headers.erase("Keep-Alive");
     }
   });
   // Small replies and SSE events go out at once instead of waiting for the client's delayed
@@ -72,7 +148,7 @@ HttpFrontend::~HttpFrontend() {
 }
 
 Status HttpFrontend::Start() {
-  http_.new_task_queue = [n = options_.http_threads] { return new httplib::ThreadPool(n); };
+  http_.ResetStop();
   int port = options_.port == 0
                  ? http_.bind_to_any_port(options_.host)
                  : (http_.bind_to_port(options_.host, options_.port) ? options_.port : -1);
@@ -94,9 +170,26 @@ Status HttpFrontend::Start() {
 
 void HttpFrontend::Stop() {
   if (thread_.joinable()) {
+    // Idle connections and slow heads end now; requests being answered finish first.
+    http_.BeginStop();
     http_.stop();
     thread_.join();
+    RecordRefusalSummary();
   }
+}
+
+HttpStats HttpFrontend::stats() const {
+  ConnectionStats c = http_.stats();
+  HttpStats s;
+  s.connections_accepted = c.accepted;
+  s.connections_refused = c.refused;
+  s.connections_evicted = c.evicted;
+  s.timeouts = c.timed_out;
+  s.bytes_read = c.bytes_read;
+  s.unauthenticated = unauthenticated_;
+  s.foreign_host = foreign_host_;
+  s.foreign_origin = foreign_origin_;
+  return s;
 }
 
 std::string HttpFrontend::origin() const {
@@ -104,22 +197,117 @@ std::string HttpFrontend::origin() const {
 }
 
 bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& res) {
-  if (options_.api_key.empty()) return true;
-  // OpenAI's clients send a bearer token, Anthropic's the x-api-key header.
-  std::string auth = req.get_header_value("Authorization");
-  std::string x_api_key = req.get_header_value("x-api-key");
-  if (auth == "Bearer " + options_.api_key || x_api_key == options_.api_key) return true;
-  ApiError e;
-  e.http_status = 401;
-  e.code = "invalid_api_key";
-  e.message = auth.empty() && x_api_key.empty()
-                  ? "missing API key: send 'Authorization: Bearer $OPENAI_API_KEY' or "
-                    "'x-api-key: $ANTHROPIC_API_KEY'"
-                  : "invalid API key in the " +
-                        std::string(x_api_key.empty() ? "Authorization" : "x-api-key") + " header";
-  Reject(req, e);
-  SendRouteError(req, res, e);
+  std::optional<ApiError> e = CheckApiKey(req, options_.api_key);
+  if (!e) return true;
+  CountRefusal(req, *e, &unauthenticated_);
+  SendRouteError(req, res, *e);
   return false;
+}
+
+void HttpFrontend::Refuse(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  SendRouteError(req, res, e);
+  res.set_header("Connection", "close");
+  if (Connection* conn = CurrentConnection()) conn->CloseAfterResponse();
+}
+
+bool HttpFrontend::AdmitHead(const httplib::Request& req, httplib::Response& res) {
+  if (std::optional<ApiError> e = CheckHost(req, options_.host)) {
+    CountRefusal(req, *e, &foreign_host_);
+    Refuse(req, res, *e);
+    return false;
+  }
+  if (std::optional<ApiError> e = CheckOrigin(req, options_.limits.allowed_origins)) {
+    CountRefusal(req, *e, &foreign_origin_);
+    Refuse(req, res, *e);
+    return false;
+  }
+  // A CORS preflight of an allowed origin carries no credentials; /health needs none.
+  const bool preflight = req.method == "OPTIONS" && req.has_header("Origin");
+  if (!preflight && req.path != "/health") {
+    if (std::optional<ApiError> e = CheckApiKey(req, options_.api_key)) {
+      CountRefusal(req, *e, &unauthenticated_);
+      Refuse(req, res, *e);
+      return false;
+    }
+  }
+  if (std::optional<ApiError> e = CheckBodyFraming(req, options_.limits.max_body_bytes)) {
+    Reject(req, *e);
+    Refuse(req, res, *e);
+    return false;
+  }
+  return true;
+}
+
+httplib::Server::HandlerResponse HttpFrontend::PreRoute(const httplib::Request& req,
+                                                        httplib::Response& res) {
+  using HR = httplib::Server::HandlerResponse;
+  Connection* conn = CurrentConnection();
+  if (conn != nullptr && !conn->BeginRequest()) {
+    Refuse(req, res, ConnectionEvicted());
+    return HR::Handled;
+  }
+  if (!AdmitHead(req, res)) return HR::Handled;
+  if (req.method == "OPTIONS" && req.has_header("Origin")) {
+    // CORS preflight of an allowed origin (AdmitHead refused the others).
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    res.set_header("Access-Control-Allow-Headers",
+                   asked.empty() ? "authorization, content-type, x-api-key" : asked);
+    res.set_header("Access-Control-Max-Age", "600");
+    return HR::Handled;
+  }
+  if (conn == nullptr || !AnnouncesBody(req)) return HR::Unhandled;
+  // The body, read here (capped and timed) so that every route gets it checked; httplib
+  // then reads the same bytes from the connection's buffer.
+  std::string_view body;
+  const Connection::BodyResult read = conn->ReadBody(req, options_.limits.max_body_bytes, &body);
+  std::optional<size_t> too_deep;
+  if (read == Connection::BodyResult::kOk) {
+    too_deep = FindJsonDepthExcess(body);
+    if (!too_deep) return HR::Unhandled;
+  }
+  ApiError e = too_deep ? JsonTooDeep("request body", *too_deep) : BodyReadError(read);
+  if (read == Connection::BodyResult::kTooLarge) {
+    e.message +=
+        " of " + std::to_string(options_.limits.max_body_bytes) + " bytes (--max-body-bytes)";
+  } else if (read == Connection::BodyResult::kTimedOut) {
+    e.message += " (" + std::to_string(options_.limits.read_timeout_ms) + " ms)";
+  }
+  Reject(req, e);
+  Refuse(req, res, e);
+  return HR::Handled;
+}
+
+void HttpFrontend::CountRefusal(const httplib::Request& req, const ApiError& e,
+                                std::atomic<uint64_t>* counter) {
+  ++*counter;
+  if (++refusals_ != 1 || log_ == nullptr) return;
+  // The first one is recorded as it happened; the rest only in the summary (Stop), so a
+  // flood of unauthenticated requests cannot fill the run.
+  proto::Note note;
+  note.set_topic("refused_requests");
+  note.set_text(req.method + " " + req.path + " -> " + std::to_string(e.http_status) + ": " +
+                e.message + " (further requests refused before authentication are counted)");
+  note.set_data_json(json{{"status", e.http_status}, {"code", e.code}}.dump());
+  (void)log_->RecordNote(std::move(note));
+}
+
+void HttpFrontend::RecordRefusalSummary() {
+  const uint64_t total = refusals_;
+  if (total <= 1 || log_ == nullptr) return;
+  proto::Note note;
+  note.set_topic("refused_requests");
+  note.set_text(std::to_string(total) + " requests were refused before authentication: " +
+                std::to_string(unauthenticated_.load()) + " without a valid API key, " +
+                std::to_string(foreign_host_.load()) + " with a foreign Host, " +
+                std::to_string(foreign_origin_.load()) + " from a foreign web origin");
+  note.set_data_json(json{{"refused", total},
+                          {"unauthenticated", unauthenticated_.load()},
+                          {"foreign_host", foreign_host_.load()},
+                          {"foreign_origin", foreign_origin_.load()}}
+                         .dump());
+  (void)log_->RecordNote(std::move(note));
 }
 
 void HttpFrontend::Reject(const httplib::Request& req, const ApiError& e) {

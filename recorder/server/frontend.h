@@ -1,14 +1,23 @@
 // The HTTP front of the recorder's server, shared by every API served on it (the local
 // engine or the upstream proxy, and the trace event API): the listening socket and its
-// thread pool (TCP_NODELAY on every accepted socket), token checks (bearer or x-api-key),
-// OpenAI-style replies for unknown routes and handler exceptions (Anthropic-style on the
-// Anthropic routes), an x-request-id header on every reply,
-// GET /health, and the note that records every rejected request.
+// connections (http_connections.h: connection cap, header/read timeouts, TCP_NODELAY on
+// every accepted socket), OpenAI-style replies for unknown routes, refusals and handler
+// exceptions (Anthropic-style on the Anthropic routes), an x-request-id header on every
+// reply, GET /health, and the note that records every rejected request.
 //
-// Ownership: owns the httplib::Server and its listening thread; the RunLog is borrowed
+// Every request passes the admission checks of httplib's pre-routing handler before any
+// route runs, so a route added later is covered without doing anything (request_guard.h):
+// Host and Origin, the API key (constant time), body framing and the body limit — all on
+// the head, before the body is read — then the body is read (capped, timed) and its JSON
+// nesting depth checked (api/json_body.h). Requests refused before authentication are
+// counted, recorded as one note (the first) and one summary at Stop, never one event each;
+// authenticated requests that are rejected are recorded as "rejected_request" notes.
+//
+// Ownership: owns the httplib server and its listening thread; the RunLog is borrowed
 // (SetRunLog before Start) and must outlive Stop(). Thread safety: Start, Stop and
 // SetRunLog are for the owning thread; Authorized, Reject, Recordable, Commit and log()
-// are called from the handler threads. Errors: Start fails with IOError naming host:port.
+// are called from the handler threads, stats() from any thread. Errors: Start fails with
+// IOError naming host:port.
 #pragma once
 
 #include <httplib.h>
@@ -21,6 +30,7 @@
 #include "recorder/api/model_call.h"
 #include "recorder/run_log.h"
 #include "recorder/server.h"
+#include "recorder/server/http_connections.h"
 
 namespace trace::recorder {
 
@@ -40,9 +50,11 @@ class HttpFrontend {
   void Stop();
   int port() const { return port_; }
   std::string origin() const;
+  HttpStats stats() const;
 
-  // True when the request carries the token as a bearer token or in x-api-key (or none is
-  // required); otherwise answers 401 and records the rejection.
+  // True when the request carries the API key as a bearer token or in x-api-key (or none
+  // is required); otherwise answers 401 in the route's API shape. Every route but /health
+  // is already checked before routing; handlers may call this again (it is cheap).
   bool Authorized(const httplib::Request& req, httplib::Response& res);
   // A rejected request is recorded as a note, so the run shows it and keeps going.
   void Reject(const httplib::Request& req, const ApiError& e);
@@ -58,14 +70,28 @@ class HttpFrontend {
   Status Commit(const Result<uint64_t>& last_seq);
 
  private:
+  // The admission checks on a request head (Host, Origin, key, framing). False: `res` holds
+  // the refusal and the connection closes after it (the body is never read).
+  bool AdmitHead(const httplib::Request& req, httplib::Response& res);
+  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
+  // Answers `e` in the route's API shape and closes the connection after the response.
+  void Refuse(const httplib::Request& req, httplib::Response& res, const ApiError& e);
+  // A refusal before authentication: counted; only the first is recorded.
+  void CountRefusal(const httplib::Request& req, const ApiError& e, std::atomic<uint64_t>* counter);
+  void RecordRefusalSummary();
+
   ServerOptions options_;
   std::string request_id_prefix_;
   std::atomic<uint64_t> next_request_{0};
   RunLog* log_ = nullptr;
-  httplib::Server http_;
+  GuardedHttpServer http_;
   int port_ = 0;
   std::thread thread_;
   std::atomic<bool> listen_returned_{false};
+  std::atomic<uint64_t> unauthenticated_{0};
+  std::atomic<uint64_t> foreign_host_{0};
+  std::atomic<uint64_t> foreign_origin_{0};
+  std::atomic<uint64_t> refusals_{0};
 };
 
 }  // namespace trace::recorder

@@ -31,6 +31,14 @@ LocalEngineApi::LocalEngineApi(LocalBackend backend, HttpFrontend* frontend,
   max_context_ =
       eo.max_context > 0 ? eo.max_context : backend_.model->config().max_position_embeddings;
   numerics_ = eo.numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion : "fast";
+  // Every token stands for at most `longest` bytes of normalized text, and NFC shrinks text
+  // at most 3x (three conjoining jamo compose into one syllable), so a prompt of more than
+  // 3 * longest * max_context bytes has more than max_context tokens.
+  size_t longest = 1;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    longest = std::max(longest, tok.TokenBytes(id).size());
+  }
+  if (max_context_ > 0) max_prompt_bytes_ = 3 * longest * static_cast<size_t>(max_context_);
   constraints_ = std::make_unique<ConstraintFactory>(tok, turn_end_token_);
 }
 
@@ -250,8 +258,16 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
     // Anthropic's prefill: the answer continues the text the final assistant turn began.
     call->rendered_prompt = std::move(prompt).value() + req.assistant_prefill;
     call->tools_active = tools.is_array();
+    if (auto e = PromptCannotFit(req, call->rendered_prompt.size())) return e;
     call->prompt_ids = tok.Encode(call->rendered_prompt);
   } else if (req.prompt_is_tokens) {
+    if (max_context_ > 0 && static_cast<int64_t>(req.prompt_token_ids.size()) >= max_context_) {
+      ApiError e = BadRequest(
+          "prompt", "the prompt has " + std::to_string(req.prompt_token_ids.size()) +
+                        " tokens; the model's context is " + std::to_string(max_context_));
+      e.code = "context_length_exceeded";
+      return e;
+    }
     for (size_t i = 0; i < req.prompt_token_ids.size(); ++i) {
       int32_t id = req.prompt_token_ids[i];
       if (id >= tok.vocab_size()) {
@@ -263,6 +279,7 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
     call->prompt_ids = req.prompt_token_ids;
     call->rendered_prompt = tok.Decode(call->prompt_ids);
   } else {
+    if (auto e = PromptCannotFit(req, req.prompt.size())) return e;
     call->rendered_prompt = req.prompt;
     call->prompt_ids = tok.Encode(call->rendered_prompt);
   }
@@ -295,6 +312,18 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
   }
   if (RunLog* log = frontend_->log()) RecordToolResultsFromMessages(log, req);
   return std::nullopt;
+}
+
+std::optional<ApiError> LocalEngineApi::PromptCannotFit(const CompletionRequest& req,
+                                                        size_t bytes) const {
+  if (bytes <= max_prompt_bytes_) return std::nullopt;
+  ApiError e =
+      BadRequest(req.chat ? "messages" : "prompt",
+                 "the prompt is " + std::to_string(bytes) + " bytes; the model's context of " +
+                     std::to_string(max_context_) + " tokens holds at most " +
+                     std::to_string(max_prompt_bytes_) + " bytes of text");
+  e.code = "context_length_exceeded";
+  return e;
 }
 
 CompletionResult LocalEngineApi::BuildResult(Call* call, const GenerationResult& g) {

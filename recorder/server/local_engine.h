@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -58,6 +59,9 @@ class LocalEngineApi {
   std::optional<ApiError> CheckModelName(const std::string& name) const;
   // Renders, tokenizes, picks the seed and the constraint. An error is the client's.
   std::optional<ApiError> Prepare(Call* call);
+  // The 400 for a prompt text too long to fit the context, decided on its bytes alone, so
+  // a 50 MB prompt is refused without being tokenized (seconds and gigabytes).
+  std::optional<ApiError> PromptCannotFit(const CompletionRequest& req, size_t bytes) const;
   CompletionResult BuildResult(Call* call, const GenerationResult& g);
   // What a finished call is answered with: its result, or the error sent instead.
   struct Answer {
@@ -89,6 +93,9 @@ class LocalEngineApi {
   std::vector<int32_t> end_tokens_;
   int32_t turn_end_token_ = 0;
   int64_t max_context_ = 0;
+  // A prompt longer than this many bytes cannot fit max_context_ tokens, whatever it says
+  // (PromptCannotFit): refused before it is tokenized.
+  size_t max_prompt_bytes_ = SIZE_MAX;
   std::string numerics_;
   std::atomic<int64_t> next_call_index_{0};
 };

@@ -6,10 +6,12 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "recorder/api/anthropic_messages.h"
+#include "recorder/api/json_body.h"
 #include "recorder/api/openai_chat.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/openai_completions.h"
 #include "recorder/api/openai_responses.h"
+#include "recorder/secrets.h"
 #include "recorder/server/call_recording.h"
 
 namespace trace::recorder {
@@ -29,12 +31,16 @@ std::string UpstreamKey(bool anthropic) {
 
 }  // namespace
 
-UpstreamProxy::UpstreamProxy(HttpFrontend* frontend, std::string upstream_base_url)
+UpstreamProxy::UpstreamProxy(HttpFrontend* frontend, const std::string& upstream_base_url)
+    : UpstreamProxy(frontend, SplitUrlCredentials(upstream_base_url)) {}
+
+UpstreamProxy::UpstreamProxy(HttpFrontend* frontend, UrlWithoutCredentials upstream)
     : frontend_(frontend),
-      upstream_(std::move(upstream_base_url)),
+      upstream_(std::move(upstream.url)),
+      user_(std::move(upstream.user)),
+      password_(std::move(upstream.password)),
       origin_(SplitUrl(upstream_).first),
       prefix_(SplitUrl(upstream_).second),
-      recorded_url_(RedactedUrl(upstream_)),
       pool_(origin_) {}
 
 std::pair<std::string, std::string> UpstreamProxy::SplitUrl(const std::string& url) {
@@ -44,15 +50,6 @@ std::pair<std::string, std::string> UpstreamProxy::SplitUrl(const std::string& u
   std::string prefix = url.substr(path);
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
   return {url.substr(0, path), prefix};
-}
-
-std::string UpstreamProxy::RedactedUrl(const std::string& url) {
-  size_t scheme = url.find("://");
-  size_t host = scheme == std::string::npos ? 0 : scheme + 3;
-  size_t path = url.find('/', host);
-  size_t at = url.rfind('@', path == std::string::npos ? std::string::npos : path);
-  if (at == std::string::npos || at < host) return url;
-  return url.substr(0, host) + url.substr(at + 1);
 }
 
 void UpstreamProxy::Register() {
@@ -92,6 +89,9 @@ httplib::Headers UpstreamProxy::UpstreamHeaders(const httplib::Request& req, boo
     } else {
       headers.emplace("Authorization", "Bearer " + key);
     }
+  } else if (!user_.empty()) {
+    // https://user:pass@host/v1: the credentials go as basic auth, never into the recording.
+    headers.insert(httplib::make_basic_authentication_header(user_, password_));
   }
   for (const char* name : {"anthropic-version", "anthropic-beta", "openai-beta"}) {
     if (req.has_header(name)) headers.emplace(name, req.get_header_value(name));
@@ -104,7 +104,7 @@ ApiError UpstreamProxy::Unreachable(httplib::Error error) const {
   e.http_status = 502;
   e.type = "server_error";
   e.code = "upstream_unavailable";
-  e.message = "upstream " + recorded_url_ + " did not answer: " + httplib::to_string(error);
+  e.message = "upstream " + upstream_ + " did not answer: " + httplib::to_string(error);
   return e;
 }
 
@@ -133,7 +133,7 @@ void UpstreamProxy::ForwardCall(const WireFormat& format, const httplib::Request
   x->request_body = req.body;
   x->start = SteadyClock::now();
   x->start_ns = NowNs();
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  json body = ParseJsonOrDiscarded(req.body);
   x->stream = body.is_object() && body.contains("stream") && body["stream"].is_boolean() &&
               body["stream"].get<bool>();
   if (RunLog* log = frontend_->log()) {
@@ -193,7 +193,7 @@ Result<uint64_t> UpstreamProxy::RecordProxiedCall(const Exchange& x) {
   c.set_request_json(engine::SanitizeUtf8(x.request_body));
   c.set_http_status(x.status);
   c.set_stream(x.stream);
-  c.set_upstream(recorded_url_);
+  c.set_upstream(upstream_);
   c.set_upstream_request_id(engine::SanitizeUtf8(x.request_id));
   auto parsed = format.Parse(x.request_body);
   if (auto* req = std::get_if<CompletionRequest>(&parsed)) {
@@ -212,7 +212,7 @@ Result<uint64_t> UpstreamProxy::RecordProxiedCall(const Exchange& x) {
     p->set_top_logprobs(req->top_logprobs);
     p->set_n(1);
   } else {
-    json body = json::parse(x.request_body, nullptr, /*allow_exceptions=*/false);
+    json body = ParseJsonOrDiscarded(x.request_body);
     if (body.is_object() && body.contains("model") && body["model"].is_string()) {
       c.set_model(body["model"].get<std::string>());
     }
@@ -224,7 +224,7 @@ Result<uint64_t> UpstreamProxy::RecordProxiedCall(const Exchange& x) {
     if (!object.is_null()) c.set_response_json(DumpJson(object));
     c.set_response_stream(x.sent);
   } else {
-    object = json::parse(x.body, nullptr, /*allow_exceptions=*/false);
+    object = ParseJsonOrDiscarded(x.body);
     c.set_response_json(engine::SanitizeUtf8(x.body));
   }
   ResponseSummary s;

@@ -10,7 +10,9 @@
 //
 // Upstream keys come from this process's environment, never from the agent and never into
 // the store: $TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY (OpenAI routes, sent as a bearer
-// token) or $ANTHROPIC_API_KEY (Anthropic routes, sent as x-api-key).
+// token) or $ANTHROPIC_API_KEY (Anthropic routes, sent as x-api-key); with none of them,
+// credentials in the URL (https://user:pass@host/v1) are sent as basic auth. The URL is
+// shown and recorded without them.
 // anthropic-version / anthropic-beta / openai-beta request headers are passed on.
 // Connections to the upstream are pooled (keep-alive, TCP_NODELAY; upstream_pool.h).
 //
@@ -28,6 +30,7 @@
 #include <utility>
 
 #include "recorder/api/model_call.h"
+#include "recorder/secrets.h"
 #include "recorder/server/frontend.h"
 #include "recorder/server/http_util.h"
 #include "recorder/server/upstream_pool.h"
@@ -36,14 +39,14 @@ namespace trace::recorder {
 
 class UpstreamProxy {
  public:
-  UpstreamProxy(HttpFrontend* frontend, std::string upstream_base_url);
+  // Credentials in the URL (https://user:pass@host/v1) are sent as basic auth (unless an
+  // upstream key is set in the environment) and never appear in messages or the recording.
+  UpstreamProxy(HttpFrontend* frontend, const std::string& upstream_base_url);
   // Adds the model API routes to the frontend.
   void Register();
 
   // "http://host:port/v1" -> ("http://host:port", "/v1").
   static std::pair<std::string, std::string> SplitUrl(const std::string& url);
-  // The URL without any user:password@ part (what may be recorded).
-  static std::string RedactedUrl(const std::string& url);
 
   // One proxied model call, from the request to what the agent got (for the recording).
   struct Exchange {
@@ -62,6 +65,7 @@ class UpstreamProxy {
   };
 
  private:
+  UpstreamProxy(HttpFrontend* frontend, UrlWithoutCredentials upstream);
   // A model call: forwarded, answered, recorded.
   void ForwardCall(const WireFormat& format, const httplib::Request& req, httplib::Response& res);
   // Streamed (upstream_relay.cc): the upstream's events are relayed as they arrive; an
@@ -84,10 +88,10 @@ class UpstreamProxy {
               const Result<uint64_t>& last_seq, const std::string& content_type);
 
   HttpFrontend* frontend_;
-  std::string upstream_;
+  std::string upstream_;  // without credentials (what may be shown and recorded)
+  std::string user_, password_;
   std::string origin_;
   std::string prefix_;
-  std::string recorded_url_;
   UpstreamPool pool_;
 };
 

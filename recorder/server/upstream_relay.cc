@@ -182,7 +182,7 @@ void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request
         }
         up->Join();
         if (up->error != httplib::Error::Success) {
-          x->error = "upstream " + recorded_url_ + " stream cut: " + httplib::to_string(up->error);
+          x->error = "upstream " + upstream_ + " stream cut: " + httplib::to_string(up->error);
         }
         // Recorded with its end before the end goes out, and the end waits for the commit.
         x->sent += held;

@@ -131,6 +131,30 @@ TEST_F(BenchCliTest, CanonicalGivesOneCompletionAndBitwiseEqualLogits) {
   EXPECT_GT(j["logits_vs_batch1"].size(), 1u);
 }
 
+// A mixture-of-experts model: fast numerics' capacity-limited routing lets the batch move a
+// sequence's expert choices (distinct completions); canonical routing gives one completion and
+// logits bitwise equal to batch size 1.
+TEST_F(BenchCliTest, MoeModelFastMovesWithTheBatchCanonicalDoesNot) {
+  const std::string moe = tmp_->path() + "/moe";
+  Ran init = RunTrace("model init --preset qwen3-moe-tiny --seed 7 " + moe, scratch_.path());
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  const std::string args =
+      "determinism --model " + moe + " --runs 8 --max-tokens 8 --max-others 6 --seed 3 --json";
+  Ran fast = Bench(args + " --numerics fast");
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  auto f = nlohmann::json::parse(fast.out);
+  ExpectConsistent(f, 8);
+  EXPECT_GT(f["distinct_completions"].get<int>(), 1) << fast.out;
+  EXPECT_FALSE(f["bitwise_equal"].get<bool>());
+  Ran canonical = Bench(args + " --numerics canonical");
+  ASSERT_EQ(canonical.exit_code, 0) << canonical.err;
+  auto c = nlohmann::json::parse(canonical.out);
+  ExpectConsistent(c, 8);
+  EXPECT_EQ(c["distinct_completions"].get<int>(), 1) << canonical.out;
+  EXPECT_TRUE(c["bitwise_equal"].get<bool>());
+  EXPECT_GT(c["largest_batch"]["max"].get<int>(), 1);
+}
+
 TEST_F(BenchCliTest, TextReportNamesTheCountAndTheBatchTable) {
   Ran r = Bench("determinism --model " + model_ + " --runs 5 --max-tokens 6 --max-others 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -38,6 +38,36 @@ TEST_F(CliTest, ModelInfoJsonMatchesTheLoadedModel) {
   EXPECT_EQ(j["num_kv_heads"].get<int64_t>(), (*model)->config().num_kv_heads);
 }
 
+// An MoE preset through the CLI: model info names the mixture, and `trace logits` on it gives
+// the engine's digest (the logits of an MoE model, routed on the CPU).
+TEST_F(CliTest, MoePresetInfoAndLogits) {
+  const std::string moe = tmp_.path() + "/moe";
+  Ran init = RunTrace("model init --preset qwen3-moe-a3b-narrow --seed 2 " + moe, tmp_.path());
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  Ran info = RunTrace("model info --json --no-hash " + moe, tmp_.path());
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  auto j = nlohmann::json::parse(info.out);
+  EXPECT_EQ(j["architecture"], "qwen3_moe");
+  EXPECT_EQ(j["moe"]["num_experts"], 128);
+  EXPECT_EQ(j["moe"]["num_experts_per_tok"], 8);
+  EXPECT_EQ(j["moe"]["moe_layers"], 2);
+  EXPECT_TRUE(j["moe"]["norm_topk_prob"].get<bool>());
+  Ran text = RunTrace("model info --no-hash " + moe, tmp_.path());
+  EXPECT_NE(text.out.find("experts        128 per MoE layer (2 of 2 layers), top 8"),
+            std::string::npos)
+      << text.out;
+
+  Ran r = RunTrace("logits --model " + moe + " --tokens 9707,11,1879,0 --json", tmp_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto engine = testing::EngineOrDie(testing::LoadOrDie(moe), kernels::Numerics::kCanonical,
+                                     kernels::Impl::kAuto, 1);
+  std::vector<int32_t> tokens = {9707, 11, 1879, 0};
+  BatchItem item{engine->NewSequence(), tokens, {3}};
+  ForwardOutput out;
+  ASSERT_TRUE(engine->Forward(std::span<const BatchItem>(&item, 1), &out).ok());
+  EXPECT_EQ(nlohmann::json::parse(r.out)["digest"], DigestHex(LogitsDigest(out.row(0))));
+}
+
 TEST_F(CliTest, LogitsAllJsonReadsBackToTheEnginesBits) {
   Ran r = RunTrace("logits --model " + dir_ + " --tokens 9707,11,1879,0 --all --json --top 3",
                    tmp_.path());

@@ -61,6 +61,28 @@ inline std::vector<int32_t> RandomTokens(std::mt19937_64* rng, size_t n, int32_t
   return t;
 }
 
+// Feeds `tokens` to a new sequence in chunks of `chunk` (0: one pass), asking the logits at
+// every position; returns them [n, vocab].
+inline std::vector<float> AllLogits(Engine* engine, const std::vector<int32_t>& tokens,
+                                    size_t chunk) {
+  SeqId seq = engine->NewSequence();
+  if (chunk == 0) chunk = tokens.size();
+  std::vector<float> all;
+  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
+    size_t n = std::min(chunk, tokens.size() - begin);
+    BatchItem item;
+    item.seq = seq;
+    item.tokens = std::span<const int32_t>(tokens.data() + begin, n);
+    for (size_t i = 0; i < n; ++i) item.logits_at.push_back(static_cast<int32_t>(i));
+    ForwardOutput out;
+    Status st = engine->Forward(std::span<const BatchItem>(&item, 1), &out);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    all.insert(all.end(), out.logits.begin(), out.logits.end());
+  }
+  engine->FreeSequence(seq);
+  return all;
+}
+
 // Bits of a float vector, for bitwise EXPECT_EQ with readable failures.
 inline std::vector<uint32_t> Bits(std::span<const float> v) {
   std::vector<uint32_t> bits(v.size());

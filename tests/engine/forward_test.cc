@@ -15,6 +15,7 @@ namespace {
 
 using kernels::Impl;
 using kernels::Numerics;
+using testing::AllLogits;
 using testing::Bits;
 using testing::EngineOrDie;
 using testing::RandomTokens;
@@ -40,27 +41,6 @@ class TinyModelTest : public ::testing::Test {
 };
 testing::TempDir* TinyModelTest::tmp_ = nullptr;
 std::shared_ptr<const Model> TinyModelTest::model_;
-
-// Feeds `tokens` to a new sequence in chunks of `chunk` (0: one pass), asking the logits at
-// every position; returns them [n, vocab].
-std::vector<float> AllLogits(Engine* engine, const std::vector<int32_t>& tokens, size_t chunk) {
-  SeqId seq = engine->NewSequence();
-  if (chunk == 0) chunk = tokens.size();
-  std::vector<float> all;
-  for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
-    size_t n = std::min(chunk, tokens.size() - begin);
-    BatchItem item;
-    item.seq = seq;
-    item.tokens = std::span<const int32_t>(tokens.data() + begin, n);
-    for (size_t i = 0; i < n; ++i) item.logits_at.push_back(static_cast<int32_t>(i));
-    ForwardOutput out;
-    Status st = engine->Forward(std::span<const BatchItem>(&item, 1), &out);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    all.insert(all.end(), out.logits.begin(), out.logits.end());
-  }
-  engine->FreeSequence(seq);
-  return all;
-}
 
 TEST_F(TinyModelTest, ChunkingDoesNotChangeAnyBit) {
   std::mt19937_64 rng(1);

@@ -1,9 +1,10 @@
 // An independent float64 forward pass over a loaded model's tensors, written from the
-// Hugging Face modelling code (Qwen2/Qwen3/Llama), for the accuracy tests. It shares no
-// code with the engine or the kernels: its own bf16/f16 decoding, RoPE and softmax.
+// Hugging Face modelling code (Qwen2/Qwen3/Llama, Qwen3-MoE/Mixtral), for the accuracy tests. It
+// shares no code with the engine or the kernels: its own bf16/f16 decoding, RoPE and softmax.
 // Ownership: reads the model's mapped tensors. Thread safety: none needed. Errors: none.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -32,6 +33,9 @@ class ReferenceForward {
     k_.resize(c_.num_layers);
     v_.resize(c_.num_layers);
   }
+
+  // The experts each MoE layer chose, ascending, for every Step so far (layer, ids).
+  const std::vector<std::pair<int, std::vector<int>>>& routes() const { return routes_; }
 
   // Appends one token; returns the logits at its position.
   std::vector<double> Step(int32_t token) {
@@ -78,10 +82,9 @@ class ReferenceForward {
       std::vector<double> o = Linear(lw.o_proj, attn, nullptr);
       for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       h = Norm(x, lw.post_attn_norm);
-      std::vector<double> gate = Linear(lw.gate_proj, h, nullptr);
-      std::vector<double> up = Linear(lw.up_proj, h, nullptr);
-      for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
-      std::vector<double> down = Linear(lw.down_proj, gate, nullptr);
+      std::vector<double> down = lw.moe.experts.empty()
+                                     ? SwiGlu(lw.gate_proj, lw.up_proj, lw.down_proj, h)
+                                     : Mixture(lw.moe, h, static_cast<int>(l));
       for (int64_t i = 0; i < H; ++i) x[i] += down[i];
     }
     return Linear(w.lm_head, Norm(x, w.final_norm), nullptr);
@@ -97,6 +100,43 @@ class ReferenceForward {
       y[n] = acc + (bias ? bias[n] : 0.0);
     }
     return y;
+  }
+  std::vector<double> SwiGlu(const kernels::WeightView& gate_proj,
+                             const kernels::WeightView& up_proj,
+                             const kernels::WeightView& down_proj,
+                             const std::vector<double>& h) const {
+    std::vector<double> gate = Linear(gate_proj, h, nullptr);
+    std::vector<double> up = Linear(up_proj, h, nullptr);
+    for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
+    return Linear(down_proj, gate, nullptr);
+  }
+  // The Hugging Face Qwen3-MoE / Mixtral sparse block: softmax over the router logits,
+  // top-k (ties: lower id first), optional renormalisation, the weighted sum of the experts.
+  std::vector<double> Mixture(const MoeWeights& moe, const std::vector<double>& h, int layer) {
+    std::vector<double> logits = Linear(moe.router, h, nullptr);
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (double& v : logits) sum += (v = std::exp(v - mx));
+    for (double& v : logits) v /= sum;
+    std::vector<int> order(logits.size());
+    for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int>(e);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return logits[a] > logits[b]; });
+    order.resize(static_cast<size_t>(c_.num_experts_per_tok));
+    double chosen = 0;
+    for (int e : order) chosen += logits[e];
+    std::vector<double> out(h.size(), 0.0);
+    std::vector<int> route;
+    for (int e : order) {
+      const ExpertWeights& ew = moe.experts[static_cast<size_t>(e)];
+      std::vector<double> y = SwiGlu(ew.gate_proj, ew.up_proj, ew.down_proj, h);
+      const double w = c_.norm_topk_prob ? logits[e] / chosen : logits[e];
+      for (size_t i = 0; i < out.size(); ++i) out[i] += w * y[i];
+      route.push_back(e);
+    }
+    std::sort(route.begin(), route.end());
+    routes_.push_back({layer, route});
+    return out;
   }
   std::vector<double> Norm(std::vector<double> x, const kernels::WeightView& w) const {
     NormInPlace(x.data(), static_cast<int64_t>(x.size()), w);
@@ -123,6 +163,7 @@ class ReferenceForward {
   const ModelConfig& c_;
   int64_t length_ = 0;
   std::vector<std::vector<double>> k_, v_;
+  std::vector<std::pair<int, std::vector<int>>> routes_;
 };
 
 // ||a - b|| / ||b||.

@@ -19,6 +19,7 @@
 #include <map>
 #include <thread>
 
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/model_init.h"
@@ -67,19 +68,27 @@ struct Proc {
   }
 };
 
-Proc Spawn(const std::vector<std::string>& args) {
+// `extra_env` ("NAME=value") is added to ours; `merge_stderr` sends stderr to the pipe too.
+Proc Spawn(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
+           bool merge_stderr = false) {
   int fds[2];
   EXPECT_EQ(pipe(fds), 0);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  if (merge_stderr) posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
   std::vector<std::string> copy = args;
   std::vector<char*> argv;
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env_copy = extra_env;
+  std::vector<char*> envp;
+  for (auto& e : env_copy) envp.push_back(e.data());
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  envp.push_back(nullptr);
   Proc p;
-  EXPECT_EQ(posix_spawn(&p.pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  EXPECT_EQ(posix_spawn(&p.pid, argv[0], &actions, nullptr, argv.data(), envp.data()), 0);
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   p.out_fd = fds[0];
@@ -397,6 +406,115 @@ for content in ["hello there", "tell me a story"]:
 TEST_F(RecordCliTest, UnknownCommandIsAClearError) {
   Proc p = Spawn(Record({"/nonexistent/agent"}));
   EXPECT_EQ(p.Wait(), 2);
+}
+
+}  // namespace
+}  // namespace trace
+
+namespace trace {
+namespace {
+
+// Secrets never reach the run: values after secret-looking flags in the agent's argv and in
+// the `trace` command line, NAME=secret arguments, bearer tokens, URL credentials in
+// OPENAI_BASE_URL and --upstream; and `trace export` prints none of them.
+TEST_F(RecordCliTest, RecordedCommandLinesHoldNoSecrets) {
+  std::vector<std::string> args = {kTrace,
+                                   "--store",
+                                   StorePath(),
+                                   "record",
+                                   "--upstream",
+                                   "https://proxyuser:SECRET-1@127.0.0.1:9/v1",
+                                   "--",
+                                   "/bin/sh",
+                                   "-c",
+                                   "exit 0",
+                                   "sh",
+                                   "--api-key",
+                                   "sk-SECRET-2",
+                                   "--token=SECRET-3",
+                                   "PASSWORD=SECRET-4",
+                                   "Authorization: Bearer SECRET-5"};
+  Proc p = Spawn(args, {"OPENAI_BASE_URL=https://baseuser:SECRET-6@api.example.invalid/v1"});
+  EXPECT_EQ(p.Wait(), 0);
+  auto [summary, events] = OnlyRun();
+  store::StoreOptions o;
+  o.read_only = true;
+  auto s = store::Store::Open(StorePath(), o);
+  ASSERT_TRUE(s.ok());
+  auto header = (*s)->LoadHeader(summary.run_id);
+  ASSERT_TRUE(header.ok());
+  std::string all = header->DebugString();
+  EXPECT_EQ(all.find("SECRET"), std::string::npos) << all;
+  EXPECT_EQ(header->argv(5), "[redacted]");
+  EXPECT_EQ(header->argv(6), "--token=[redacted]");
+  EXPECT_EQ(header->env().at("OPENAI_BASE_URL"), "https://api.example.invalid/v1");
+  EXPECT_EQ(header->attributes().at("upstream"), "https://127.0.0.1:9/v1");
+  Proc exp = Spawn({kTrace, "--store", StorePath(), "export", summary.run_id});
+  std::string exported;
+  char buf[4096];
+  for (ssize_t n; (n = read(exp.out_fd, buf, sizeof buf)) > 0;) exported.append(buf, n);
+  EXPECT_EQ(exp.Wait(), 0);
+  EXPECT_NE(exported.find("[redacted]"), std::string::npos);
+  EXPECT_EQ(exported.find("SECRET"), std::string::npos);
+}
+
+// `trace serve` takes its key from a file or TRACE_API_KEY, never from the command line
+// (`ps` shows argv to every user), and the key file's path, not the key, is recorded.
+TEST_F(RecordCliTest, ServeTakesItsKeyFromAFileOrTheEnvironment) {
+  Proc refused = Spawn({kTrace, "serve", "--port", "0", "--api-key", "k"}, {}, true);
+  std::string line = refused.WaitLine("trace: ", 60);
+  EXPECT_NE(line.find("--api-key-file"), std::string::npos) << line;
+  EXPECT_EQ(refused.Wait(), 2);
+
+  const std::string key_file = *dir_ + "/serve.key";
+  std::ofstream(key_file) << "file-key-42\n";
+  for (bool from_file : {true, false}) {
+    SCOPED_TRACE(from_file ? "--api-key-file" : "TRACE_API_KEY");
+    const std::string key = from_file ? "file-key-42" : "env-key-43";
+    std::vector<std::string> args = {kTrace,     "--store",        StorePath(), "serve",
+                                     "--model",  *dir_ + "/model", "--port",    "0",
+                                     "--record", "keyed"};
+    if (from_file) {
+      args.push_back("--api-key-file");
+      args.push_back(key_file);
+    }
+    Proc p = Spawn(args, from_file ? std::vector<std::string>{}
+                                   : std::vector<std::string>{"TRACE_API_KEY=" + key});
+    std::string serving = p.WaitLine("serving on ", 120);
+    ASSERT_FALSE(serving.empty());
+    std::string base = serving.substr(std::string("serving on ").size());
+    base = base.substr(0, base.size() - 3);  // without /v1
+    httplib::Client c(base);
+    c.set_read_timeout(60, 0);
+    EXPECT_EQ(c.Get("/v1/models")->status, 401);
+    EXPECT_EQ(c.Get("/v1/models", {{"Authorization", "Bearer wrong"}})->status, 401);
+    EXPECT_EQ(c.Get("/v1/models", {{"Authorization", "Bearer " + key}})->status, 200);
+    EXPECT_EQ(c.Get("/v1/models", {{"x-api-key", key}})->status, 200);
+    EXPECT_EQ(c.Get("/health")->status, 200);
+    kill(p.pid, SIGTERM);
+    EXPECT_EQ(p.Wait(), 0);
+  }
+  store::StoreOptions o;
+  o.read_only = true;
+  auto s = store::Store::Open(StorePath(), o);
+  ASSERT_TRUE(s.ok());
+  auto runs = (*s)->ListRuns();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 2u);
+  for (const store::RunSummary& run : *runs) {
+    auto header = (*s)->LoadHeader(run.run_id);
+    ASSERT_TRUE(header.ok());
+    std::string all = header->DebugString();
+    EXPECT_EQ(all.find("file-key-42"), std::string::npos);
+    EXPECT_EQ(all.find("env-key-43"), std::string::npos);
+    auto events = (*s)->LoadEvents(run.run_id);
+    ASSERT_TRUE(events.ok());
+    int refused_notes = 0;
+    for (const proto::Event& e : *events) {
+      if (e.has_note() && e.note().topic() == "refused_requests") ++refused_notes;
+    }
+    EXPECT_EQ(refused_notes, 2);  // the first of two 401s, and the summary
+  }
 }
 
 }  // namespace

@@ -352,6 +352,21 @@ TEST_F(ServerTest, AnthropicMessagesStreamHeadersAndErrors) {
   expect_error(Send(port, "/v1/messages", req.dump(), {{"anthropic-version", kAnthropicVersion}}),
                401, "authentication_error");
   expect_error(Send(port, "/v1/messages", "{oops", AnthropicAuth()), 400, "invalid_request_error");
+  // The admission checks that run before any route answer in Anthropic's shape here too:
+  // a body nested past the depth limit, a foreign Host (DNS rebinding), a browser Origin.
+  expect_error(Send(port, "/v1/messages", std::string(100'000, '['), AnthropicAuth()), 400,
+               "invalid_request_error");
+  httplib::Headers foreign_host = AnthropicAuth();
+  foreign_host.emplace("Host", "attacker.example");
+  expect_error(Send(port, "/v1/messages", req.dump(), foreign_host), 403, "permission_error");
+  httplib::Headers foreign_origin = AnthropicAuth();
+  foreign_origin.emplace("Origin", "https://attacker.example");
+  expect_error(Send(port, "/messages", req.dump(), foreign_origin), 403, "permission_error");
+  // ... and OpenAI's shape on the OpenAI routes.
+  Reply too_deep = Send(port, "/v1/responses", std::string(100'000, '['), OpenAiAuth());
+  EXPECT_EQ(too_deep.status, 400);
+  EXPECT_EQ(json::parse(too_deep.body, nullptr, false)["error"]["code"], "json_too_deep")
+      << too_deep.body;
   json no_max = req;
   no_max.erase("max_tokens");
   expect_error(Messages(port, no_max), 400, "invalid_request_error");

@@ -1,6 +1,6 @@
 // The fixture of the recorder's server tests: a demo model made once per suite, servers
-// started in-process with a test key, and HTTP helpers (plain and streamed chat, the
-// conversations and tools the tests send).
+// started in-process with a test key, a run in a fresh store to record into, and HTTP helpers
+// (plain and streamed chat, the conversations and tools the tests send).
 //
 // Ownership: each test owns the servers it starts. Thread safety: helpers are reentrant.
 // Errors: helpers fail the running test on transport or HTTP errors.
@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model_init.h"
+#include "recorder/run_log.h"
 #include "recorder/server.h"
 #include "store/store.h"
 
@@ -46,13 +47,17 @@ struct RecordedRun {
     log = std::make_unique<RunLog>(std::move(w).value(), 5);
   }
   ~RecordedRun() { fs::remove_all(dir); }
-  // Ends the run and returns its model calls.
-  std::vector<proto::LlmCall> Calls() {
+  // Ends the run; its events.
+  std::vector<proto::Event> End() {
     EXPECT_TRUE(log->writer().End(proto::RunEnd()).ok());
     auto events = store->LoadEvents(run_id);
     EXPECT_TRUE(events.ok());
+    return events.ok() ? *events : std::vector<proto::Event>{};
+  }
+  // Ends the run; its model calls.
+  std::vector<proto::LlmCall> Calls() {
     std::vector<proto::LlmCall> out;
-    for (const proto::Event& e : *events) {
+    for (const proto::Event& e : End()) {
       if (e.has_llm_call()) out.push_back(e.llm_call());
     }
     return out;
@@ -102,15 +107,21 @@ class ServerTest : public ::testing::Test {
 
   std::unique_ptr<Server> StartServer(SchedulerOptions so = {}, RunLog* log = nullptr,
                                       std::vector<std::string> served_names = {}) {
+    ServerOptions opts;
+    opts.served_model_names = std::move(served_names);
+    return StartServerWith(opts, log, so);
+  }
+
+  // A server with these options (the test key and run seed 11 unless set).
+  std::unique_ptr<Server> StartServerWith(ServerOptions opts, RunLog* log = nullptr,
+                                          SchedulerOptions so = {}) {
     engine::EngineOptions eo;
     eo.threads = 2;
     auto backend = LoadLocalBackend(*model_dir_, eo, so, /*hash_weights=*/false);
     EXPECT_TRUE(backend.ok()) << backend.status().message();
     if (!backend.ok()) return nullptr;
-    ServerOptions opts;
-    opts.api_key = kKey;
-    opts.run_seed = 11;
-    opts.served_model_names = std::move(served_names);
+    if (opts.api_key.empty()) opts.api_key = kKey;
+    if (opts.run_seed == 0) opts.run_seed = 11;
     auto server = Server::CreateLocal(std::move(backend).value(), opts);
     server->SetRunLog(log);
     Status st = server->Start();

@@ -13,6 +13,7 @@
 #include "replayer/diff.h"
 #include "replayer/replayer.h"
 #include "replayer/report.h"
+#include "tests/replayer/replay_test_fixture.h"
 #include "tests/replayer/replay_test_util.h"
 
 namespace trace::replayer {
@@ -46,13 +47,7 @@ class ReplayTest : public ::testing::Test {
   }
 
   static std::unique_ptr<engine::Engine> MakeEngine(const std::string& dir) {
-    auto model = engine::Model::Load(dir, /*hash_weights=*/true);
-    EXPECT_TRUE(model.ok()) << model.status().ToString();
-    engine::EngineOptions options;
-    options.threads = 2;
-    auto engine = engine::Engine::Create(*model, options);
-    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-    return std::move(*engine);
+    return testing::MakeEngine(dir);
   }
 
   std::unique_ptr<store::Store> OpenStore(const std::string& name = "traces.db") {
@@ -70,17 +65,7 @@ class ReplayTest : public ::testing::Test {
 
   // Runs the trace binary; returns the exit status, stdout in *out, stderr in *err.
   static int RunTrace(const std::string& args, std::string* out, std::string* err) {
-    std::string err_file = dir_->file("stderr.txt");
-    std::string cmd = std::string(TRACE_BINARY_DIR) + "/bin/trace " + args + " 2>" + err_file;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (pipe == nullptr) return -1;
-    out->clear();
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
-    int status = pclose(pipe);
-    *err = testing::ReadAll(err_file);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return testing::RunTraceBinary(args, dir_->path(), out, err);
   }
 
   static TempDir* dir_;

@@ -99,5 +99,20 @@ TEST(UpstreamDiffTest, ADifferentRequestShowsAsARequestDiff) {
   EXPECT_FALSE(d.calls[0].answers_differ);
 }
 
+TEST(UpstreamDiffTest, AnAnswerNestedAMillionLevelsDeepIsComparedWithoutCrashing) {
+  // An upstream's answer is recorded as it arrived, however deep it nests; the diff's walks
+  // over it recurse, so what they see is cut at the depth limit while parsing.
+  std::vector<proto::Event> a = Conversation("resp_a", "gpt-x", "What is my name?", "Ada.");
+  std::vector<proto::Event> b = Conversation("resp_b", "gpt-x", "What is my name?", "Ada.");
+  auto deep = [](const std::string& id) {
+    return "{\"id\": \"" + id + "\", \"x\": " + std::string(1'000'000, '[') +
+           std::string(1'000'000, ']') + "}";
+  };
+  a[0].mutable_llm_call()->set_response_json(deep("resp_a1"));
+  b[0].mutable_llm_call()->set_response_json(deep("resp_b1"));
+  RunDiff d = Diff(a, b);
+  EXPECT_TRUE(d.calls.empty()) << RenderDiffText(d);
+}
+
 }  // namespace
 }  // namespace trace::replayer

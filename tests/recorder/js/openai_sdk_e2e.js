@@ -52,8 +52,10 @@ async function recordAndReplay() {
 }
 
 async function serveWithNames() {
-  const { origin, stop } = await startServe(trace, ["--api-key", "k", "--served-model-name", "alpha",
-                                                    "--served-model-name", "beta"], env);
+  // The key comes from the environment (a key on the command line shows in `ps`).
+  const { origin, stop } = await startServe(trace, ["--served-model-name", "alpha",
+                                                    "--served-model-name", "beta"],
+                                            { ...env, TRACE_API_KEY: "k" });
   const client = new OpenAI({ baseURL: origin, apiKey: "k", maxRetries: 0 });
   const ids = (await client.models.list()).data.map((m) => m.id);
   check(JSON.stringify(ids) === JSON.stringify(["alpha", "beta"]), "models.list names the served names", JSON.stringify(ids));

@@ -65,7 +65,8 @@ function record(label, extraArgs = [], extraEnv = {}) {
 
 // A second `trace serve`, with its own key, plays the hosted model.
 function startHosted() {
-  return startServe(trace, ["--seed", "5", "--api-key", HOSTED_KEY], env);
+  // The key from the environment: a key on the command line shows in `ps` (trace serve refuses it).
+  return startServe(trace, ["--seed", "5"], { ...env, TRACE_API_KEY: HOSTED_KEY });
 }
 
 function local() {
