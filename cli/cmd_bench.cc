@@ -25,8 +25,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "bench/common/machine_peak.h"
+#include "bench/common/throughput.h"
 #include "cli/command.h"
 #include "engine/engine.h"
 #include "engine/model_init.h"
@@ -36,28 +39,14 @@
 namespace trace::cli {
 namespace {
 
+using bench::Argmax;
+using bench::Measure;
+using bench::Rng;
+using bench::Timing;
+
 using Clock = std::chrono::steady_clock;
 
 // ---- small helpers ----------------------------------------------------------------------
-
-// SplitMix64: a portable, seedable stream (std:: distributions differ between libraries).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [lo, hi] (hi >= lo); the modulo bias is irrelevant here.
-  int64_t Uniform(int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
-  }
-
- private:
-  uint64_t state_;
-};
 
 // Progress on stderr, only when stderr is a terminal (and not --quiet).
 class Progress {
@@ -118,10 +107,6 @@ Status ValidateDevice(const std::string& device) {
   return InvalidArgument("--device: '" + device + "' is not cpu, cuda or cuda:N");
 }
 
-kernels::Numerics ParseNumerics(const std::string& name) {
-  return name == "fast" ? kernels::Numerics::kFast : kernels::Numerics::kCanonical;
-}
-
 // The model folder to use: --model, else the demo model (written first if missing).
 Result<std::string> ResolveModelDir(const std::string& given, const std::string& what) {
   if (!given.empty()) {
@@ -170,15 +155,6 @@ std::vector<Candidate> TopCandidates(std::span<const float> logits, size_t k) {
     if (top.size() > k) top.pop_back();
   }
   return top;
-}
-
-int32_t Argmax(std::span<const float> logits) {
-  int32_t best = -1;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isnan(logits[i])) continue;
-    if (best < 0 || logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  }
-  return best;
 }
 
 // max |a - b| over a row; 0 when bitwise equal, +inf when a NaN/inf appears on one side only.
@@ -484,7 +460,10 @@ int RunDeterminism(const DeterminismArgs& args) {
       std::min<int64_t>(config.vocab_size, std::max<int32_t>(tokenizer->vocab_size(), 1)));
 
   engine::EngineOptions options;
-  options.numerics = ParseNumerics(args.numerics);
+  if (!kernels::ParseNumerics(args.numerics, &options.numerics)) {
+    return ReportError(
+        InvalidArgument("--numerics must be canonical or fast, got '" + args.numerics + "'"));
+  }
   options.threads = args.threads;
   options.device = args.device;
   options.max_context =
@@ -768,51 +747,6 @@ Result<std::vector<int64_t>> ParseBatches(const std::string& text) {
   return out;
 }
 
-struct Timing {
-  double prefill_seconds = 0, decode_seconds = 0;
-  double prefill_tps = 0, decode_tps = 0;
-};
-
-// One measurement: `batch` sequences prefilled with `prompt_len` tokens each in one Forward,
-// then `decode_tokens` decode steps of all of them together. Only Forward is timed.
-Status Measure(engine::Engine* engine, const std::vector<std::vector<int32_t>>& prompts,
-               int decode_tokens, Timing* t) {
-  std::vector<engine::SeqId> seqs;
-  for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(engine->NewSequence());
-  auto free_all = [&] {
-    for (auto s : seqs) engine->FreeSequence(s);
-  };
-  std::vector<engine::BatchItem> items;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    items.push_back({seqs[i], prompts[i], {static_cast<int32_t>(prompts[i].size() - 1)}});
-  }
-  engine::ForwardOutput out;
-  auto t0 = Clock::now();
-  Status st = engine->Forward(items, &out);
-  t->prefill_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!st.ok()) {
-    free_all();
-    return st;
-  }
-  std::vector<std::vector<int32_t>> next(prompts.size(), std::vector<int32_t>(1));
-  for (size_t i = 0; i < prompts.size(); ++i) next[i][0] = std::max(Argmax(out.row(i)), 0);
-  t->decode_seconds = 0;
-  for (int step = 0; step < decode_tokens; ++step) {
-    for (size_t i = 0; i < prompts.size(); ++i) items[i] = {seqs[i], next[i], {0}};
-    t0 = Clock::now();
-    st = engine->Forward(items, &out);
-    t->decode_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    if (!st.ok()) break;
-    for (size_t i = 0; i < prompts.size(); ++i) next[i][0] = std::max(Argmax(out.row(i)), 0);
-  }
-  free_all();
-  if (!st.ok()) return st;
-  const double b = static_cast<double>(prompts.size());
-  t->prefill_tps = t->prefill_seconds > 0 ? b * prompts[0].size() / t->prefill_seconds : 0;
-  t->decode_tps = t->decode_seconds > 0 ? b * decode_tokens / t->decode_seconds : 0;
-  return Status::Ok();
-}
-
 int RunThroughput(const ThroughputArgs& args) {
   const std::string what = "bench throughput";
   if (Status st = ValidateDevice(args.device); !st.ok()) return ReportError(st.WithContext(what));
@@ -901,6 +835,21 @@ int RunThroughput(const ThroughputArgs& args) {
   progress.Done();
   const std::string device_desc = engines[0]->DeviceDescription();
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  // On the CPU: the instruction set that ran and its fp32 FMA peak on the same threads,
+  // measured now, so that prefill reads as a fraction of what the machine can do.
+  const bool cpu = args.device == "cpu";
+  const int peak_threads = args.threads > 0
+                               ? args.threads
+                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const kernels::Impl isa = bench::ActiveCpuIsa();
+  double peak_gflops = 0;
+  if (cpu) {
+    progress.Update("measuring the fp32 FMA peak (%s)...", kernels::CpuIsaPathName(isa));
+    peak_gflops = bench::MeasureFmaPeakGflops(isa, peak_threads);
+    progress.Done();
+  }
+  const double flops_per_token = bench::CostOf(*loaded->model).flops_per_prefill_token;
+  auto prefill_gflops = [&](const Timing& t) { return t.prefill_tps * flops_per_token / 1e9; };
 
   if (args.json) {
     nlohmann::ordered_json j;
@@ -912,6 +861,11 @@ int RunThroughput(const ThroughputArgs& args) {
     j["prompt_len"] = args.prompt_len;
     j["decode_tokens"] = args.decode_tokens;
     j["repeat"] = args.repeat;
+    if (cpu) {
+      j["cpu_isa"] = kernels::CpuIsaPathName(isa);
+      j["threads"] = peak_threads;
+      j["fma_peak_gflops"] = peak_gflops;
+    }
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (const auto& r : rows) {
       nlohmann::ordered_json e;
@@ -923,6 +877,8 @@ int RunThroughput(const ThroughputArgs& args) {
                                               {"decode_seconds", r.t[m].decode_seconds}};
       }
       e["prefill_ratio"] = ratio(r.t[0].prefill_tps, r.t[1].prefill_tps);
+      e["canonical_prefill_gflops"] = prefill_gflops(r.t[0]);
+      if (cpu) e["canonical_prefill_fraction_of_peak"] = ratio(prefill_gflops(r.t[0]), peak_gflops);
       e["decode_ratio"] = ratio(r.t[0].decode_tps, r.t[1].decode_tps);
       list.push_back(e);
     }
@@ -944,6 +900,17 @@ int RunThroughput(const ThroughputArgs& args) {
                 static_cast<long long>(r.batch), r.t[0].prefill_tps, r.t[1].prefill_tps,
                 ratio(r.t[0].prefill_tps, r.t[1].prefill_tps), r.t[0].decode_tps, r.t[1].decode_tps,
                 ratio(r.t[0].decode_tps, r.t[1].decode_tps));
+  }
+  if (cpu) {
+    std::printf("\nisa     %s, fp32 FMA peak %.1f GFLOP/s on %d thread(s), measured in this run\n",
+                kernels::CpuIsaPathName(isa), peak_gflops, peak_threads);
+    for (const auto& r : rows) {
+      std::printf(
+          "        batch %lld: canonical prefill %.1f GFLOP/s of layer matmuls = %.1f%% of "
+          "the peak\n",
+          static_cast<long long>(r.batch), prefill_gflops(r.t[0]),
+          100 * ratio(prefill_gflops(r.t[0]), peak_gflops));
+    }
   }
   return kExitOk;
 }
@@ -1010,7 +977,10 @@ void Setup(CLI::App& app, int* exit_code) {
       "For each batch size B: B sequences of --prompt-len random tokens prefilled in one\n"
       "forward (prefill tokens/s), then --decode-tokens greedy decode steps of all B together\n"
       "(decode tokens/s). Canonical and fast engines run alternately in the same process;\n"
-      "c/f is canonical / fast (1.0: determinism is free). Only the forward pass is timed.\n\n"
+      "c/f is canonical / fast (1.0: determinism is free). Only the forward pass is timed.\n"
+      "On the CPU it also names the instruction-set path that ran (avx512, avx2, reference;\n"
+      "TRACE_CPU_ISA=scalar|avx2|avx512 caps it) and measures that path's fp32 FMA peak on\n"
+      "the same threads, reporting canonical prefill GFLOP/s as a fraction of it.\n\n"
       "Examples:\n"
       "  trace bench throughput --batch 1,8 --prompt-len 64 --decode-tokens 16\n"
       "  trace bench throughput --model ./qwen --device cuda --batch 1,8,64 --json");

@@ -64,8 +64,10 @@ int Run(GenerateArgs args) {
   if (auto id = (*tokenizer)->eos_token_id()) eos.push_back(*id);
 
   engine::EngineOptions options;
-  options.numerics =
-      args.numerics == "fast" ? kernels::Numerics::kFast : kernels::Numerics::kCanonical;
+  if (!kernels::ParseNumerics(args.numerics, &options.numerics)) {
+    return ReportError(
+        InvalidArgument("--numerics must be canonical or fast, got '" + args.numerics + "'"));
+  }
   options.threads = args.threads;
   options.max_context =
       std::min<int64_t>(config.max_position_embeddings, static_cast<int64_t>(prompt_ids.size()) +

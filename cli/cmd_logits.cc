@@ -95,8 +95,10 @@ int Run(const LogitsArgs& args) {
   }
 
   engine::EngineOptions options;
-  options.numerics =
-      args.numerics == "fast" ? kernels::Numerics::kFast : kernels::Numerics::kCanonical;
+  if (!kernels::ParseNumerics(args.numerics, &options.numerics)) {
+    return ReportError(
+        InvalidArgument("--numerics must be canonical or fast, got '" + args.numerics + "'"));
+  }
   options.threads = args.threads;
   options.max_context = static_cast<int64_t>(ids.size());
   auto engine = engine::Engine::Create(*model, options);

@@ -7,6 +7,7 @@
 
 #include <google/protobuf/stubs/logging.h>
 
+#include "base/escape.h"
 #include "cli/command.h"
 #include "store/store.h"
 
@@ -114,8 +115,7 @@ int Run(const Options& options) {
     } else if (r.status == store::RunStatus::kCrashed && r.signal != 0) {
       status += "(" + std::to_string(r.signal) + ")";
     }
-    std::string command = r.command;
-    if (command.size() > 60) command = command.substr(0, 57) + "...";
+    const std::string command = EscapeForDisplay(r.command, 60);  // one table row, always
     std::printf("%-26s  %-20s  %8s  %5lld  %7lld  %-10s  %9s  %s\n", r.run_id.c_str(),
                 FormatTime(r.start_time_ns).c_str(), FormatDuration(DurationNs(r)).c_str(),
                 static_cast<long long>(r.model_calls), static_cast<long long>(r.sampled_tokens),

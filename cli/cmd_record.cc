@@ -37,11 +37,7 @@ Result<recorder::SessionOptions> SessionFrom(const EngineFlags& f) {
   o.store_path = ResolveStorePath();
   o.engine.device = f.device;
   o.engine.threads = f.threads;
-  if (f.numerics == "canonical") {
-    o.engine.numerics = kernels::Numerics::kCanonical;
-  } else if (f.numerics == "fast") {
-    o.engine.numerics = kernels::Numerics::kFast;
-  } else {
+  if (!kernels::ParseNumerics(f.numerics, &o.engine.numerics)) {
     return InvalidArgument("--numerics must be canonical or fast, got '" + f.numerics + "'");
   }
   if (f.max_batch < 1) return InvalidArgument("--max-batch must be at least 1");

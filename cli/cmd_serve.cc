@@ -36,9 +36,7 @@ int Run(const ServeArgs& a) {
   o.store_path = ResolveStorePath();
   o.engine.device = a.device;
   o.engine.threads = a.threads;
-  if (a.numerics == "fast") {
-    o.engine.numerics = kernels::Numerics::kFast;
-  } else if (a.numerics != "canonical") {
+  if (!kernels::ParseNumerics(a.numerics, &o.engine.numerics)) {
     return ReportError(
         InvalidArgument("--numerics must be canonical or fast, got '" + a.numerics + "'"));
   }

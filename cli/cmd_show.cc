@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <google/protobuf/stubs/logging.h>
+#include "base/escape.h"
 #include "base/hash.h"
 
 #include "cli/command.h"
@@ -21,29 +22,10 @@ struct Options {
   size_t width = 100;  // excerpt length
 };
 
-// One line, printable: newlines as "\n", control bytes as "?", cut to `max` characters
+// One line, printable (base/escape.h), at most `max` bytes with "..." where it was cut
 // (keeping the end when `tail`).
 std::string Excerpt(std::string_view text, size_t max, bool tail = false) {
-  std::string flat;
-  for (char c : text) {
-    if (c == '\n') {
-      flat += "\\n";
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      flat += '?';
-    } else {
-      flat += c;
-    }
-  }
-  if (flat.size() <= max) return flat;
-  // Cut on a UTF-8 boundary.
-  if (tail) {
-    size_t start = flat.size() - max;
-    while (start < flat.size() && (static_cast<unsigned char>(flat[start]) & 0xC0) == 0x80) ++start;
-    return "..." + flat.substr(start);
-  }
-  size_t end = max;
-  while (end > 0 && (static_cast<unsigned char>(flat[end]) & 0xC0) == 0x80) --end;
-  return flat.substr(0, end) + "...";
+  return EscapeForDisplay(text, max, tail ? ClipSide::kKeepTail : ClipSide::kKeepHead);
 }
 
 std::string Quote(std::string_view text, size_t max, bool tail = false) {
@@ -248,14 +230,17 @@ int Run(const Options& options) {
     std::printf("run %s  %s  started %s\n", id->c_str(), status.c_str(), FormatTime(start).c_str());
     std::string command;
     for (const auto& a : header->argv()) command += (command.empty() ? "" : " ") + a;
-    if (!command.empty()) std::printf("command: %s\n", command.c_str());
-    if (!header->cwd().empty()) std::printf("cwd: %s\n", header->cwd().c_str());
-    if (!header->label().empty()) std::printf("label: %s\n", header->label().c_str());
+    // Everything printed from the run goes through EscapeForDisplay: an agent's argv, output
+    // or tool names must not be able to move the cursor or recolour the terminal.
+    auto shown = [](const std::string& s) { return EscapeForDisplay(s, kNoLimit); };
+    if (!command.empty()) std::printf("command: %s\n", shown(command).c_str());
+    if (!header->cwd().empty()) std::printf("cwd: %s\n", shown(header->cwd()).c_str());
+    if (!header->label().empty()) std::printf("label: %s\n", shown(header->label()).c_str());
     const auto& m = header->model();
     if (!m.architecture().empty() || !m.weights_sha256().empty()) {
-      std::printf("model: %s %s %s, weights sha256 %s\n", m.model_name().c_str(),
-                  m.architecture().c_str(), m.dtype().c_str(),
-                  m.weights_sha256().substr(0, 16).c_str());
+      std::printf("model: %s\n", shown(m.model_name() + " " + m.architecture() + " " + m.dtype() +
+                                       ", weights sha256 " + m.weights_sha256().substr(0, 16))
+                                     .c_str());
     }
     const auto& eng = header->engine();
     std::string engine;
@@ -267,7 +252,7 @@ int Run(const Options& options) {
     add("", eng.compiler());
     add("numerics ", eng.numerics());
     add("device ", header->device().description());
-    if (!engine.empty()) std::printf("engine: %s\n", engine.c_str());
+    if (!engine.empty()) std::printf("engine: %s\n", shown(engine).c_str());
     std::printf("events: %lld, model calls: %lld, sampled tokens: %lld\n\n",
                 static_cast<long long>(summary->events),
                 static_cast<long long>(summary->model_calls),
@@ -281,7 +266,7 @@ int Run(const Options& options) {
         events.push_back({{"seq", rec.seq}, {"error", rec.status.message()}});
       } else {
         std::printf("            #%-4" PRIu64 " (unreadable: %s)\n", rec.seq,
-                    rec.status.message().c_str());
+                    EscapeForDisplay(rec.status.message(), kNoLimit).c_str());
       }
       continue;
     }
@@ -291,6 +276,8 @@ int Run(const Options& options) {
       continue;
     }
     auto lines = Describe(e, options.width);
+    // Excerpts are escaped already; this catches the short fields (names, ids, topics).
+    for (std::string& line : lines) line = EscapeForDisplay(line, kNoLimit);
     std::printf("%+10.3fs  #%-4" PRIu64 " %-13s %s\n", (e.wall_time_ns() - start) / 1e9, e.seq(),
                 store::EventKindName(e).c_str(), lines[0].c_str());
     for (size_t i = 1; i < lines.size(); ++i) std::printf("%31s%s\n", "", lines[i].c_str());

@@ -35,7 +35,8 @@ struct GlobalOptions {
 };
 const GlobalOptions& Globals();
 
-// The store path to use: --store, else $TRACE_STORE, else
+// The store to use (a file path or a sqlite:// / postgresql:// URL): --store, else
+// $TRACE_STORE, else
 // $XDG_DATA_HOME/trace/traces.db, else ~/.local/share/trace/traces.db.
 std::string ResolveStorePath();
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/build_info.h"
+#include "base/escape.h"
 #include "cli/command.h"
 
 namespace trace::cli {
@@ -47,7 +48,9 @@ std::string ResolveStorePath() {
 }
 
 int ReportError(const Status& status) {
-  std::cerr << "trace: " << status.message() << "\n";
+  // Parsers escape the values they quote; this is the net for any message that still holds
+  // a raw control character or invalid UTF-8 (escaping is idempotent, so no harm otherwise).
+  std::cerr << "trace: " << EscapeForDisplay(status.message(), kNoLimit) << "\n";
   return kExitError;
 }
 
@@ -68,9 +71,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("trace ") + TRACE_VERSION + " (" +
                                         TRACE_GIT_REVISION + ", " + TRACE_COMPILER + ")");
   app.add_option("--store", MutableGlobals().store_path,
-                 "Trace store file (default: $TRACE_STORE, else "
+                 "Trace store: a SQLite file (PATH or sqlite://PATH) or a PostgreSQL database "
+                 "(postgresql://USER[:PASSWORD]@HOST[:PORT]/DB) (default: $TRACE_STORE, else "
                  "$XDG_DATA_HOME/trace/traces.db)")
-      ->type_name("PATH");
+      ->type_name("STORE");
   app.add_flag("-q,--quiet", MutableGlobals().quiet, "Print less");
   app.require_subcommand(1);
   app.fallthrough();  // global options may follow the subcommand name

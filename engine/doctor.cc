@@ -154,9 +154,11 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
     std::string name, device;
     kernels::Impl impl;
   };
-  std::vector<Path> paths = {{"cpu reference", "cpu", kernels::Impl::kReference}};
-  if (std::string(kernels::CpuIsaPathName(kernels::Impl::kAuto)) == "avx2") {
-    paths.push_back({"cpu avx2", "cpu", kernels::Impl::kAuto});
+  // Every CPU path this machine has (reference first, then AVX2, then AVX-512).
+  std::vector<Path> paths;
+  const std::vector<kernels::Impl> cpu_paths = kernels::AvailableCpuIsaPaths();
+  for (auto it = cpu_paths.rbegin(); it != cpu_paths.rend(); ++it) {
+    paths.push_back({std::string("cpu ") + kernels::CpuIsaPathName(*it), "cpu", *it});
   }
   for (const kernels::CudaDeviceInfo& d : report.machine.cuda.devices) {
     paths.push_back({"cuda:" + std::to_string(d.ordinal), "cuda:" + std::to_string(d.ordinal),

@@ -20,7 +20,7 @@ namespace trace::engine {
 
 struct DoctorCheck {
   enum class Outcome { kPass, kFail, kSkipped, kError };
-  std::string path;   // "cpu reference" | "cpu avx2" | "cuda:0"
+  std::string path;   // "cpu reference" | "cpu avx2" | "cpu avx512" | "cuda:0"
   std::string check;  // "kernels" (the kernel self-test) | "model" (the golden prompts)
   Outcome outcome = Outcome::kSkipped;
   int passed = 0;

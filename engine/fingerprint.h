@@ -22,7 +22,7 @@ struct MachineFingerprint {
   std::vector<std::string> cpu_flags;  // the ISA flags the kernels care about, present here
   int cpu_cores = 0;
   std::string os;            // uname: sysname release machine
-  std::string cpu_isa_path;  // what Impl::kAuto runs here: "avx2" or "reference"
+  std::string cpu_isa_path;  // what Impl::kAuto runs here: "avx512", "avx2" or "reference"
   kernels::CudaStack cuda;
 };
 
@@ -33,7 +33,7 @@ MachineFingerprint ReadMachineFingerprint();
 struct EngineDeviceFingerprint {
   std::string device;       // EngineOptions::device: "cpu" | "cuda:0"
   std::string description;  // Engine::DeviceDescription()
-  std::string kernel_path;  // "avx2" | "reference" | "cuda"
+  std::string kernel_path;  // "avx512" | "avx2" | "reference" | "cuda"
   std::string cpu_model;
   std::vector<std::string> cpu_flags;
   int cpu_cores = 0;

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/escape.h"
 #include "base/files.h"
 #include "base/hash.h"
 #include "engine/engine.h"
@@ -18,15 +19,19 @@
 namespace trace::engine {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
+
+// A path or name as error messages show it (base/escape.h): paths whole, names clipped.
+std::string Shown(const std::string& path) {
+  return EscapePathForDisplay(path);
+}
 
 Result<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open");
+  if (!in) return NotFound(Shown(path) + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) return IOError(path + ": read failed");
+  if (in.bad()) return IOError(Shown(path) + ": read failed");
   return ss.str();
 }
 
@@ -82,15 +87,17 @@ Status LoadedModel::OpenWeights() {
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
         !j["weight_map"].is_object()) {
-      return Corruption(index_path + ": not a JSON object with a 'weight_map' object");
+      return Corruption(Shown(index_path) + ": not a JSON object with a 'weight_map' object");
     }
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
       if (!it.value().is_string()) {
-        return Corruption(index_path + ": weight_map['" + it.key() + "'] is not a file name");
+        return Corruption(Shown(index_path) + ": weight_map['" + EscapeForDisplay(it.key()) +
+                          "'] is not a file name");
       }
       std::string shard = it.value().get<std::string>();
       if (shard.find('/') != std::string::npos || shard.empty() || shard[0] == '.') {
-        return Corruption(index_path + ": weight_map['" + it.key() + "'] names '" + shard +
+        return Corruption(Shown(index_path) + ": weight_map['" + EscapeForDisplay(it.key()) +
+                          "'] names '" + EscapeForDisplay(shard) +
                           "', not a file in the model folder");
       }
       index[it.key()] = shard;
@@ -99,7 +106,7 @@ Status LoadedModel::OpenWeights() {
   } else if (has_single) {
     shard_names.insert("model.safetensors");
   } else {
-    return NotFound(dir_ + ": no model.safetensors or model.safetensors.index.json");
+    return NotFound(Shown(dir_) + ": no model.safetensors or model.safetensors.index.json");
   }
   for (const std::string& name : shard_names) {  // std::set: name order
     TRACE_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(dir_ + "/" + name));
@@ -109,8 +116,8 @@ Status LoadedModel::OpenWeights() {
         if (it == index.end() || it->second != name) continue;  // the index decides
       }
       if (owner_.count(tensor)) {
-        return Corruption(file->path() + ": tensor '" + tensor + "' also appears in " +
-                          owner_[tensor]->path());
+        return Corruption(Shown(file->path()) + ": tensor '" + EscapeForDisplay(tensor) +
+                          "' also appears in " + Shown(owner_[tensor]->path()));
       }
       owner_[tensor] = file.get();
     }
@@ -118,7 +125,7 @@ Status LoadedModel::OpenWeights() {
   }
   for (const auto& [tensor, shard] : index) {
     if (!owner_.count(tensor)) {
-      return NotFound(dir_ + "/" + shard + ": tensor '" + tensor +
+      return NotFound(Shown(dir_ + "/" + shard) + ": tensor '" + EscapeForDisplay(tensor) +
                       "' is listed in model.safetensors.index.json but missing from the file");
     }
   }
@@ -136,12 +143,13 @@ Result<kernels::WeightView> LoadedModel::Tensor(const std::string& name,
   auto it = owner_.find(name);
   if (it == owner_.end()) {
     std::string where = files_.size() == 1 ? files_[0]->path() : dir_ + " (sharded)";
-    return NotFound(where + ": tensor '" + name + "' is missing");
+    return NotFound(Shown(where) + ": tensor '" + EscapeForDisplay(name) + "' is missing");
   }
   const TensorInfo* info = it->second->Find(name);
   if (info->shape != shape) {
-    return InvalidArgument(it->second->path() + ": tensor '" + name + "' has shape " +
-                           ShapeString(info->shape) + ", the config needs " + ShapeString(shape));
+    return InvalidArgument(Shown(it->second->path()) + ": tensor '" + EscapeForDisplay(name) +
+                           "' has shape " + ShapeString(info->shape) + ", the config needs " +
+                           ShapeString(shape));
   }
   used_.insert(name);
   kernels::WeightView v;
@@ -200,7 +208,7 @@ Status LoadedModel::LoadMoe(const std::string& prefix, MoeWeights* moe) {
 Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
   dir_ = dir;
   TRACE_ASSIGN_OR_RETURN(bool is_dir, IsDirectory(dir));
-  if (!is_dir) return NotFound(dir + ": not a model folder");
+  if (!is_dir) return NotFound(Shown(dir) + ": not a model folder");
   const std::string config_path = dir + "/config.json";
   TRACE_ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path));
   TRACE_ASSIGN_OR_RETURN(config_, ParseModelConfig(config_text, config_path));
@@ -294,7 +302,7 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
     TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(tok_config_path));
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
-      return Corruption(tok_config_path + ": not a JSON object");
+      return Corruption(Shown(tok_config_path) + ": not a JSON object");
     }
     if (j.contains("chat_template") && j["chat_template"].is_string()) {
       fingerprint_.chat_template_sha256 = Sha256Hex(j["chat_template"].get<std::string>());

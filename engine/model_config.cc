@@ -1,17 +1,30 @@
 #include "engine/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+
+#include "base/escape.h"
 
 namespace trace::engine {
 namespace {
 
 using json = nlohmann::json;
 
+// Sizes past these are no model's (the largest today are ~2^18 vocab, 2^14 hidden, 2^7
+// layers, 2^24 positions); bounding them keeps every product the engine forms (weights,
+// KV cache, RoPE tables) far inside int64, so a hostile config.json is an error here and
+// not an overflow or a failed allocation later.
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // hidden, intermediate, head_dim
+constexpr int64_t kMaxCount = int64_t{1} << 12;  // layers, heads
+constexpr int64_t kMaxPositions = int64_t{1} << 26;
+
+// An integer field in [0, limit].
 Result<int64_t> GetInt(const json& j, const std::string& key, const std::string& path,
-                       std::optional<int64_t> fallback = std::nullopt) {
+                       int64_t limit, std::optional<int64_t> fallback = std::nullopt) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) {
     if (fallback) return *fallback;
@@ -19,6 +32,11 @@ Result<int64_t> GetInt(const json& j, const std::string& key, const std::string&
   }
   if (!it->is_number_integer())
     return InvalidArgument(path + ": field '" + key + "' is not an integer");
+  if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(limit)
+                               : it->get<int64_t>() > limit) {
+    return InvalidArgument(path + ": field '" + key + "' is " + it->dump() +
+                           ", implausibly large (at most " + std::to_string(limit) + ")");
+  }
   int64_t v = it->get<int64_t>();
   if (v < 0) return InvalidArgument(path + ": field '" + key + "' is negative");
   return v;
@@ -74,9 +92,9 @@ Status ParseMoe(const json& j, const std::string& path, ModelConfig* c) {
   if (c->architecture == "mixtral") {
     // Mixtral: every layer is sparse, experts as wide as intermediate_size, and the top-k
     // probabilities always renormalised (softmax over the k chosen logits).
-    TRACE_ASSIGN_OR_RETURN(c->num_experts, GetInt(j, "num_local_experts", path, int64_t{8}));
+    TRACE_ASSIGN_OR_RETURN(c->num_experts, GetInt(j, "num_local_experts", path, kMaxCount, int64_t{8}));
     TRACE_ASSIGN_OR_RETURN(c->num_experts_per_tok,
-                           GetInt(j, "num_experts_per_tok", path, int64_t{2}));
+                           GetInt(j, "num_experts_per_tok", path, kMaxCount, int64_t{2}));
     c->moe_intermediate_size = c->intermediate_size;
     c->norm_topk_prob = true;
     auto sw = j.find("sliding_window");
@@ -86,12 +104,12 @@ Status ParseMoe(const json& j, const std::string& path, ModelConfig* c) {
                          "supported; only null is");
     }
   } else if (c->architecture == "qwen3_moe") {
-    TRACE_ASSIGN_OR_RETURN(c->num_experts, GetInt(j, "num_experts", path));
-    TRACE_ASSIGN_OR_RETURN(c->num_experts_per_tok, GetInt(j, "num_experts_per_tok", path));
-    TRACE_ASSIGN_OR_RETURN(c->moe_intermediate_size, GetInt(j, "moe_intermediate_size", path));
+    TRACE_ASSIGN_OR_RETURN(c->num_experts, GetInt(j, "num_experts", path, kMaxCount));
+    TRACE_ASSIGN_OR_RETURN(c->num_experts_per_tok, GetInt(j, "num_experts_per_tok", path, kMaxCount));
+    TRACE_ASSIGN_OR_RETURN(c->moe_intermediate_size, GetInt(j, "moe_intermediate_size", path, kMaxWidth));
     TRACE_ASSIGN_OR_RETURN(c->norm_topk_prob, GetBool(j, "norm_topk_prob", path, false));
     TRACE_ASSIGN_OR_RETURN(c->decoder_sparse_step,
-                           GetInt(j, "decoder_sparse_step", path, int64_t{1}));
+                           GetInt(j, "decoder_sparse_step", path, kMaxCount, int64_t{1}));
     auto it = j.find("mlp_only_layers");
     if (it != j.end() && !it->is_null()) {
       if (!it->is_array()) return InvalidArgument(path + ": field 'mlp_only_layers' is not a list");
@@ -144,7 +162,8 @@ const char* TorchDTypeName(kernels::DType dtype) {
   return "?";
 }
 
-Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string& path) {
+Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string& path_text) {
+  const std::string path = EscapePathForDisplay(path_text);  // as messages show it
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Corruption(path + ": not a JSON object");
   ModelConfig c;
@@ -155,15 +174,16 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
   c.architecture = mt->get<std::string>();
   if (c.architecture != "qwen3" && c.architecture != "qwen2" && c.architecture != "llama" &&
       c.architecture != "qwen3_moe" && c.architecture != "mixtral") {
-    return Unsupported(path + ": unknown architecture '" + c.architecture +
+    return Unsupported(path + ": unknown architecture '" + EscapeForDisplay(c.architecture) +
                        "' (model_type; supported: qwen3, qwen2, llama, qwen3_moe, mixtral)");
   }
-  TRACE_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, "vocab_size", path));
-  TRACE_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, "hidden_size", path));
-  TRACE_ASSIGN_OR_RETURN(c.intermediate_size, GetInt(j, "intermediate_size", path));
-  TRACE_ASSIGN_OR_RETURN(c.num_layers, GetInt(j, "num_hidden_layers", path));
-  TRACE_ASSIGN_OR_RETURN(c.num_heads, GetInt(j, "num_attention_heads", path));
-  TRACE_ASSIGN_OR_RETURN(c.num_kv_heads, GetInt(j, "num_key_value_heads", path, c.num_heads));
+  TRACE_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, "vocab_size", path, kMaxVocab));
+  TRACE_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, "hidden_size", path, kMaxWidth));
+  TRACE_ASSIGN_OR_RETURN(c.intermediate_size, GetInt(j, "intermediate_size", path, kMaxWidth));
+  TRACE_ASSIGN_OR_RETURN(c.num_layers, GetInt(j, "num_hidden_layers", path, kMaxCount));
+  TRACE_ASSIGN_OR_RETURN(c.num_heads, GetInt(j, "num_attention_heads", path, kMaxCount));
+  TRACE_ASSIGN_OR_RETURN(c.num_kv_heads,
+                         GetInt(j, "num_key_value_heads", path, kMaxCount, c.num_heads));
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
       c.num_heads <= 0 || c.num_kv_heads <= 0) {
     return InvalidArgument(path +
@@ -180,20 +200,31 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
                            ": hidden_size is not a multiple of num_attention_heads "
                            "and head_dim is not given");
   }
-  TRACE_ASSIGN_OR_RETURN(c.head_dim, GetInt(j, "head_dim", path, c.hidden_size / c.num_heads));
+  TRACE_ASSIGN_OR_RETURN(c.head_dim,
+                         GetInt(j, "head_dim", path, kMaxWidth, c.hidden_size / c.num_heads));
   if (c.head_dim <= 0 || c.head_dim % 2 != 0) {
     return InvalidArgument(path + ": field 'head_dim' must be positive and even (RoPE)");
   }
+  if (c.num_heads * c.head_dim > kMaxWidth) {
+    return InvalidArgument(path + ": num_attention_heads x head_dim (" +
+                           std::to_string(c.num_heads * c.head_dim) +
+                           ") is implausibly large (at most " + std::to_string(kMaxWidth) + ")");
+  }
   TRACE_ASSIGN_OR_RETURN(c.max_position_embeddings,
-                         GetInt(j, "max_position_embeddings", path, int64_t{4096}));
+                         GetInt(j, "max_position_embeddings", path, kMaxPositions, int64_t{4096}));
   if (c.max_position_embeddings <= 0) {
     return InvalidArgument(path + ": field 'max_position_embeddings' must be positive");
   }
   TRACE_ASSIGN_OR_RETURN(c.rope_theta, GetNumber(j, "rope_theta", path, 10000.0));
   TRACE_ASSIGN_OR_RETURN(double eps, GetNumber(j, "rms_norm_eps", path, 1e-6));
   c.rms_norm_eps = static_cast<float>(eps);
-  if (!(c.rope_theta > 0) || !(eps > 0)) {
-    return InvalidArgument(path + ": rope_theta and rms_norm_eps must be positive");
+  // As the engine uses them: rope_theta a finite double, rms_norm_eps a positive normal
+  // float (1e-50 would round to 0, 1e50 to infinity).
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta) || !std::isnormal(c.rms_norm_eps) ||
+      c.rms_norm_eps < 0) {
+    return InvalidArgument(path +
+                           ": rope_theta and rms_norm_eps must be positive and finite "
+                           "(rms_norm_eps as a float)");
   }
   auto rs = j.find("rope_scaling");
   if (rs != j.end() && !rs->is_null()) {
@@ -205,8 +236,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
         type = (*rs)["type"];
     }
     if (type != "default") {
-      return Unsupported(path + ": field 'rope_scaling' (" + (type.empty() ? "?" : type) +
-                         ") is not supported");
+      return Unsupported(path + ": field 'rope_scaling' (" +
+                         (type.empty() ? "?" : EscapeForDisplay(type)) + ") is not supported");
     }
   }
   TRACE_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, "tie_word_embeddings", path, false));
@@ -231,15 +262,16 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
   } else if (dtype == "float32") {
     c.dtype = kernels::DType::kF32;
   } else {
-    return Unsupported(path + ": unknown dtype '" + dtype +
+    return Unsupported(path + ": unknown dtype '" + EscapeForDisplay(dtype) +
                        "' (torch_dtype; supported: bfloat16, float16, float32)");
   }
   TRACE_RETURN_IF_ERROR(AddEosIds(j, path, &c.eos_token_ids));
   return c;
 }
 
-Status MergeGenerationConfig(const std::string& text, const std::string& path,
+Status MergeGenerationConfig(const std::string& text, const std::string& path_text,
                              ModelConfig* config) {
+  const std::string path = EscapePathForDisplay(path_text);
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Corruption(path + ": not a JSON object");
   return AddEosIds(j, path, &config->eos_token_ids);

@@ -11,6 +11,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "base/escape.h"
+
 namespace trace::engine {
 namespace {
 
@@ -44,7 +46,8 @@ const char* SafetensorsDTypeName(kernels::DType dtype) {
 }
 
 Result<std::map<std::string, TensorInfo>> ParseSafetensorsHeader(const uint8_t* file, size_t size,
-                                                                 const std::string& path) {
+                                                                 const std::string& path_text) {
+  const std::string path = EscapePathForDisplay(path_text);  // as messages show it
   if (size < 8) {
     return Corruption(path + ": truncated safetensors file (" + std::to_string(size) +
                       " bytes, no header length)");
@@ -72,7 +75,7 @@ Result<std::map<std::string, TensorInfo>> ParseSafetensorsHeader(const uint8_t* 
     const std::string& name = it.key();
     if (name == "__metadata__") continue;
     const json& entry = it.value();
-    const std::string where = path + ": tensor '" + name + "'";
+    const std::string where = path + ": tensor '" + EscapeForDisplay(name) + "'";
     if (!entry.is_object()) return Corruption(where + ": header entry is not an object");
     auto dt = entry.find("dtype");
     auto sh = entry.find("shape");
@@ -92,7 +95,8 @@ Result<std::map<std::string, TensorInfo>> ParseSafetensorsHeader(const uint8_t* 
     } else if (dtype == "F32") {
       info.dtype = kernels::DType::kF32;
     } else {
-      return Unsupported(where + ": dtype " + dtype + " is not supported (BF16, F16, F32)");
+      return Unsupported(where + ": dtype " + EscapeForDisplay(dtype) +
+                         " is not supported (BF16, F16, F32)");
     }
     uint64_t elements = 1;
     for (const json& d : *sh) {
@@ -119,7 +123,7 @@ Result<std::map<std::string, TensorInfo>> ParseSafetensorsHeader(const uint8_t* 
     }
     if (info.end - info.begin != elements * ElementSize(info.dtype)) {
       return Corruption(where + ": " + std::to_string(info.end - info.begin) +
-                        " bytes do not match dtype " + dtype + " and its shape");
+                        " bytes do not match dtype " + EscapeForDisplay(dtype) + " and its shape");
     }
     if ((8 + header_len + info.begin) % ElementSize(info.dtype) != 0) {
       return Corruption(where + ": data is not aligned to its element size");
@@ -140,12 +144,15 @@ const TensorInfo* SafetensorsFile::Find(const std::string& name) const {
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFound(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) {
+    const int err = errno;  // before the message is built
+    return NotFound(EscapePathForDisplay(path) + ": cannot open: " + std::strerror(err));
+  }
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
-    return IOError(path + ": cannot stat: " + std::strerror(err));
+    return IOError(EscapePathForDisplay(path) + ": cannot stat: " + std::strerror(err));
   }
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = path;
@@ -155,7 +162,7 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
     if (map == MAP_FAILED) {
       int err = errno;
       ::close(fd);
-      return IOError(path + ": cannot mmap: " + std::strerror(err));
+      return IOError(EscapePathForDisplay(path) + ": cannot mmap: " + std::strerror(err));
     }
     file->map_ = map;
   }
@@ -195,7 +202,10 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
   std::string text = header.dump();
   while ((8 + text.size()) % 8 != 0) text.push_back(' ');
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return IOError(path + ": cannot create: " + std::strerror(errno));
+  if (!out) {
+    const int err = errno;  // before the message is built
+    return IOError(EscapePathForDisplay(path) + ": cannot create: " + std::strerror(err));
+  }
   uint64_t len = text.size();
   char len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<char>((len >> (8 * i)) & 0xff);
@@ -204,14 +214,17 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
   for (size_t i = 0; i < tensors.size(); ++i) {
     std::string bytes = fill(i);
     if (bytes.size() != sizes[i]) {
-      return Internal(path + ": tensor '" + tensors[i].name + "' has " +
-                      std::to_string(bytes.size()) + " bytes, its shape needs " +
-                      std::to_string(sizes[i]));
+      return Internal(EscapePathForDisplay(path) + ": tensor '" +
+                      EscapeForDisplay(tensors[i].name) + "' has " + std::to_string(bytes.size()) +
+                      " bytes, its shape needs " + std::to_string(sizes[i]));
     }
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
   out.close();
-  if (!out) return IOError(path + ": write failed: " + std::strerror(errno));
+  if (!out) {
+    const int err = errno;  // before the message is built
+    return IOError(EscapePathForDisplay(path) + ": write failed: " + std::strerror(err));
+  }
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/build_info.h"
+#include "base/escape.h"
 
 namespace trace::exporters {
 namespace {
@@ -44,8 +45,8 @@ Result<std::string> PercentDecode(std::string_view s, std::string_view where) {
     }
     if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
         !std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      return InvalidArgument(std::string(where) + ": bad percent-encoding in '" + std::string(s) +
-                             "'");
+      return InvalidArgument(std::string(where) + ": bad percent-encoding in '" +
+                             EscapeForDisplay(s) + "'");
     }
     out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
     i += 2;
@@ -186,19 +187,22 @@ Result<HttpUrl> OtlpTracesUrl(std::string_view endpoint) {
 Result<std::pair<std::string, std::string>> ParseOtlpHeader(std::string_view text) {
   size_t eq = text.find('=');
   if (eq == std::string_view::npos) {
-    return InvalidArgument("OTLP header '" + std::string(text) + "' is not KEY=VALUE");
+    return InvalidArgument("OTLP header '" + EscapeForDisplay(text) + "' is not KEY=VALUE");
   }
   std::string key = Trim(text.substr(0, eq));
   std::string value = Trim(text.substr(eq + 1));
   if (key.empty() || !std::all_of(key.begin(), key.end(), IsTokenChar)) {
-    return InvalidArgument("OTLP header name '" + key + "' is not a valid HTTP header name");
+    return InvalidArgument("OTLP header name '" + EscapeForDisplay(key) +
+                           "' is not a valid HTTP header name");
   }
   if (value.find_first_of("\r\n") != std::string::npos) {
-    return InvalidArgument("OTLP header '" + key + "' has a line break in its value");
+    return InvalidArgument("OTLP header '" + EscapeForDisplay(key) +
+                           "' has a line break in its value");
   }
   std::string lower = Lower(key);
   if (lower == "content-type" || lower == "content-length") {
-    return InvalidArgument("OTLP header '" + key + "' is set by trace and cannot be given");
+    return InvalidArgument("OTLP header '" + EscapeForDisplay(key) +
+                           "' is set by trace and cannot be given");
   }
   return std::make_pair(key, value);
 }
@@ -214,7 +218,8 @@ Result<HttpHeaders> ParseOtlpHeaderList(std::string_view text, std::string_view 
     if (entry.empty()) continue;
     size_t eq = entry.find('=');
     if (eq == std::string::npos) {
-      return InvalidArgument(std::string(source) + ": entry '" + entry + "' is not KEY=VALUE");
+      return InvalidArgument(std::string(source) + ": entry '" + EscapeForDisplay(entry) +
+                             "' is not KEY=VALUE");
     }
     TRACE_ASSIGN_OR_RETURN(std::string key, PercentDecode(Trim(entry.substr(0, eq)), source));
     TRACE_ASSIGN_OR_RETURN(std::string value, PercentDecode(Trim(entry.substr(eq + 1)), source));
@@ -263,11 +268,13 @@ Result<OtlpHttpResult> PostOtlp(const OtlpRequest& request, const OtlpHttpOption
   client.set_write_timeout(options.timeout_s, 0);
   if (!options.ca_file.empty()) {
     if (url.scheme != "https") {
-      return InvalidArgument("a CA certificate file was given for " + result.url +
+      return InvalidArgument("a CA certificate file was given for " + EscapeForDisplay(result.url) +
                              ", which is not https");
     }
     std::ifstream ca(options.ca_file);
-    if (!ca) return NotFound(options.ca_file + ": cannot open the CA certificate file");
+    if (!ca)
+      return NotFound(EscapePathForDisplay(options.ca_file) +
+                      ": cannot open the CA certificate file");
     client.set_ca_cert_path(options.ca_file.c_str());
   }
   httplib::Headers headers;

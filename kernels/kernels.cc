@@ -1,9 +1,14 @@
-// Dispatch of kernels/kernels.h: picks the scalar reference or the AVX2 path (checked
-// once at run time) and splits independent outputs over the thread pool. Never splits a
-// reduction: every output element is computed whole by one thread.
+// Dispatch of kernels/kernels.h: picks the scalar reference, the AVX2 or the AVX-512 path
+// (checked once at run time, capped by TRACE_CPU_ISA or forced by Impl) and splits independent
+// outputs over the thread pool. Never splits a reduction: every output element is computed whole by
+// one thread.
 #include "kernels/kernels.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -38,6 +43,17 @@ const char* DTypeName(DType dtype) {
 
 const char* NumericsName(Numerics numerics) {
   return numerics == Numerics::kCanonical ? "canonical" : "fast";
+}
+
+bool ParseNumerics(std::string_view name, Numerics* numerics) {
+  if (name == "canonical" || name == kNumericsVersion) {
+    *numerics = Numerics::kCanonical;
+  } else if (name == "fast") {
+    *numerics = Numerics::kFast;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 float Bf16ToF32(uint16_t v) {
@@ -145,26 +161,112 @@ void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out) {
 bool HaveAvx2() {
   static const bool have = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    // F16C through cpuid: clang (14) has no "f16c" for __builtin_cpu_supports.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   }();
   return have;
 }
 
-const char* CpuIsaPathName(Impl impl) {
-  return impl == Impl::kAuto && HaveAvx2() ? "avx2" : "reference";
+bool HaveAvx512() {
+  static const bool have = [] {
+    __builtin_cpu_init();
+    return HaveAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  }();
+  return have;
+}
+
+bool ParseCpuIsaPath(std::string_view name, Impl* impl) {
+  if (name == "scalar" || name == "reference") {
+    *impl = Impl::kReference;
+  } else if (name == "avx2") {
+    *impl = Impl::kAvx2;
+  } else if (name == "avx512") {
+    *impl = Impl::kAvx512;
+  } else if (name == "auto") {
+    *impl = Impl::kAuto;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Impl CpuIsaOverride() {
+  static const Impl cap = [] {
+    const char* env = std::getenv("TRACE_CPU_ISA");
+    Impl impl = Impl::kAuto;
+    if (env != nullptr && *env != '\0' && !ParseCpuIsaPath(env, &impl)) {
+      std::fprintf(stderr,
+                   "trace: TRACE_CPU_ISA=%s is not one of scalar|avx2|avx512|auto; ignored\n", env);
+      impl = Impl::kAuto;
+    }
+    return impl;
+  }();
+  return cap;
 }
 
 namespace {
 
-bool UseAvx2(const KernelContext& ctx) {
-  return ctx.impl == Impl::kAuto && HaveAvx2();
+enum class Isa : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+Isa BestIsa() {
+  return HaveAvx512() ? Isa::kAvx512 : HaveAvx2() ? Isa::kAvx2 : Isa::kScalar;
 }
 
-// Column ranges handed to threads are multiples of 8 (row-major) or 32 (interleaved) so
-// the SIMD path sees whole groups; the split does not change any output bit.
-int64_t ColumnGroup(const WeightView& w) {
-  return w.layout == WeightLayout::kInterleaved32 ? 32 : 8;
+// The path an explicit request runs: itself, or the best one below it that the CPU has.
+Isa Requested(Impl impl) {
+  switch (impl) {
+    case Impl::kReference:
+      return Isa::kScalar;
+    case Impl::kAvx2:
+      return std::min(Isa::kAvx2, BestIsa());
+    case Impl::kAvx512:
+    case Impl::kAuto:
+      return BestIsa();
+  }
+  return Isa::kScalar;
+}
+
+Isa ResolveIsa(Impl impl) {
+  if (impl != Impl::kAuto) return Requested(impl);
+  return std::min(BestIsa(), Requested(CpuIsaOverride()));
+}
+
+bool UseAvx2(const KernelContext& ctx) {
+  return ResolveIsa(ctx.impl) >= Isa::kAvx2;
+}
+
+}  // namespace
+
+const char* CpuIsaPathName(Impl impl) {
+  switch (ResolveIsa(impl)) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kScalar:
+      break;
+  }
+  return "reference";
+}
+
+std::vector<Impl> AvailableCpuIsaPaths() {
+  std::vector<Impl> paths;
+  if (HaveAvx512()) paths.push_back(Impl::kAvx512);
+  if (HaveAvx2()) paths.push_back(Impl::kAvx2);
+  paths.push_back(Impl::kReference);
+  return paths;
+}
+
+namespace {
+
+// Column ranges handed to threads are multiples of 8 (row-major) or 32 (interleaved, and
+// every AVX-512 canonical MatMul) so the SIMD path sees whole groups; the split does not
+// change any output bit.
+int64_t ColumnGroup(const WeightView& w, bool avx512) {
+  return w.layout == WeightLayout::kInterleaved32 || avx512 ? 32 : 8;
 }
 
 }  // namespace
@@ -172,15 +274,19 @@ int64_t ColumnGroup(const WeightView& w) {
 void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightView& w,
             const float* bias, float* y) {
   if (M <= 0 || w.rows <= 0) return;
-  const bool avx2 = UseAvx2(ctx);
+  const Isa isa = ResolveIsa(ctx.impl);
   const bool canonical = ctx.numerics == Numerics::kCanonical;
+  // Fast numerics has no AVX-512 path: it runs the AVX2 one.
+  const bool avx512 = canonical && isa == Isa::kAvx512;
   const int64_t N = w.rows;
-  const int64_t group = ColumnGroup(w);
+  const int64_t group = ColumnGroup(w, avx512);
   const int64_t groups = (N + group - 1) / group;
   ParallelFor(ctx.pool, groups, [&](int64_t g_begin, int64_t g_end) {
     const int64_t n_begin = g_begin * group;
     const int64_t n_end = std::min(N, g_end * group);
-    if (avx2) {
+    if (avx512) {
+      avx512::MatMulCanonical(x, M, w, bias, y, n_begin, n_end);
+    } else if (isa >= Isa::kAvx2) {
       canonical ? avx2::MatMulCanonical(x, M, w, bias, y, n_begin, n_end)
                 : avx2::MatMulFast(x, M, w, bias, y, n_begin, n_end);
     } else {

@@ -22,6 +22,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 namespace trace::kernels {
 
@@ -31,6 +33,9 @@ const char* DTypeName(DType dtype);
 
 enum class Numerics : uint8_t { kCanonical = 0, kFast = 1 };
 const char* NumericsName(Numerics numerics);  // "canonical" / "fast"
+// The inverse of NumericsName, the one parser of a --numerics value: "canonical" (or the
+// contract version kNumericsVersion) and "fast". False, *numerics untouched, otherwise.
+bool ParseNumerics(std::string_view name, Numerics* numerics);
 
 // The numerics contract version; bump when any canonical result bit can change
 // (reduction order, exp polynomial, RoPE table, rounding of a step). Recorded in runs.
@@ -70,13 +75,26 @@ uint16_t F32ToF16RoundNearestEven(float v);
 
 class ThreadPool;  // kernels/thread_pool.h; nullptr means run on the calling thread
 
-// Which implementation to run: the scalar reference or the best SIMD path.
-enum class Impl : uint8_t { kAuto = 0, kReference = 1 };
+// Which implementation to run. kAuto: the best SIMD path this CPU has (AVX-512, else AVX2,
+// else the scalar reference), capped by the environment variable TRACE_CPU_ISA
+// (scalar|avx2|avx512, read once; see CpuIsaOverride). kReference: the scalar references.
+// kAvx2 / kAvx512: that path, or the best one below it when the CPU lacks it (so a test can
+// run every path the machine has). Every canonical path gives the same bits (tested).
+enum class Impl : uint8_t { kAuto = 0, kReference = 1, kAvx2 = 2, kAvx512 = 3 };
 
-// The CPU instruction-set path that `impl` runs on this machine: "avx2" (AVX2+FMA+F16C
-// present and impl == kAuto) or "reference" (the scalar references). Recorded in every run's
-// fingerprint: the bits are the same either way (tested), but a replay says what ran.
+// The CPU instruction-set path that `impl` runs on this machine: "avx512" (AVX-512 F/BW/DQ/VL
+// MatMul, the other ops on AVX2), "avx2" (AVX2+FMA+F16C) or "reference" (the scalar
+// references). Recorded in every run's fingerprint: the bits are the same either way
+// (tested), but a replay says what ran.
 const char* CpuIsaPathName(Impl impl);
+// The paths this CPU can run, best first, each as the Impl that forces it (kAvx512, kAvx2,
+// kReference; the scalar reference is always present).
+std::vector<Impl> AvailableCpuIsaPaths();
+// Parses a path name: "scalar" or "reference", "avx2", "avx512", "auto". False if unknown.
+bool ParseCpuIsaPath(std::string_view name, Impl* impl);
+// The cap set by TRACE_CPU_ISA (kAuto when unset). An unknown value is reported once on
+// stderr and ignored.
+Impl CpuIsaOverride();
 
 struct KernelContext {
   Numerics numerics = Numerics::kCanonical;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 namespace trace::redact {
@@ -55,6 +56,70 @@ bool RedactJsonStrings(nlohmann::json* j, const Fn& fn) {
     }
   }
   return changed;
+}
+
+constexpr uint8_t kJsonStringByte = 1;
+constexpr uint8_t kJsonCutPoint = 2;
+
+// Documents nested deeper than this are scanned as text only: walking, copying and
+// dumping a parsed document recurse once per level, and an agent's output or a damaged
+// store can hold 100,000 brackets. Real tool arguments and requests stay far below.
+constexpr int kMaxJsonDepth = 512;
+
+// `text` parsed as JSON, or nullopt when it is not JSON or nests deeper than kMaxJsonDepth.
+// (nlohmann's parser itself is iterative; its callback sees each value's depth.)
+std::optional<nlohmann::json> ParseBounded(const std::string& text) {
+  // nlohmann's lexer reads a NUL byte as the end of the input, so "{}\0 sk-..." would parse
+  // as {} and the text after the NUL would be neither walked nor, as JSON layout, scanned.
+  // A NUL is never part of a JSON text (inside strings it must be escaped).
+  if (text.find('\0') != std::string::npos) return std::nullopt;
+  bool too_deep = false;
+  nlohmann::json::parser_callback_t cb = [&too_deep](int depth, nlohmann::json::parse_event_t,
+                                                     nlohmann::json&) {
+    if (depth > kMaxJsonDepth) too_deep = true;
+    return !too_deep;  // drop what is below the limit instead of building it
+  };
+  nlohmann::json doc = nlohmann::json::parse(text, cb, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || too_deep) return std::nullopt;
+  return doc;
+}
+
+// For each byte of a valid JSON text (and one past the end): whether it lies inside a
+// string value, between the quotes, and whether a replacement may start or end there
+// (inside a string, not within an escape sequence or a multi-byte character). Object keys
+// count as structure: a match running across them leaves them alone (replacing two keys
+// by the same marker would merge their members); a secret inside one key is found when
+// the parsed document's keys are redacted one by one.
+std::vector<uint8_t> JsonLayout(std::string_view text) {
+  std::vector<uint8_t> layout(text.size() + 1, 0);
+  bool in_string = false;
+  size_t string_begin = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (!in_string) {
+      if (c == '"') {
+        in_string = true;
+        string_begin = i + 1;
+        layout[i + 1] |= kJsonCutPoint;  // right after the opening quote
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = false;  // the closing quote: its position was marked a cut point
+      const size_t next = text.find_first_not_of(" \t\r\n", i + 1);
+      if (next != std::string_view::npos && text[next] == ':') {  // a key
+        std::fill(layout.begin() + string_begin, layout.begin() + i, 0);
+      }
+      continue;
+    }
+    const size_t len = c != '\\' ? 1 : text[i + 1] == 'u' ? 6 : 2;  // valid JSON: in bounds
+    for (size_t k = i; k < i + len; ++k) layout[k] |= kJsonStringByte;
+    const bool continuation =
+        i + len < text.size() && (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80;
+    if (!continuation) layout[i + len] |= kJsonCutPoint;
+    i += len - 1;
+  }
+  return layout;
 }
 
 std::string MapKeyText(const Message& entry) {
@@ -122,7 +187,22 @@ std::vector<std::string> Redactor::RuleNames() const {
   return names;
 }
 
+// A marker can complete a rule's context ("[REDACTED:aws-secret-access-key]" holds "aws" and
+// "secret", so 40 characters after it look like a key), and a replaced secret can make a
+// document JSON: redaction repeats until nothing changes, so redacting its output again
+// changes nothing. Each pass only replaces text with markers; a few passes always settle.
+constexpr int kMaxRedactionPasses = 8;
+
 bool Redactor::RedactText(std::string* text, std::map<std::string, int>* hits) const {
+  bool changed = false;
+  for (int pass = 0; pass < kMaxRedactionPasses && Redact(text, hits, nullptr); ++pass) {
+    changed = true;
+  }
+  return changed;
+}
+
+bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
+                      const std::vector<uint8_t>* json_layout) const {
   if (text->empty()) return false;
   std::string_view subject(*text);
   std::vector<Range> ranges;
@@ -138,8 +218,10 @@ bool Redactor::RedactText(std::string* text, std::map<std::string, int>* hits) c
   for (size_t i = 0; i < patterns_.size(); ++i) {
     found.clear();
     if (!patterns_[i].compiled.FindAll(subject, &found)) {
-      // PCRE2 gave up on this text: the whole field is treated as secret.
-      *text = Marker(patterns_[i].name);
+      // PCRE2 gave up on this text: the whole field is treated as secret (a JSON document
+      // becomes a JSON string, so it stays JSON).
+      *text = json_layout ? nlohmann::json(Marker(patterns_[i].name)).dump()
+                          : Marker(patterns_[i].name);
       if (hits) ++(*hits)[patterns_[i].name];
       return true;
     }
@@ -157,29 +239,82 @@ bool Redactor::RedactText(std::string* text, std::map<std::string, int>* hits) c
   std::string out;
   out.reserve(text->size());
   size_t copied = 0;
+  bool changed = false;
+  auto replace = [&](size_t begin, size_t end, const std::string& name) {
+    out.append(subject.substr(copied, begin - copied));
+    // Inside a JSON string the marker is written as JSON string content (a rule named
+    // after an environment variable may hold any character).
+    std::string marker = Marker(name);
+    if (json_layout) {
+      const std::string quoted = nlohmann::json(marker).dump();
+      marker = quoted.substr(1, quoted.size() - 2);
+    }
+    out += marker;
+    copied = end;
+    // A match that is already this marker (a URL password rule matches
+    // "user:[REDACTED:url-password]@") changes nothing: redacting twice is a no-op.
+    if (subject.substr(begin, end - begin) == marker) return;
+    if (hits) ++(*hits)[name];
+    changed = true;
+  };
   for (size_t i = 0; i < ranges.size();) {
     // Overlapping ranges merge into one replacement, named by the first.
     size_t begin = ranges[i].begin, end = ranges[i].end;
     const std::string& name = rule_name(ranges[i].rule);
     size_t j = i + 1;
     while (j < ranges.size() && ranges[j].begin < end) end = std::max(end, ranges[j++].end);
-    out.append(subject.substr(copied, begin - copied));
-    out += Marker(name);
-    if (hits) ++(*hits)[name];
-    copied = end;
     i = j;
+    if (!json_layout) {
+      replace(begin, end, name);
+      continue;
+    }
+    // A JSON document: the match is replaced only where it covers string content, piece
+    // by piece, each piece widened to whole characters and escapes, so the structure and
+    // the quotes stay (a key block can start in one message and end in a later one).
+    const std::vector<uint8_t>& layout = *json_layout;
+    for (size_t k = std::max(begin, copied); k < end;) {
+      if (!(layout[k] & kJsonStringByte)) {
+        ++k;
+        continue;
+      }
+      size_t piece_begin = k;
+      while (!(layout[piece_begin] & kJsonCutPoint)) --piece_begin;
+      while (k < end && (layout[k] & kJsonStringByte)) ++k;
+      size_t piece_end = k;
+      while (!(layout[piece_end] & kJsonCutPoint)) ++piece_end;
+      replace(std::max(piece_begin, copied), piece_end, name);
+      k = piece_end;
+    }
   }
   out.append(subject.substr(copied));
   *text = std::move(out);
-  return true;
+  return changed;
 }
 
 bool Redactor::RedactJsonText(std::string* text, std::map<std::string, int>* hits) const {
-  bool changed = RedactText(text, hits);
-  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_structured()) return changed;
-  bool deeper = RedactJsonStrings(&doc, [&](std::string* s) { return RedactText(s, hits); });
-  if (deeper) *text = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  bool changed = false;
+  for (int pass = 0; pass < kMaxRedactionPasses && RedactJsonOnce(text, hits); ++pass) {
+    changed = true;
+  }
+  return changed;
+}
+
+bool Redactor::RedactJsonOnce(std::string* text, std::map<std::string, int>* hits) const {
+  std::optional<nlohmann::json> doc = ParseBounded(*text);
+  if (!doc) {  // not JSON (or too deep to walk): text it is
+    const bool changed = RedactText(text, hits);
+    // The secret replaced may have been what kept the text from being JSON (a control
+    // byte in a token): then the JSON pass follows, so a second redaction finds nothing
+    // more (escaped secrets such as "\u0073k-..." are only seen in the parsed strings).
+    if (changed && ParseBounded(*text)) RedactJsonOnce(text, hits);
+    return changed;
+  }
+  const std::vector<uint8_t> layout = JsonLayout(*text);
+  const bool changed = Redact(text, hits, &layout);
+  if (changed) doc = ParseBounded(*text);  // string content changed, the structure did not
+  if (!doc || !doc->is_structured()) return changed;
+  bool deeper = RedactJsonStrings(&*doc, [&](std::string* s) { return RedactText(s, hits); });
+  if (deeper) *text = doc->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return changed || deeper;
 }
 

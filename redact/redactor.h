@@ -91,6 +91,13 @@ class Redactor {
   std::vector<std::string> RuleNames() const;
 
  private:
+  // RedactText; with `json_layout` (a valid JSON text's layout, see redactor.cc) a match
+  // replaces only the string content it covers, so the document stays valid JSON.
+  bool Redact(std::string* text, std::map<std::string, int>* hits,
+              const std::vector<uint8_t>* json_layout) const;
+  // One pass of RedactJsonText (which repeats it until nothing changes).
+  bool RedactJsonOnce(std::string* text, std::map<std::string, int>* hits) const;
+
   struct Pattern {
     std::string name;
     CompiledPattern compiled;

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <fstream>
 
+#include "base/escape.h"
 #include "redact/pattern.h"
 
 namespace trace::redact {
@@ -75,7 +76,7 @@ RuleSet RuleSet::Defaults() {
 
 Status RuleSet::AddPattern(std::string name, std::string pattern) {
   if (!ValidName(name)) {
-    return InvalidArgument("redaction rule name '" + name +
+    return InvalidArgument("redaction rule name '" + EscapeForDisplay(name) +
                            "' must be 1-64 letters, digits, '.', '_', '-' or ':'");
   }
   TRACE_ASSIGN_OR_RETURN(CompiledPattern compiled, CompiledPattern::Compile(pattern));
@@ -86,7 +87,8 @@ Status RuleSet::AddPattern(std::string name, std::string pattern) {
 
 Status RuleSet::AddRulesFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open the redaction rules file");
+  const std::string shown_path = EscapePathForDisplay(path);
+  if (!in) return NotFound(shown_path + ": cannot open the redaction rules file");
   std::string line;
   int number = 0;
   int added = 0;
@@ -96,22 +98,23 @@ Status RuleSet::AddRulesFile(const std::string& path) {
     size_t start = line.find_first_not_of(" \t");
     if (start == std::string::npos || line[start] == '#') continue;
     size_t name_end = line.find_first_of(" \t", start);
-    std::string where = path + ":" + std::to_string(number);
+    std::string where = shown_path + ":" + std::to_string(number);
     if (name_end == std::string::npos) {
-      return InvalidArgument(where + ": expected 'NAME REGEX', got only '" + line.substr(start) +
-                             "'");
+      return InvalidArgument(where + ": expected 'NAME REGEX', got only '" +
+                             EscapeForDisplay(line.substr(start)) + "'");
     }
     size_t pattern_start = line.find_first_not_of(" \t", name_end);
     if (pattern_start == std::string::npos) {
-      return InvalidArgument(where + ": rule '" + line.substr(start, name_end - start) +
+      return InvalidArgument(where + ": rule '" +
+                             EscapeForDisplay(line.substr(start, name_end - start)) +
                              "' has no regex");
     }
     Status st = AddPattern(line.substr(start, name_end - start), line.substr(pattern_start));
     if (!st.ok()) return InvalidArgument(where + ": " + st.message());
     ++added;
   }
-  if (in.bad()) return IOError(path + ": read error");
-  if (added == 0) return InvalidArgument(path + ": no rules (expected lines 'NAME REGEX')");
+  if (in.bad()) return IOError(shown_path + ": read error");
+  if (added == 0) return InvalidArgument(shown_path + ": no rules (expected lines 'NAME REGEX')");
   return Status::Ok();
 }
 

@@ -100,10 +100,8 @@ std::string NumericsFingerprint(kernels::Numerics numerics) {
 }
 
 Result<kernels::Numerics> ParseNumerics(const std::string& text) {
-  if (text == "canonical" || text == kernels::kNumericsVersion) {
-    return kernels::Numerics::kCanonical;
-  }
-  if (text == "fast") return kernels::Numerics::kFast;
+  kernels::Numerics numerics;
+  if (kernels::ParseNumerics(text, &numerics)) return numerics;
   return InvalidArgument("numerics '" + text + "' is not one of canonical, fast");
 }
 

@@ -13,6 +13,7 @@ APT_PACKAGES=(
   libsqlite3-dev sqlite3 libprotobuf-dev protobuf-compiler libcli11-dev libzstd-dev
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev libssl-dev
   libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libpq-dev postgresql
   python3 python3-jinja2
   chromium
 )

@@ -464,6 +464,11 @@ Result<proto::Event> DecodeEventRow(uint64_t seq, std::string_view payload, int 
     }
     ids->Add(sp.suffix().begin(), sp.suffix().end());
   }
+  if (event.has_llm_call()) {
+    // Inline arrays (no token columns) are checked too: readers index them in step.
+    Status st = CheckTokenArrays(event.llm_call());
+    if (!st.ok()) return Corruption(st.message());
+  }
   return event;
 }
 

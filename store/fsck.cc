@@ -7,7 +7,9 @@
 #include "store/codec.h"
 #include "store/run_reader.h"
 #include "store/schema.h"
+#include "store/sqlite_rows.h"
 #include "store/store.h"
+#include "store/store_location.h"
 
 namespace trace::store {
 namespace {
@@ -61,7 +63,6 @@ void CheckRun(const OpenedStore& opened, Store& store, const RunSummary& summary
       Add(&run.problems, header.status().message(), &dropped);
     }
   }
-  const bool checksums = opened.schema_version >= 2;
 
   // Every row through the reader: checksums, decoding, density, count, RunEnd last.
   std::vector<uint64_t> readable;
@@ -71,7 +72,8 @@ void CheckRun(const OpenedStore& opened, Store& store, const RunSummary& summary
   if (!db.ok()) {
     Add(&run.problems, db.status().message(), &dropped);
   } else {
-    auto it = ReadRunEvents(std::move(*db), summary.run_id, 1, checksums);
+    auto it = ReadRunEvents(NewSqliteRowConn(std::move(*db), opened.schema_version, false),
+                            summary.run_id, 1);
     if (!it.ok()) {
       Add(&run.problems, it.status().message(), &dropped);
     } else {
@@ -168,9 +170,10 @@ void CheckBlobs(const OpenedStore& opened, FsckReport* report) {
     report->blob_problems.push_back(conn.status().message());
     return;
   }
-  Db& d = **conn;
+  auto rows = NewSqliteRowConn(std::move(*conn), opened.schema_version, false);
+  Db& d = *SqliteDbOf(rows.get());
   int64_t dropped = 0;
-  RowDecoder decoder(&d, "", opened.schema_version >= 2);
+  RowDecoder decoder(rows.get(), "");
   std::vector<std::string> shas;
   {
     auto q = d.Prepare("SELECT sha256 FROM blobs ORDER BY sha256");
@@ -247,6 +250,12 @@ bool FsckReport::clean() const {
 }
 
 Result<FsckReport> CheckStore(const std::string& path, const FsckOptions& options) {
+  if (IsPostgresUrl(path)) {
+    return Unsupported(path +
+                       ": fsck checks SQLite store files; on PostgreSQL every read checks "
+                       "row checksums and counts (`trace export` of a run reads all of it), "
+                       "and the server's own tools (amcheck, pg_checksums) check its storage");
+  }
   StoreOptions open;
   open.read_only = true;
   TRACE_ASSIGN_OR_RETURN(OpenedStore opened, OpenStoreDb(path, open));

@@ -1,5 +1,6 @@
 #include "store/run_reader.h"
 
+#include "base/escape.h"
 #include "base/hash.h"
 #include "store/checksum.h"
 #include "store/codec.h"
@@ -13,31 +14,24 @@ std::string Range(uint64_t from, uint64_t to) {
 
 class EventIteratorImpl final : public EventIterator {
  public:
-  EventIteratorImpl(std::unique_ptr<Db> db, std::string run_id, uint64_t from_seq, bool checksums,
+  EventIteratorImpl(std::unique_ptr<RowConn> conn, std::string run_id, uint64_t from_seq,
                     uint64_t expected, bool ended)
-      : db_(std::move(db)),
-        decoder_(db_.get(), run_id, checksums),
+      : conn_(std::move(conn)),
+        decoder_(conn_.get(), run_id),
         run_id_(std::move(run_id)),
         next_seq_(std::max<uint64_t>(from_seq, 1)),
         expected_(expected),
         ended_(ended) {}
 
-  Status Prepare(uint64_t from_seq, bool checksums) {
-    TRACE_ASSIGN_OR_RETURN(
-        stmt_, db_->Prepare(checksums ? "SELECT seq, kind, wall_time_ns, encoding, payload, "
-                                        "checksum FROM events WHERE run_id=? AND seq>=? "
-                                        "ORDER BY seq"
-                                      : "SELECT seq, kind, wall_time_ns, encoding, payload, "
-                                        "NULL FROM events WHERE run_id=? AND seq>=? "
-                                        "ORDER BY seq"));
-    stmt_.Bind(1, run_id_).Bind(2, static_cast<int64_t>(from_seq));
+  Status Prepare(uint64_t from_seq) {
+    TRACE_ASSIGN_OR_RETURN(cursor_, conn_->ScanEvents(run_id_, static_cast<int64_t>(from_seq)));
     return Status::Ok();
   }
 
   bool Next(EventRecord* record) override {
     if (!status_.ok() || done_) return false;
     if (!have_row_) {
-      auto row = db_->Step(stmt_);
+      auto row = cursor_->Next(&row_);
       if (!row.ok()) {
         status_ = row.status();
         return false;
@@ -54,7 +48,7 @@ class EventIteratorImpl final : public EventIterator {
       }
       have_row_ = true;
     }
-    const uint64_t seq = static_cast<uint64_t>(stmt_.Int(0));
+    const uint64_t seq = static_cast<uint64_t>(row_.seq);
     if (seq > next_seq_) {
       // Rows missing in the middle: report the gap, then the row we hold.
       uint64_t from = next_seq_;
@@ -65,10 +59,8 @@ class EventIteratorImpl final : public EventIterator {
     have_row_ = false;
     next_seq_ = seq + 1;
     record->seq = seq;
-    std::string payload(stmt_.Blob(4));
-    record->stored_bytes = payload.size();
-    auto e = decoder_.CheckAndDecode(seq, stmt_.Int(1), stmt_.Int(2),
-                                     static_cast<int>(stmt_.Int(3)), payload, stmt_, 5);
+    record->stored_bytes = row_.payload.size();
+    auto e = decoder_.CheckAndDecode(row_);
     if (!e.ok()) return Fail(record, seq, e.status());
     if (seq > expected_) {
       return Fail(record, seq,
@@ -96,7 +88,7 @@ class EventIteratorImpl final : public EventIterator {
     record->stored_bytes = 0;
     record->event.Clear();
     record->status = Corruption("run " + run_id_ + " seq " + std::to_string(seq) + ": " + what +
-                                " in " + db_->path());
+                                " in " + conn_->name());
     return true;
   }
   bool Fail(EventRecord* record, uint64_t seq, const Status& st) {
@@ -107,10 +99,11 @@ class EventIteratorImpl final : public EventIterator {
     return true;
   }
 
-  std::unique_ptr<Db> db_;
+  std::unique_ptr<RowConn> conn_;
   RowDecoder decoder_;
   std::string run_id_;
-  Stmt stmt_;
+  std::unique_ptr<EventCursor> cursor_;  // borrows conn_
+  EventRow row_;
   Status status_;
   uint64_t next_seq_;
   uint64_t expected_;
@@ -124,21 +117,14 @@ class EventIteratorImpl final : public EventIterator {
 Result<std::shared_ptr<const std::string>> RowDecoder::Blob(const std::string& sha, int depth) {
   if (auto it = blob_cache_.find(sha); it != blob_cache_.end()) return it->second;
   if (depth > kMaxBlobDepth) return Corruption("blob " + sha + ": dependency chain too deep");
-  if (!blob_stmt_.get()) {
-    TRACE_ASSIGN_OR_RETURN(blob_stmt_,
-                           db_->Prepare("SELECT size, base_sha256, prefix_len, dict_sha256, "
-                                        "encoding, data FROM blobs WHERE sha256=?"));
-  }
-  blob_stmt_.Reset().Bind(1, sha);
-  TRACE_ASSIGN_OR_RETURN(bool row, db_->Step(blob_stmt_));
+  TRACE_ASSIGN_OR_RETURN(std::optional<BlobRow> row, conn_->ReadBlob(sha));
   if (!row) return Corruption("blob " + sha + " is missing");
-  const int64_t size = blob_stmt_.Int(0);
-  const std::string base_sha = blob_stmt_.IsNull(1) ? "" : blob_stmt_.Text(1);
-  const int64_t prefix_len = blob_stmt_.Int(2);
-  const std::string dict_sha = blob_stmt_.IsNull(3) ? "" : blob_stmt_.Text(3);
-  const int encoding = static_cast<int>(blob_stmt_.Int(4));
-  std::string data(blob_stmt_.Blob(5));
-  blob_stmt_.Reset();
+  const int64_t size = row->size;
+  const std::string& base_sha = row->base_sha256;
+  const int64_t prefix_len = row->prefix_len;
+  const std::string& dict_sha = row->dict_sha256;
+  const int encoding = static_cast<int>(row->encoding);
+  const std::string& data = row->data;
   if (base_sha == sha || dict_sha == sha) return Corruption("blob " + sha + " depends on itself");
   std::shared_ptr<const std::string> base, dict;
   if (!base_sha.empty()) {
@@ -180,42 +166,30 @@ Result<std::shared_ptr<const std::vector<int32_t>>> RowDecoder::Prompt(uint64_t 
 }
 
 Result<proto::Event> RowDecoder::Event(uint64_t seq) {
-  if (!event_stmt_.get()) {
-    TRACE_ASSIGN_OR_RETURN(
-        event_stmt_,
-        db_->Prepare(checksums_ ? "SELECT kind, wall_time_ns, encoding, payload, checksum "
-                                  "FROM events WHERE run_id=? AND seq=?"
-                                : "SELECT kind, wall_time_ns, encoding, payload, NULL "
-                                  "FROM events WHERE run_id=? AND seq=?"));
-  }
-  event_stmt_.Reset().Bind(1, run_id_).Bind(2, static_cast<int64_t>(seq));
-  TRACE_ASSIGN_OR_RETURN(bool row, db_->Step(event_stmt_));
+  TRACE_ASSIGN_OR_RETURN(std::optional<EventRow> row,
+                         conn_->ReadEvent(run_id_, static_cast<int64_t>(seq)));
   if (!row) return NotFound("run " + run_id_ + " has no event with seq " + std::to_string(seq));
-  std::string payload(event_stmt_.Blob(3));
-  auto e = CheckAndDecode(seq, event_stmt_.Int(0), event_stmt_.Int(1),
-                          static_cast<int>(event_stmt_.Int(2)), payload, event_stmt_, 4);
-  event_stmt_.Reset();
-  return e;
+  return CheckAndDecode(*row);
 }
 
-Result<proto::Event> RowDecoder::CheckAndDecode(uint64_t seq, int64_t kind, int64_t wall_time_ns,
-                                                int encoding, std::string_view payload,
-                                                const Stmt& row, int checksum_column) {
+Result<proto::Event> RowDecoder::CheckAndDecode(const EventRow& row) {
+  const uint64_t seq = static_cast<uint64_t>(row.seq);
+  const int64_t kind = row.kind;
   if (checksums_) {
     const uint64_t computed =
-        EventRowChecksum(run_id_, static_cast<int64_t>(seq), kind, wall_time_ns, encoding, payload);
-    if (!row.IsInt(checksum_column) || ChecksumFromSql(row.Int(checksum_column)) != computed) {
+        EventRowChecksum(run_id_, row.seq, row.kind, row.wall_time_ns, row.encoding, row.payload);
+    if (row.checksum != computed) {
       return Corruption("run " + run_id_ + " seq " + std::to_string(seq) +
                         ": row checksum mismatch (the row was changed after it was written) in " +
-                        db_->path());
+                        conn_->name());
     }
   }
-  TRACE_ASSIGN_OR_RETURN(proto::Event e, Decode(seq, payload, encoding));
+  TRACE_ASSIGN_OR_RETURN(proto::Event e, Decode(seq, row.payload, static_cast<int>(row.encoding)));
   if (static_cast<int64_t>(e.kind_case()) != kind) {
     return Corruption("run " + run_id_ + " seq " + std::to_string(seq) + ": kind column " +
                       std::to_string(kind) + " does not match the payload's kind");
   }
-  if (e.wall_time_ns() != wall_time_ns) {
+  if (e.wall_time_ns() != row.wall_time_ns) {
     return Corruption("run " + run_id_ + " seq " + std::to_string(seq) +
                       ": wall_time_ns column does not match the payload");
   }
@@ -246,23 +220,18 @@ void RowDecoder::Remember(const std::string& sha, std::shared_ptr<const std::str
   blob_cache_[sha] = std::move(content);
 }
 
-Result<std::unique_ptr<EventIterator>> ReadRunEvents(std::unique_ptr<Db> db,
-                                                     const std::string& run_id, uint64_t from_seq,
-                                                     bool checksums) {
+Result<std::unique_ptr<EventIterator>> ReadRunEvents(std::unique_ptr<RowConn> conn,
+                                                     const std::string& run_id, uint64_t from_seq) {
   // One read transaction for the count and the rows.
-  TRACE_RETURN_IF_ERROR(db->Exec("BEGIN"));
-  TRACE_ASSIGN_OR_RETURN(Stmt q,
-                         db->Prepare("SELECT events, end_time_ns FROM runs WHERE run_id=?"));
-  q.Bind(1, run_id);
-  TRACE_ASSIGN_OR_RETURN(bool row, db->Step(q));
-  if (!row) return NotFound("no run matches '" + run_id + "' in " + db->path());
-  const int64_t expected = q.Int(0);
-  const bool ended = !q.IsNull(1);
-  q = Stmt();
+  TRACE_RETURN_IF_ERROR(conn->BeginRead());
+  TRACE_ASSIGN_OR_RETURN(std::optional<StoredRunRow> run, conn->ReadRun(run_id));
+  if (!run) return NotFound("no run matches '" + EscapeForDisplay(run_id) + "' in " + conn->name());
+  const int64_t expected = run->row.events;
+  const bool ended = run->row.ended;
   auto it = std::make_unique<EventIteratorImpl>(
-      std::move(db), run_id, from_seq, checksums,
-      static_cast<uint64_t>(std::max<int64_t>(0, expected)), ended);
-  TRACE_RETURN_IF_ERROR(it->Prepare(from_seq, checksums));
+      std::move(conn), run_id, from_seq, static_cast<uint64_t>(std::max<int64_t>(0, expected)),
+      ended);
+  TRACE_RETURN_IF_ERROR(it->Prepare(from_seq));
   return std::unique_ptr<EventIterator>(std::move(it));
 }
 

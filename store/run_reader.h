@@ -5,7 +5,7 @@
 // naming the run and seq (docs/trace-format.md, "Integrity"), so a damaged run is
 // reported, never read back shortened or changed.
 //
-// Ownership: a RowDecoder borrows its Db; an iterator from ReadRunEvents owns its own.
+// Ownership: a RowDecoder borrows its RowConn; an iterator from ReadRunEvents owns its own.
 // Thread safety: one thread at a time. Errors: as above; database errors end iteration
 // with EventIterator::status().
 #pragma once
@@ -18,26 +18,23 @@
 
 #include "base/status.h"
 #include "proto/trace.pb.h"
-#include "store/sqlite_db.h"
+#include "store/row_conn.h"
 #include "store/store.h"
 
 namespace trace::store {
 
-// Decodes rows of one run through `db`, caching blobs and prompts.
+// Decodes rows of one run through `conn`, caching blobs and prompts.
 class RowDecoder {
  public:
-  // `checksums`: the store's rows carry checksums (schema version 2 on).
-  RowDecoder(Db* db, std::string run_id, bool checksums)
-      : db_(db), run_id_(std::move(run_id)), checksums_(checksums) {}
+  RowDecoder(RowConn* conn, std::string run_id)
+      : conn_(conn), run_id_(std::move(run_id)), checksums_(conn->checksums()) {}
 
   // A blob's full content, base and dictionary resolved, size and SHA-256 checked.
   Result<std::shared_ptr<const std::string>> Blob(const std::string& sha, int depth = 0);
   // Reads, checks and decodes the row with this seq.
   Result<proto::Event> Event(uint64_t seq);
   // Checks a row read elsewhere (same columns) and decodes it.
-  Result<proto::Event> CheckAndDecode(uint64_t seq, int64_t kind, int64_t wall_time_ns,
-                                      int encoding, std::string_view payload, const Stmt& row,
-                                      int checksum_column);
+  Result<proto::Event> CheckAndDecode(const EventRow& row);
 
  private:
   Result<proto::Event> Decode(uint64_t seq, std::string_view payload, int encoding);
@@ -46,21 +43,18 @@ class RowDecoder {
 
   static constexpr int kMaxBlobDepth = 1024;
 
-  Db* db_;
+  RowConn* conn_;
   std::string run_id_;
   bool checksums_;
-  Stmt blob_stmt_;
-  Stmt event_stmt_;
   std::unordered_map<std::string, std::shared_ptr<const std::string>> blob_cache_;
   size_t cached_bytes_ = 0;
   std::unordered_map<uint64_t, std::shared_ptr<const std::vector<int32_t>>> prompt_cache_;
 };
 
-// The iterator behind Store::ReadEvents. `db` is a connection of its own; the run's
+// The iterator behind Store::ReadEvents. `conn` is a connection of its own; the run's
 // summary and its rows are read in one read transaction, so a run being recorded reads
 // as a consistent prefix.
-Result<std::unique_ptr<EventIterator>> ReadRunEvents(std::unique_ptr<Db> db,
-                                                     const std::string& run_id, uint64_t from_seq,
-                                                     bool checksums);
+Result<std::unique_ptr<EventIterator>> ReadRunEvents(std::unique_ptr<RowConn> conn,
+                                                     const std::string& run_id, uint64_t from_seq);
 
 }  // namespace trace::store

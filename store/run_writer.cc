@@ -33,12 +33,16 @@ void SetHeaderColumns(const proto::RunHeader& header, int zstd_level, RunRow* ro
 
 class RunWriterImpl final : public RunWriter {
  public:
-  RunWriterImpl(std::unique_ptr<Db> db, proto::RunHeader header, RunRow row,
+  RunWriterImpl(std::unique_ptr<RowConn> conn, proto::RunHeader header, RunRow row,
                 const WriterOptions& options)
-      : db_(std::move(db)), header_(std::move(header)), options_(options), row_(std::move(row)) {
+      : conn_(std::move(conn)),
+        header_(std::move(header)),
+        options_(options),
+        row_(std::move(row)) {
     run_id_ = header_.run_id();
-    // Each try at the lock waits this long inside SQLite; the committer retries forever.
-    sqlite3_busy_timeout(db_->get(), std::max(1, options_.lock_report_ms));
+    // Each try at the lock waits this long inside the database; the committer retries
+    // forever.
+    conn_->SetLockWait(options_.lock_report_ms);
     committer_ = std::thread([this] { CommitLoop(); });
   }
 
@@ -219,53 +223,49 @@ class RunWriterImpl final : public RunWriter {
     if (options_.on_health) options_.on_health(report);
   }
 
-  // Runs `op` (one SQLite call) until it gets through or fails for a reason other than a
-  // lock another connection holds. Waiting has no limit: a batch is never dropped because
-  // someone else held the lock; after lock_report_ms it is reported (and its end too).
-  template <typename Op>
-  Status Retrying(Op op) {
-    const auto start = SteadyClock::now();
+  // Waiting for a lock another connection holds: after lock_report_ms it is reported
+  // (kWaitingForLock), and its end too (kOk).
+  struct LockWait {
+    SteadyClock::time_point start = SteadyClock::now();
     bool reported = false;
     int pause_ms = 1;
-    for (;;) {
-      Status st = op();
-      if (st.ok() || !db_->LastErrorIsTransient()) {
-        if (reported) Report(WriterHealth::State::kOk, Status::Ok(), 0);
-        return st;
-      }
-      const int64_t waited =
-          std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
-      if (!reported && waited >= options_.lock_report_ms) {
-        reported = true;
-        Report(WriterHealth::State::kWaitingForLock,
-               Unavailable(db_->path() + ": another process holds the write lock (" + st.message() +
-                           "); run " + run_id_ + " keeps its events and retries"),
-               waited);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
-      pause_ms = std::min(pause_ms * 2, 50);
+  };
+  // Pauses before the next try; reports the wait once it has lasted lock_report_ms.
+  void WaitForLock(LockWait* wait, const Status& st) {
+    const int64_t waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - wait->start)
+            .count();
+    if (!wait->reported && waited >= options_.lock_report_ms) {
+      wait->reported = true;
+      Report(WriterHealth::State::kWaitingForLock,
+             Unavailable(conn_->name() + ": another process holds the write lock (" + st.message() +
+                         "); run " + run_id_ + " keeps its events and retries"),
+             waited);
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait->pause_ms));
+    wait->pause_ms = std::min(wait->pause_ms * 2, 50);
+  }
+  void LockWaitOver(const LockWait& wait) {
+    if (wait.reported) Report(WriterHealth::State::kOk, Status::Ok(), 0);
   }
 
-  Status Prepare() {
-    if (insert_event_.get()) return Status::Ok();
-    TRACE_ASSIGN_OR_RETURN(insert_event_,
-                           db_->Prepare("INSERT INTO events(run_id, seq, kind, wall_time_ns, "
-                                        "encoding, payload, checksum) VALUES(?,?,?,?,?,?,?)"));
-    TRACE_ASSIGN_OR_RETURN(blob_exists_, db_->Prepare("SELECT depth FROM blobs WHERE sha256=?"));
-    TRACE_ASSIGN_OR_RETURN(insert_blob_,
-                           db_->Prepare("INSERT OR IGNORE INTO blobs(sha256, size, base_sha256, "
-                                        "prefix_len, dict_sha256, depth, encoding, data) "
-                                        "VALUES(?,?,?,?,?,?,?,?)"));
-    TRACE_ASSIGN_OR_RETURN(
-        insert_ref_, db_->Prepare("INSERT OR IGNORE INTO blob_refs(run_id, sha256) VALUES(?,?)"));
-    TRACE_ASSIGN_OR_RETURN(
-        update_run_,
-        db_->Prepare("UPDATE runs SET header_encoding=?, header=?, command=?, label=?, events=?, "
-                     "model_calls=?, sampled_tokens=?, stored_bytes=?, last_event_ns=?, "
-                     "end_time_ns=?, end_how=?, exit_code=?, signal=?, checksum=? "
-                     "WHERE run_id=?"));
-    return Status::Ok();
+  // Runs `op` (one database call) until it gets through or fails for a reason other than
+  // a lock another connection holds. Waiting has no limit: a batch is never dropped
+  // because someone else held the lock. A failure that aborted the whole transaction
+  // (Retry::kTransaction) is returned with aborted_ set: CommitBatch redoes the batch.
+  template <typename Op>
+  Status Retrying(Op op) {
+    LockWait wait;
+    for (;;) {
+      Status st = op();
+      const Retry retry = st.ok() ? Retry::kNo : conn_->retry();
+      if (retry != Retry::kStatement) {
+        LockWaitOver(wait);
+        aborted_ = retry == Retry::kTransaction;
+        return st;
+      }
+      WaitForLock(&wait, st);
+    }
   }
 
   struct KnownBlob {
@@ -278,14 +278,16 @@ class RunWriterImpl final : public RunWriter {
   Result<std::string> PutBlob(std::string content, int64_t* new_bytes) {
     std::string sha = Sha256Hex(content);
     if (referenced_.count(sha)) return sha;
-    blob_exists_.Reset().Bind(1, sha);
-    TRACE_ASSIGN_OR_RETURN(bool exists, db_->Step(blob_exists_));
+    std::optional<int64_t> existing;
+    TRACE_RETURN_IF_ERROR(Retrying([&] {
+      auto d = conn_->BlobDepth(sha);
+      if (d.ok()) existing = *d;
+      return d.status();
+    }));
     int64_t depth = 0;
-    if (exists) {
-      depth = blob_exists_.Int(0);
-      blob_exists_.Reset();
+    if (existing) {
+      depth = *existing;
     } else {
-      blob_exists_.Reset();
       // Base: the recent string sharing the longest prefix (the same field one turn
       // earlier, typically). Dictionary: the most recent other string (often holds the
       // text this one adds, e.g. the previous response inside the next request).
@@ -316,24 +318,19 @@ class RunWriterImpl final : public RunWriter {
                : CompressIfSmaller(stored, options_.zstd_level, &encoding);
       if (encoding != kEncodingZstdPrefix) dict = nullptr;
       depth = std::max(best ? best->depth + 1 : 0, dict ? dict->depth + 1 : 0);
-      insert_blob_.Reset().Bind(1, sha).Bind(2, static_cast<int64_t>(content.size()));
-      if (best) {
-        insert_blob_.Bind(3, best->sha);
-      } else {
-        insert_blob_.BindNull(3);
-      }
-      insert_blob_.Bind(4, static_cast<int64_t>(best_len));
-      if (dict) {
-        insert_blob_.Bind(5, dict->sha);
-      } else {
-        insert_blob_.BindNull(5);
-      }
-      insert_blob_.Bind(6, depth).Bind(7, encoding).BindBlob(8, data);
-      TRACE_RETURN_IF_ERROR(Retrying([&] { return db_->Run(insert_blob_); }));
-      *new_bytes += static_cast<int64_t>(data.size());
+      BlobRow blob;
+      blob.sha256 = sha;
+      blob.size = static_cast<int64_t>(content.size());
+      if (best) blob.base_sha256 = best->sha;
+      blob.prefix_len = static_cast<int64_t>(best_len);
+      if (dict) blob.dict_sha256 = dict->sha;
+      blob.depth = depth;
+      blob.encoding = encoding;
+      blob.data = std::move(data);
+      TRACE_RETURN_IF_ERROR(Retrying([&] { return conn_->InsertBlob(blob); }));
+      *new_bytes += static_cast<int64_t>(blob.data.size());
     }
-    insert_ref_.Reset().Bind(1, run_id_).Bind(2, sha);
-    TRACE_RETURN_IF_ERROR(Retrying([&] { return db_->Run(insert_ref_); }));
+    TRACE_RETURN_IF_ERROR(Retrying([&] { return conn_->InsertBlobRef(run_id_, sha); }));
     referenced_.insert(sha);
     recent_.push_back({sha, std::make_shared<const std::string>(std::move(content)), depth});
     if (recent_.size() > options_.history) recent_.pop_front();
@@ -397,23 +394,34 @@ class RunWriterImpl final : public RunWriter {
     return Status::Ok();
   }
 
+  // One transaction for the batch. A transaction the database aborted (deadlock, lock
+  // timeout on PostgreSQL) is redone from the start, from a copy of the batch.
   Status CommitBatch(std::deque<proto::Event>* batch, const proto::RunHeader* header) {
-    TRACE_RETURN_IF_ERROR(Prepare());
-    Status st = Retrying([&] { return db_->Exec("BEGIN IMMEDIATE"); });
-    if (!st.ok()) return st;  // the writer's failure message names the run
-    RunRow next = row_;
-    st = WriteBatch(batch, header, &next);
-    // A busy COMMIT leaves the transaction open: retrying it is safe.
-    if (st.ok()) st = Retrying([&] { return db_->Exec("COMMIT"); });
-    if (!st.ok()) {
-      (void)db_->Exec("ROLLBACK");
+    LockWait wait;
+    const bool may_abort = conn_->aborts_transactions();
+    for (;;) {
+      const auto prompts = recent_prompts_;
+      std::deque<proto::Event> copy;
+      if (may_abort) copy = *batch;
+      Status st = Retrying([&] { return conn_->BeginWrite(); });
+      RunRow next = row_;
+      if (st.ok()) st = WriteBatch(may_abort ? &copy : batch, header, &next);
+      // A busy COMMIT leaves the transaction open: retrying it is safe.
+      if (st.ok()) st = Retrying([&] { return conn_->Commit(); });
+      if (st.ok()) {
+        LockWaitOver(wait);
+        row_ = std::move(next);
+        return Status::Ok();
+      }
+      const bool redo = aborted_ && may_abort;
+      conn_->Rollback();
       // The blob bookkeeping of this batch was rolled back too.
       referenced_.clear();
       recent_.clear();
-      return st;
+      recent_prompts_ = prompts;
+      if (!redo) return st;  // the writer's failure message names the run
+      WaitForLock(&wait, st);
     }
-    row_ = std::move(next);
-    return Status::Ok();
   }
 
   Status WriteBatch(std::deque<proto::Event>* batch, const proto::RunHeader* header, RunRow* row) {
@@ -436,28 +444,25 @@ class RunWriterImpl final : public RunWriter {
       std::string payload;
       int encoding;
       TRACE_RETURN_IF_ERROR(EncodeEvent(&event, &payload, &encoding, &row->stored_bytes));
-      const uint64_t checksum = EventRowChecksum(run_id_, seq, kind, wall, encoding, payload);
-      insert_event_.Reset().Bind(1, run_id_).Bind(2, seq).Bind(3, kind).Bind(4, wall);
-      insert_event_.Bind(5, encoding).BindBlob(6, payload).Bind(7, ChecksumToSql(checksum));
-      TRACE_RETURN_IF_ERROR(Retrying([&] { return db_->Run(insert_event_); }));
-      row->stored_bytes += static_cast<int64_t>(payload.size());
+      EventRow stored;
+      stored.seq = seq;
+      stored.kind = kind;
+      stored.wall_time_ns = wall;
+      stored.encoding = encoding;
+      stored.payload = std::move(payload);
+      TRACE_RETURN_IF_ERROR(Retrying([&] { return conn_->InsertEvent(run_id_, stored); }));
+      row->stored_bytes += static_cast<int64_t>(stored.payload.size());
       row->last_event_ns = std::max(row->last_event_ns, wall);
       ++row->events;
     }
-    update_run_.Reset().Bind(1, row->header_encoding).BindBlob(2, row->header);
-    update_run_.Bind(3, row->command).Bind(4, row->label).Bind(5, row->events);
-    update_run_.Bind(6, row->model_calls).Bind(7, row->sampled_tokens);
-    update_run_.Bind(8, row->stored_bytes).Bind(9, row->last_event_ns);
-    if (row->ended) {
-      update_run_.Bind(10, row->end_time_ns).Bind(11, row->end_how).Bind(12, row->exit_code);
-      update_run_.Bind(13, row->signal);
-    } else {
-      update_run_.BindNull(10).BindNull(11).BindNull(12).BindNull(13);
-    }
-    update_run_.Bind(14, ChecksumToSql(RunRowChecksum(*row))).Bind(15, run_id_);
-    TRACE_RETURN_IF_ERROR(Retrying([&] { return db_->Run(update_run_); }));
-    if (sqlite3_changes(db_->get()) == 0) {
-      return NotFound("run " + run_id_ + " was deleted from " + db_->path() +
+    bool updated = false;
+    TRACE_RETURN_IF_ERROR(Retrying([&] {
+      auto r = conn_->UpdateRun(*row);
+      if (r.ok()) updated = *r;
+      return r.status();
+    }));
+    if (!updated) {
+      return NotFound("run " + run_id_ + " was deleted from " + conn_->name() +
                       " while being recorded");
     }
     return Status::Ok();
@@ -466,7 +471,7 @@ class RunWriterImpl final : public RunWriter {
   // Bounds the reader's recursion through base/dictionary blobs.
   static constexpr int64_t kMaxBlobDepth = 512;
 
-  std::unique_ptr<Db> db_;
+  std::unique_ptr<RowConn> conn_;
   proto::RunHeader header_;
   const WriterOptions options_;
   std::string run_id_;
@@ -490,8 +495,8 @@ class RunWriterImpl final : public RunWriter {
   std::thread committer_;
 
   // Committer-thread state.
-  RunRow row_;  // the runs row as committed
-  Stmt insert_event_, blob_exists_, insert_blob_, insert_ref_, update_run_;
+  RunRow row_;                                  // the runs row as committed
+  bool aborted_ = false;                        // the last failed call aborted the transaction
   std::unordered_set<std::string> referenced_;  // blobs this run already references
   std::deque<KnownBlob> recent_;
   std::deque<std::pair<uint64_t, std::shared_ptr<const std::vector<int32_t>>>> recent_prompts_;
@@ -515,9 +520,10 @@ RunRow NewRunRow(const proto::RunHeader& header, int zstd_level) {
   return row;
 }
 
-std::unique_ptr<RunWriter> NewRunWriter(std::unique_ptr<Db> db, proto::RunHeader header, RunRow row,
-                                        const WriterOptions& options) {
-  return std::make_unique<RunWriterImpl>(std::move(db), std::move(header), std::move(row), options);
+std::unique_ptr<RunWriter> NewRunWriter(std::unique_ptr<RowConn> conn, proto::RunHeader header,
+                                        RunRow row, const WriterOptions& options) {
+  return std::make_unique<RunWriterImpl>(std::move(conn), std::move(header), std::move(row),
+                                         options);
 }
 
 }  // namespace trace::store

@@ -4,8 +4,9 @@
 // checksum (checksum.h) in step with the rows.
 //
 // Commit failures: a lock held by another connection is waited out and retried for as
-// long as it takes (WriterHealth::kWaitingForLock; the batch stays whole); anything else
-// (disk full, file size limit, read-only file, the run deleted) fails the writer for good
+// long as it takes (WriterHealth::kWaitingForLock; the batch stays whole; a transaction
+// the database aborted, e.g. a PostgreSQL deadlock, is redone whole); anything else
+// (disk full, file size limit, read-only file, server gone, the run deleted) fails the writer for good
 // (kFailed): its waiters and later Appends get Unavailable naming the cause.
 //
 // Ownership: the writer owns its connection and thread. Thread safety: as RunWriter.
@@ -15,7 +16,7 @@
 #include <memory>
 
 #include "store/checksum.h"
-#include "store/sqlite_db.h"
+#include "store/row_conn.h"
 #include "store/store.h"
 
 namespace trace::store {
@@ -27,8 +28,8 @@ int64_t WallClockNs();
 // when smaller, argv joined as the command, the label), no events yet.
 RunRow NewRunRow(const proto::RunHeader& header, int zstd_level);
 
-// `db`: a connection of its own; `row`: the runs row as BeginRun inserted it.
-std::unique_ptr<RunWriter> NewRunWriter(std::unique_ptr<Db> db, proto::RunHeader header, RunRow row,
-                                        const WriterOptions& options);
+// `conn`: a connection of its own; `row`: the runs row as BeginRun inserted it.
+std::unique_ptr<RunWriter> NewRunWriter(std::unique_ptr<RowConn> conn, proto::RunHeader header,
+                                        RunRow row, const WriterOptions& options);
 
 }  // namespace trace::store

@@ -1,4 +1,5 @@
 #include "store/schema.h"
+#include "base/escape.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -275,7 +276,7 @@ Result<int> ReadSchemaVersion(Db& db) {
   errno = 0;
   long n = std::strtol(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno != 0 || n < 0 || n > 1'000'000) {
-    return Corruption(db.path() + ": schema_version '" + v + "' is not a number");
+    return Corruption(db.path() + ": schema_version '" + EscapeForDisplay(v) + "' is not a number");
   }
   return static_cast<int>(n);
 }

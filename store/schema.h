@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "base/status.h"
+#include "store/row_conn.h"
 #include "store/sqlite_db.h"
 #include "store/store.h"
 

@@ -2,13 +2,18 @@
 // baseline in the same run, and the memory of a long context.
 //
 //   engine_bench [--model DIR] [--threads N] [--decode N] [--prefill N] [--context N]
+//                [--no-speed-of-light]
 //
 // Without --model it writes the qwen2.5-0.5b preset (seed 1) to $TMPDIR once and reuses it.
 // Throughput: prefill tokens/s (one sequence of --prefill tokens), decode tokens/s at batch 1
 // and at batch 8 (--decode steps after a 32-token prompt each), for canonical and fast;
 // figures are reported as the ratio canonical / fast. Memory: a child process loads the
 // model, fills one sequence to --context tokens and decodes 4 more; its peak RSS is
-// compared with the size of the weights (target <= 1.3x at 4096).
+// compared with the size of the weights (target <= 1.3x at 4096). Speed of light (skip with
+// --no-speed-of-light): canonical prefill and batch-1 decode on each SIMD path (AVX-512, AVX2)
+// at 1 and --threads threads, as GFLOP/s against the fp32 FMA peak measured for that path and
+// thread count, and as weight bytes/s against a copy and a read bandwidth measured in the
+// same run; plus the ratios AVX-512 / AVX2 and threads N / 1.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,8 +25,11 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "bench/common/machine_peak.h"
+#include "bench/common/throughput.h"
 #include "engine/engine.h"
 #include "engine/model_init.h"
 
@@ -37,6 +45,7 @@ struct Options {
   int prefill = 128;
   int context = 4096;
   bool memory_child = false;
+  bool skip_speed_of_light = false;
 };
 
 double Seconds(Clock::time_point since) {
@@ -57,10 +66,11 @@ void Check(const Status& st) {
 }
 
 std::unique_ptr<engine::Engine> MakeEngine(std::shared_ptr<const engine::Model> model,
-                                           kernels::Numerics numerics, int threads,
-                                           int64_t context) {
+                                           kernels::Numerics numerics, int threads, int64_t context,
+                                           kernels::Impl impl = kernels::Impl::kAuto) {
   engine::EngineOptions options;
   options.numerics = numerics;
+  options.impl = impl;
   options.threads = threads;
   options.max_context = context;
   auto engine = engine::Engine::Create(std::move(model), options);
@@ -115,6 +125,123 @@ Figures Throughput(std::shared_ptr<const engine::Model> model, kernels::Numerics
   return f;
 }
 
+// Canonical prefill and decode on each SIMD path and thread count, against the machine's
+// measured FMA peak and memory bandwidth, all in this run (the ratios are the result).
+struct PathRun {
+  kernels::Impl isa;
+  int threads;
+  double prefill_tps = 0, decode_tps = 0;
+  double peak_gflops = 0;
+  double prefill_cpu_seconds = 1e30;  // process CPU time of the best prefill
+};
+
+void SpeedOfLight(std::shared_ptr<const engine::Model> model, const Options& opt) {
+  const int max_threads = opt.threads > 0 ? opt.threads : 2;
+  const bench::ModelCost cost = bench::CostOf(*model);
+  const int64_t vocab = model->config().vocab_size;
+  std::vector<int> thread_counts = {1};
+  if (max_threads > 1) thread_counts.push_back(max_threads);
+  std::vector<PathRun> runs;
+  for (kernels::Impl isa : kernels::AvailableCpuIsaPaths()) {
+    if (isa == kernels::Impl::kReference) continue;
+    for (int threads : thread_counts) runs.push_back({isa, threads});
+  }
+  bench::Rng rng(7);
+  std::vector<int32_t> prompt(static_cast<size_t>(opt.prefill));
+  for (auto& t : prompt) t = static_cast<int32_t>(rng.Uniform(0, vocab - 1));
+  std::vector<int32_t> short_prompt(prompt.begin(), prompt.begin() + std::min(8, opt.prefill));
+  // Best of two rounds, the paths interleaved within a round so that load drift hits all.
+  std::vector<std::unique_ptr<engine::Engine>> engines;
+  for (PathRun& r : runs) {
+    engines.push_back(MakeEngine(model, kernels::Numerics::kCanonical, r.threads,
+                                 opt.prefill + opt.decode + 16, r.isa));
+    bench::Timing warm;
+    Check(bench::Measure(engines.back().get(), {short_prompt}, 2, &warm));
+  }
+  // Each path's peak is measured right beside its prefill and decode, and the bandwidths
+  // once per round, so that a ratio compares figures taken under the same load.
+  bench::Bandwidth bw1, bwn;
+  auto keep_best = [](bench::Bandwidth* best, const bench::Bandwidth& now) {
+    best->copy_gbps = std::max(best->copy_gbps, now.copy_gbps);
+    best->read_gbps = std::max(best->read_gbps, now.read_gbps);
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      bench::Timing prefill, decode;
+      const double peak_before = bench::MeasureFmaPeakGflops(runs[i].isa, runs[i].threads, 2);
+      const double cpu0 = bench::ProcessCpuSeconds();
+      Check(bench::Measure(engines[i].get(), {prompt}, 0, &prefill));
+      runs[i].prefill_cpu_seconds =
+          std::min(runs[i].prefill_cpu_seconds, bench::ProcessCpuSeconds() - cpu0);
+      Check(bench::Measure(engines[i].get(), {short_prompt}, opt.decode, &decode));
+      const double peak_after = bench::MeasureFmaPeakGflops(runs[i].isa, runs[i].threads, 2);
+      runs[i].prefill_tps = std::max(runs[i].prefill_tps, prefill.prefill_tps);
+      runs[i].decode_tps = std::max(runs[i].decode_tps, decode.decode_tps);
+      runs[i].peak_gflops = std::max({runs[i].peak_gflops, peak_before, peak_after});
+    }
+    keep_best(&bw1, bench::MeasureBandwidth(1));
+    keep_best(&bwn, bench::MeasureBandwidth(max_threads));
+  }
+  engines.clear();
+  // Per-core figures from CPU time, which time slices lost to other processes do not change.
+  double core_peak[4] = {0, 0, 0, 0};  // by Impl
+  for (const PathRun& r : runs) {
+    double& p = core_peak[static_cast<int>(r.isa)];
+    if (p == 0) p = bench::MeasureFmaPeakGflopsPerCpuSecond(r.isa);
+  }
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+
+  std::printf("\nspeed of light (canonical, %s weights; load average %.1f on %u CPUs)\n",
+              kernels::DTypeName(model->weights().lm_head.dtype), load[0],
+              std::thread::hardware_concurrency());
+  std::printf("memory: copy %.1f GB/s (1 thread), %.1f GB/s (%d); read %.1f / %.1f GB/s\n",
+              bw1.copy_gbps, bwn.copy_gbps, max_threads, bw1.read_gbps, bwn.read_gbps);
+  std::printf("%-10s %3s | %9s %9s %9s %8s | %9s %9s %8s %8s\n", "path", "thr", "prefill/s",
+              "GFLOP/s", "peak", "of peak", "decode/s", "GB/s", "of copy", "of read");
+  auto bw_of = [&](int threads) { return threads == 1 ? bw1 : bwn; };
+  for (const PathRun& r : runs) {
+    const double gflops = r.prefill_tps * cost.flops_per_prefill_token / 1e9;
+    const double gbps = r.decode_tps * cost.bytes_per_decode_step / 1e9;
+    std::printf("%-10s %3d | %9.1f %9.1f %9.1f %7.1f%% | %9.2f %9.2f %7.1f%% %7.1f%%\n",
+                kernels::CpuIsaPathName(r.isa), r.threads, r.prefill_tps, gflops, r.peak_gflops,
+                100 * gflops / r.peak_gflops, r.decode_tps, gbps,
+                100 * gbps / bw_of(r.threads).copy_gbps, 100 * gbps / bw_of(r.threads).read_gbps);
+  }
+  std::printf(
+      "per core, from process CPU time (load-independent): prefill GFLOP per CPU-second "
+      "/ the per-core FMA peak\n");
+  for (const PathRun& r : runs) {
+    const double per_cpu_s =
+        opt.prefill * cost.flops_per_prefill_token / r.prefill_cpu_seconds / 1e9;
+    const double peak = core_peak[static_cast<int>(r.isa)];
+    std::printf("  %-8s x%d: %.1f GFLOP/CPU-s of a %.1f GFLOP/CPU-s peak = %.1f%%\n",
+                kernels::CpuIsaPathName(r.isa), r.threads, per_cpu_s, peak, 100 * per_cpu_s / peak);
+  }
+  auto find = [&](kernels::Impl isa, int threads) -> const PathRun* {
+    for (const PathRun& r : runs) {
+      if (r.isa == isa && r.threads == threads) return &r;
+    }
+    return nullptr;
+  };
+  const PathRun* a512 = find(kernels::Impl::kAvx512, max_threads);
+  const PathRun* a2 = find(kernels::Impl::kAvx2, max_threads);
+  if (a512 != nullptr && a2 != nullptr) {
+    std::printf("avx512 / avx2 (%d threads): prefill %.2fx, decode %.2fx; FMA peak %.2fx\n",
+                max_threads, a512->prefill_tps / a2->prefill_tps, a512->decode_tps / a2->decode_tps,
+                a512->peak_gflops / a2->peak_gflops);
+  }
+  for (kernels::Impl isa : {kernels::Impl::kAvx512, kernels::Impl::kAvx2}) {
+    const PathRun* one = find(isa, 1);
+    const PathRun* many = find(isa, max_threads);
+    if (one != nullptr && many != nullptr && many != one) {
+      std::printf("%s threads %d / 1: prefill %.2fx, decode %.2fx\n", kernels::CpuIsaPathName(isa),
+                  max_threads, many->prefill_tps / one->prefill_tps,
+                  many->decode_tps / one->decode_tps);
+    }
+  }
+}
+
 // In the child: fill a context, decode a little, print peak RSS in bytes.
 int MemoryChild(const Options& opt) {
   auto model = engine::Model::Load(opt.model, /*hash_weights=*/false);
@@ -165,6 +292,8 @@ int main(int argc, char** argv) {
       opt.context = std::atoi(next());
     else if (a == "--memory-child")
       opt.memory_child = true;
+    else if (a == "--no-speed-of-light")
+      opt.skip_speed_of_light = true;
     else {
       std::fprintf(stderr, "engine_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -229,5 +358,12 @@ int main(int argc, char** argv) {
       "prefill of %d tokens took %.1f s\n",
       opt.context, rss / 1e6, static_cast<double>(rss) / weights, weights / 1e6, opt.context - 4,
       prefill_s);
+  // After the memory child: a child forked from a process that has run several engines
+  // would inherit their high-water RSS.
+  if (!opt.skip_speed_of_light) {
+    auto again = engine::Model::Load(opt.model, /*hash_weights=*/false);
+    Check(again.status());
+    SpeedOfLight(std::move(again).value(), opt);
+  }
   return 0;
 }

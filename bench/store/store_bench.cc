@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "store/store.h"
+#include "tests/common/pg_server.h"
 #include "tests/store/store_test_util.h"
 
 namespace {
@@ -82,8 +83,9 @@ struct Acked {
 
 // `threads` threads each Append + WaitDurable `each` small events (an acknowledged
 // event), as the recorder's HTTP handlers do.
-Acked AcknowledgedRate(const std::string& path, int threads, int each) {
-  auto store = Store::Open(path);
+Acked AcknowledgedRate(const std::string& path, int threads, int each,
+                       const StoreOptions& options = {}) {
+  auto store = Store::Open(path, options);
   if (!store.ok()) std::exit(2);
   auto w = (*store)->BeginRun({});
   if (!w.ok()) std::exit(2);
@@ -178,7 +180,57 @@ Bytes BytesPerToken(const std::string& path, int calls, int tokens_per_call, boo
 
 }  // namespace
 
+// `store_bench backends [BATCHED] [ACKED]`: the same ingest on SQLite and PostgreSQL (a
+// throwaway local server, tests/common/pg_server.h), alternating, three rounds; the
+// ratio PostgreSQL/SQLite per round and its median.
+int CompareBackends(int batched, int acked) {
+  trace::testing::PgServer server;
+  const std::string base = server.Start();
+  if (base.empty()) {
+    std::fprintf(stderr, "store_bench backends: %s\n", server.error().c_str());
+    return 2;
+  }
+  store::testing::TempDir dir;
+  std::vector<double> batched_ratio, acked_ratio, acked_full_ratio;
+  StoreOptions full;
+  full.sync_full = true;
+  for (int round = 0; round < 3; ++round) {
+    const std::string r = std::to_string(round);
+    double cpu_sqlite, cpu_pg;
+    const double sqlite = IngestRate(dir.file("b" + r + ".db"), batched, false, &cpu_sqlite);
+    const double pg = IngestRate(server.NewDatabase("b" + r), batched, false, &cpu_pg);
+    const Acked sqlite_acked = AcknowledgedRate(dir.file("a" + r + ".db"), 8, acked / 8);
+    const Acked sqlite_full = AcknowledgedRate(dir.file("f" + r + ".db"), 8, acked / 8, full);
+    const Acked pg_acked = AcknowledgedRate(server.NewDatabase("a" + r), 8, acked / 8);
+    batched_ratio.push_back(pg / sqlite);
+    acked_ratio.push_back(pg_acked.events_per_s / sqlite_acked.events_per_s);
+    acked_full_ratio.push_back(pg_acked.events_per_s / sqlite_full.events_per_s);
+    std::printf(
+        "round %d: batched ingest (%d small events, one run) SQLite %.0f events/s, PostgreSQL "
+        "%.0f events/s (%.2fx); acknowledged, 8 threads (%d events) SQLite %.0f events/s "
+        "(median wait %.0f us), SQLite synchronous=FULL %.0f events/s (median wait %.0f us), "
+        "PostgreSQL %.0f events/s (median wait %.0f us) (%.3fx, %.3fx of FULL)\n",
+        round, batched, sqlite, pg, pg / sqlite, acked / 8 * 8, sqlite_acked.events_per_s,
+        sqlite_acked.median_us, sqlite_full.events_per_s, sqlite_full.median_us,
+        pg_acked.events_per_s, pg_acked.median_us,
+        pg_acked.events_per_s / sqlite_acked.events_per_s,
+        pg_acked.events_per_s / sqlite_full.events_per_s);
+  }
+  std::sort(batched_ratio.begin(), batched_ratio.end());
+  std::sort(acked_ratio.begin(), acked_ratio.end());
+  std::sort(acked_full_ratio.begin(), acked_full_ratio.end());
+  std::printf(
+      "PostgreSQL/SQLite, median of 3 rounds: batched ingest %.2fx, acknowledged %.3fx "
+      "(%.3fx of SQLite synchronous=FULL, which also flushes every commit)\n",
+      batched_ratio[1], acked_ratio[1], acked_full_ratio[1]);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "backends") {
+    return CompareBackends(argc > 2 ? std::atoi(argv[2]) : 50000,
+                           argc > 3 ? std::atoi(argv[3]) : 4000);
+  }
   const int batched = argc > 1 ? std::atoi(argv[1]) : 300000;
   const int single = argc > 2 ? std::atoi(argv[2]) : 3000;
   const int calls = argc > 3 ? std::atoi(argv[3]) : 300;

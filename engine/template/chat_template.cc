@@ -6,11 +6,29 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/escape.h"
 #include "base/files.h"
 #include "engine/template/template_internal.h"
 
 namespace trace::engine {
 namespace {
+
+// Every error leaving this module is one line that names the template. Values were
+// clipped where they entered a message (Quote, Describe); this escapes the rest (the
+// origin, a character of the source) and bounds the whole.
+Status ForDisplay(const Status& st, const std::string& origin) {
+  if (st.ok()) return st;
+  std::string m = st.message();
+  if (m.rfind("template ", 0) != 0 && m.rfind("chat template ", 0) != 0) {
+    m = "template " + origin + ": " + m;
+  }
+  return Status(st.code(), EscapeForDisplay(m, 6 * kDisplayLimit));
+}
+
+Result<std::string> ForDisplay(Result<std::string> r, const std::string& origin) {
+  if (r.ok()) return r;
+  return ForDisplay(r.status(), origin);
+}
 
 class TemplateImpl final : public ChatTemplate {
  public:
@@ -20,17 +38,20 @@ class TemplateImpl final : public ChatTemplate {
   Result<std::string> RenderOrdered(const nlohmann::ordered_json& messages,
                                     const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                     const nlohmann::ordered_json& extra_kwargs) const override {
+    const std::string& origin = program_->origin;
     if (!messages.is_array()) {
-      return InvalidArgument("chat template " + program_->origin +
-                             ": messages must be a JSON array");
+      return ForDisplay(
+          InvalidArgument("chat template " + origin + ": messages must be a JSON array"), origin);
     }
     if (!tools.is_null() && !tools.is_array()) {
-      return InvalidArgument("chat template " + program_->origin +
-                             ": tools must be a JSON array or null");
+      return ForDisplay(
+          InvalidArgument("chat template " + origin + ": tools must be a JSON array or null"),
+          origin);
     }
     if (!extra_kwargs.is_null() && !extra_kwargs.is_object()) {
-      return InvalidArgument("chat template " + program_->origin +
-                             ": extra kwargs must be a JSON object or null");
+      return ForDisplay(InvalidArgument("chat template " + origin +
+                                        ": extra kwargs must be a JSON object or null"),
+                        origin);
     }
     auto globals = std::make_shared<tmpl::Dict>();
     globals->Set("messages", tmpl::Value::FromJson(messages));
@@ -44,7 +65,7 @@ class TemplateImpl final : public ChatTemplate {
         globals->Set(it.key(), tmpl::Value::FromJson(it.value()));
       }
     }
-    return tmpl::RenderProgram(*program_, std::move(globals));
+    return ForDisplay(tmpl::RenderProgram(*program_, std::move(globals)), origin);
   }
 
   const std::string& source() const override { return source_; }
@@ -78,10 +99,12 @@ Result<std::string> SpecialToken(const nlohmann::ordered_json& config, const cha
 
 Result<std::string> ReadFile(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(std::string(what) + " " + path + ": cannot open");
+  if (!in) return NotFound(std::string(what) + " " + EscapePathForDisplay(path) + ": cannot open");
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) return IOError(std::string(what) + " " + path + ": read failed");
+  if (in.bad()) {
+    return IOError(std::string(what) + " " + EscapePathForDisplay(path) + ": read failed");
+  }
   return ss.str();
 }
 
@@ -125,17 +148,18 @@ Result<std::string> ChatTemplate::Render(const nlohmann::json& messages,
 
 Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Parse(std::string_view source,
                                                           std::string origin) {
-  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<tmpl::Program> program,
-                         tmpl::ParseProgram(source, std::move(origin)));
-  TRACE_RETURN_IF_ERROR(tmpl::ValidateProgram(*program));
+  auto program = tmpl::ParseProgram(source, origin);
+  if (!program.ok()) return ForDisplay(program.status(), origin);
+  TRACE_RETURN_IF_ERROR(ForDisplay(tmpl::ValidateProgram(**program), origin));
   return std::unique_ptr<ChatTemplate>(
-      std::make_unique<TemplateImpl>(std::string(source), std::move(program)));
+      std::make_unique<TemplateImpl>(std::string(source), std::move(program).value()));
 }
 
 Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
     const std::string& tokenizer_config_json_path) {
-  const std::string& path = tokenizer_config_json_path;
-  TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(path, "tokenizer config"));
+  const std::string& file = tokenizer_config_json_path;
+  const std::string path = EscapePathForDisplay(file);  // as messages show it
+  TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(file, "tokenizer config"));
   nlohmann::ordered_json config = nlohmann::ordered_json::parse(text, nullptr, false);
   if (config.is_discarded() || !config.is_object()) {
     return Corruption(path + ": not a JSON object");
@@ -145,13 +169,13 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
   auto it = config.find("chat_template");
   if (it == config.end() || it->is_null()) {
     // Newer transformers save the template next to the config as chat_template.jinja.
-    auto jinja = std::filesystem::path(path).parent_path() / "chat_template.jinja";
+    auto jinja = std::filesystem::path(file).parent_path() / "chat_template.jinja";
     TRACE_ASSIGN_OR_RETURN(bool has_jinja, PathExists(jinja.string()));
     if (!has_jinja) {
       return NotFound(path + ": no field 'chat_template' and no chat_template.jinja beside it");
     }
     TRACE_ASSIGN_OR_RETURN(source, ReadFile(jinja.string(), "chat template"));
-    origin = jinja.string();
+    origin = EscapePathForDisplay(jinja.string());
   } else if (it->is_string()) {
     source = it->get<std::string>();
   } else if (it->is_array()) {

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "base/escape.h"
 #include "engine/template/template_internal.h"
 
 namespace trace::engine::tmpl {
@@ -39,8 +40,9 @@ Status TooLarge(const std::string& what) {
 // Nesting limits standing in for Python's recursion limit.
 constexpr int kMaxCallDepth = 256;
 
+// A value in a message: quoted, escaped and clipped (base/escape.h).
 std::string Quote(const std::string& s) {
-  return "'" + s + "'";
+  return "'" + EscapeForDisplay(s) + "'";
 }
 
 // jinja2's object description in "has no attribute" messages: 'dict object'.
@@ -993,7 +995,8 @@ class Renderer {
     if (key.is_string()) {
       return Value::Undefined(Quote(ObjectName(obj)) + " has no attribute " + Quote(key.str()));
     }
-    return Value::Undefined(Quote(ObjectName(obj)) + " has no element " + ToPyRepr(key));
+    return Value::Undefined(Quote(ObjectName(obj)) + " has no element " +
+                            EscapeForDisplay(ToPyRepr(key)));
   }
 
   static Result<Value> Slice(const Value& obj, const Value& start, const Value& stop,
@@ -1386,7 +1389,9 @@ Value Renderer::BoundMethod(const Value& self, const std::string& name) {
           if (name == "index") return Value::Int(static_cast<int64_t>(i));
           ++count;
         }
-        if (name == "index") return InvalidArgument(ToPyRepr(*x) + " is not in list");
+        if (name == "index") {
+          return InvalidArgument(EscapeForDisplay(ToPyRepr(*x)) + " is not in list");
+        }
         return Value::Int(count);
       }
       if (name == "copy") return Value::MakeList(self.items(), self.is_tuple());
@@ -1450,7 +1455,9 @@ Value Renderer::Builtin(const std::string& name) const {
       {"raise_exception",
        [](Renderer&, CallArgs& a) -> Result<Value> {
          const Value* m = Arg(a, 0, "message");
-         return FailedPrecondition("raise_exception: " + (m ? ToPyStr(*m) : std::string()));
+         // The template's own message for the user: longer than a value, still bounded.
+         return FailedPrecondition("raise_exception: " +
+                                   (m ? EscapeForDisplay(ToPyStr(*m), 4 * kDisplayLimit) : ""));
        }},
       {"strftime_now",
        [](Renderer&, CallArgs& a) -> Result<Value> {
@@ -2122,10 +2129,10 @@ Status ValidateExpr(const Expr& e, const std::string& origin) {
                        ": unsupported construct: " + what);
   };
   if (e.kind == ExprKind::kFilter && !KnownFilters().count(e.name)) {
-    return where("filter '" + e.name + "'");
+    return where("filter " + Quote(e.name));
   }
   if (e.kind == ExprKind::kTest && !KnownTests().count(e.name)) {
-    return where("test '" + e.name + "'");
+    return where("test " + Quote(e.name));
   }
   for (const auto& c : e.children) {
     if (c) TRACE_RETURN_IF_ERROR(ValidateExpr(*c, origin));

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <string>
 
+#include "base/escape.h"
 #include "engine/template/template_internal.h"
 
 namespace trace::engine::tmpl {
@@ -423,7 +424,7 @@ class Lexer {
     } else {
       auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), t.int_value);
       if (ec != std::errc())
-        return LexError(origin_, line_, "integer literal out of range: " + text);
+        return LexError(origin_, line_, "integer literal out of range: " + EscapeForDisplay(text));
     }
     tokens_.push_back(std::move(t));
     return end;

@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "base/escape.h"
 #include "engine/template/template_internal.h"
 
 namespace trace::engine::tmpl {
@@ -56,14 +57,14 @@ class Parser {
       case Tok::kBlockEnd:
         return "'%}'";
       case Tok::kName:
-        return "'" + t.text + "'";
+        return "'" + EscapeForDisplay(t.text) + "'";
       case Tok::kString:
         return "string literal";
       case Tok::kInt:
       case Tok::kFloat:
-        return "number " + t.text;
+        return "number " + EscapeForDisplay(t.text);
       case Tok::kOp:
-        return "'" + t.text + "'";
+        return "'" + EscapeForDisplay(t.text) + "'";
       case Tok::kEof:
         return "end of template";
     }

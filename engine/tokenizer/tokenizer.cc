@@ -22,6 +22,8 @@
 
 #include "engine/tokenizer/tokenizer.h"
 
+#include "base/escape.h"
+
 namespace trace::engine {
 namespace {
 
@@ -521,6 +523,8 @@ class BpeTokenizer final : public Tokenizer {
   std::optional<int32_t> bos_token_id() const override { return bos_; }
   std::optional<int32_t> eos_token_id() const override { return eos_; }
 
+  // `name` is the file as errors show it (already escaped); values taken from the JSON go
+  // through EscapeForDisplay before they enter a message.
   Status Build(const json& root, const std::string& name);
   Status ApplyConfig(const json& config, const std::string& name);
 
@@ -587,7 +591,8 @@ Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
     return InvalidArgument(Field(name, "model.type", "is not a string"));
   const std::string type = model["type"].get<std::string>();
   if (type != "BPE") {
-    return Unsupported(Field(name, "model.type", "\"" + type + "\" is not supported (only BPE)"));
+    return Unsupported(Field(name, "model.type",
+                             "\"" + EscapeForDisplay(type) + "\" is not supported (only BPE)"));
   }
   auto truthy_string = [&](const char* key) {
     return model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty();
@@ -623,12 +628,12 @@ Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
         it.value().get<int64_t>() > 16'000'000) {
-      return InvalidArgument(Field(name, "model.vocab[\"" + it.key() + "\"]",
+      return InvalidArgument(Field(name, "model.vocab[\"" + EscapeForDisplay(it.key()) + "\"]",
                                    "is not a token id (a non-negative integer)"));
     }
     const auto id = static_cast<int32_t>(it.value().get<int64_t>());
     if (!ByteLevelToBytes(it.key(), &bytes)) {
-      return Unsupported(Field(name, "model.vocab[\"" + it.key() + "\"]",
+      return Unsupported(Field(name, "model.vocab[\"" + EscapeForDisplay(it.key()) + "\"]",
                                "is not in the byte-level alphabet (not a byte-level BPE)"));
     }
     if (bytes.size() == 1) byte_id_[static_cast<uint8_t>(bytes[0])] = id;
@@ -694,7 +699,8 @@ Status BpeTokenizer::BuildPreTokenizer(const json& pre, const std::string& name,
   if (type == "Split") {
     const std::string behavior = pre.value("behavior", std::string("Isolated"));
     if (behavior != "Isolated") {
-      return Unsupported(Field(name, where + ".behavior", "\"" + behavior + "\" is not supported"));
+      return Unsupported(Field(name, where + ".behavior",
+                               "\"" + EscapeForDisplay(behavior) + "\" is not supported"));
     }
     if (pre.value("invert", false)) {
       return Unsupported(Field(name, where + ".invert", "true is not supported"));
@@ -732,7 +738,8 @@ Status BpeTokenizer::BuildPreTokenizer(const json& pre, const std::string& name,
     if (step.regex != nullptr || step.add_prefix_space) stages_.push_back(std::move(step));
     return Status::Ok();
   }
-  return Unsupported(Field(name, where + ".type", "\"" + type + "\" is not supported"));
+  return Unsupported(
+      Field(name, where + ".type", "\"" + EscapeForDisplay(type) + "\" is not supported"));
 }
 
 void BpeTokenizer::RebuildAddedIndex() {
@@ -766,8 +773,8 @@ Status BpeTokenizer::Build(const json& root, const std::string& name) {
     for (const json* p : parts) {
       const std::string t = p->is_object() ? p->value("type", std::string()) : std::string();
       if (t != "NFC") {
-        return Unsupported(
-            Field(name, "normalizer.type", "\"" + t + "\" is not supported (only NFC)"));
+        return Unsupported(Field(name, "normalizer.type",
+                                 "\"" + EscapeForDisplay(t) + "\" is not supported (only NFC)"));
       }
       nfc_ = true;
     }
@@ -788,7 +795,8 @@ Status BpeTokenizer::Build(const json& root, const std::string& name) {
   const std::string decoder = root["decoder"].value("type", std::string());
   if (decoder != "ByteLevel") {
     return Unsupported(
-        Field(name, "decoder.type", "\"" + decoder + "\" is not supported (only ByteLevel)"));
+        Field(name, "decoder.type",
+              "\"" + EscapeForDisplay(decoder) + "\" is not supported (only ByteLevel)"));
   }
 
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
@@ -827,7 +835,7 @@ Status BpeTokenizer::ApplyConfig(const json& config, const std::string& name) {
   if (config.contains("added_tokens_decoder") && config["added_tokens_decoder"].is_object()) {
     for (auto it = config["added_tokens_decoder"].begin();
          it != config["added_tokens_decoder"].end(); ++it) {
-      const std::string where = "added_tokens_decoder[\"" + it.key() + "\"]";
+      const std::string where = "added_tokens_decoder[\"" + EscapeForDisplay(it.key()) + "\"]";
       int64_t id = -1;
       try {
         id = std::stoll(it.key());
@@ -1102,16 +1110,16 @@ std::string BpeTokenizer::Decode(std::span<const int32_t> ids, bool skip_special
 
 Result<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open");
+  if (!in) return NotFound(EscapePathForDisplay(path) + ": cannot open");
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) return IOError(path + ": read failed");
+  if (in.bad()) return IOError(EscapePathForDisplay(path) + ": read failed");
   return ss.str();
 }
 
-std::string OneLine(std::string text) {
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;
+// nlohmann's messages quote the input near the error ("last read: '...'"), at any length.
+std::string JsonErrorText(const json::exception& e) {
+  return EscapeForDisplay(e.what(), 2 * kDisplayLimit);
 }
 
 Result<json> ParseJson(std::string_view text, const std::string& name) {
@@ -1119,7 +1127,7 @@ Result<json> ParseJson(std::string_view text, const std::string& name) {
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
-    return Corruption(name + ": not valid JSON (" + OneLine(e.what()) + ")");
+    return Corruption(name + ": not valid JSON (" + JsonErrorText(e) + ")");
   }
 }
 
@@ -1130,7 +1138,7 @@ Status Guarded(const std::string& name, Fn&& fn) {
   try {
     return fn();
   } catch (const json::exception& e) {
-    return InvalidArgument(name + ": a field has an unexpected type (" + OneLine(e.what()) + ")");
+    return InvalidArgument(name + ": a field has an unexpected type (" + JsonErrorText(e) + ")");
   }
 }
 
@@ -1138,7 +1146,7 @@ Status Guarded(const std::string& name, Fn&& fn) {
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromString(std::string_view tokenizer_json,
                                                              std::string_view name) {
-  const std::string n(name);
+  const std::string n = EscapePathForDisplay(name);  // messages only
   TRACE_ASSIGN_OR_RETURN(json root, ParseJson(tokenizer_json, n));
   auto tokenizer = std::make_unique<BpeTokenizer>();
   TRACE_RETURN_IF_ERROR(Guarded(n, [&] { return tokenizer->Build(root, n); }));
@@ -1147,12 +1155,12 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromString(std::string_view to
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& tokenizer_json_path) {
   TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(tokenizer_json_path));
-  TRACE_ASSIGN_OR_RETURN(json root, ParseJson(text, tokenizer_json_path));
+  const std::string shown = EscapePathForDisplay(tokenizer_json_path);  // in messages
+  TRACE_ASSIGN_OR_RETURN(json root, ParseJson(text, shown));
   text.clear();
   text.shrink_to_fit();
   auto tokenizer = std::make_unique<BpeTokenizer>();
-  TRACE_RETURN_IF_ERROR(
-      Guarded(tokenizer_json_path, [&] { return tokenizer->Build(root, tokenizer_json_path); }));
+  TRACE_RETURN_IF_ERROR(Guarded(shown, [&] { return tokenizer->Build(root, shown); }));
   root = json();
 
   // tokenizer_config.json next to it: extra added tokens, bos/eos, split_special_tokens.
@@ -1164,9 +1172,10 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& tokenizer_
   if (probe) {
     probe.close();
     TRACE_ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path));
-    TRACE_ASSIGN_OR_RETURN(json config, ParseJson(config_text, config_path));
+    const std::string config_shown = EscapePathForDisplay(config_path);
+    TRACE_ASSIGN_OR_RETURN(json config, ParseJson(config_text, config_shown));
     TRACE_RETURN_IF_ERROR(
-        Guarded(config_path, [&] { return tokenizer->ApplyConfig(config, config_path); }));
+        Guarded(config_shown, [&] { return tokenizer->ApplyConfig(config, config_shown); }));
   }
   return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }

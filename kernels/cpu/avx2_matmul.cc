@@ -391,26 +391,14 @@ void FastTyped(const float* x, int64_t M, const WeightView& w, const float* bias
 
 void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
                      int64_t n_begin, int64_t n_end) {
-  switch (w.dtype) {
-    case DType::kF32:
-      return CanonicalTyped<DType::kF32>(x, M, w, bias, y, n_begin, n_end);
-    case DType::kBF16:
-      return CanonicalTyped<DType::kBF16>(x, M, w, bias, y, n_begin, n_end);
-    case DType::kF16:
-      return CanonicalTyped<DType::kF16>(x, M, w, bias, y, n_begin, n_end);
-  }
+  WithDType(w.dtype,
+            [&](auto d) { CanonicalTyped<decltype(d)::value>(x, M, w, bias, y, n_begin, n_end); });
 }
 
 void MatMulFast(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
                 int64_t n_begin, int64_t n_end) {
-  switch (w.dtype) {
-    case DType::kF32:
-      return FastTyped<DType::kF32>(x, M, w, bias, y, n_begin, n_end);
-    case DType::kBF16:
-      return FastTyped<DType::kBF16>(x, M, w, bias, y, n_begin, n_end);
-    case DType::kF16:
-      return FastTyped<DType::kF16>(x, M, w, bias, y, n_begin, n_end);
-  }
+  WithDType(w.dtype,
+            [&](auto d) { FastTyped<decltype(d)::value>(x, M, w, bias, y, n_begin, n_end); });
 }
 
 }  // namespace trace::kernels::avx2

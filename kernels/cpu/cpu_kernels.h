@@ -2,6 +2,8 @@
 // ref::  plain scalar references that read like docs/numerics.md (canonical-v2).
 // avx2:: AVX2+FMA paths (kernels/cpu/avx2_*.cc, built with -mavx2 -mfma -mf16c); call
 //        them only when HaveAvx2() is true. Canonical ones equal ref:: bit for bit.
+// avx512:: AVX-512 paths (kernels/cpu/avx512_*.cc, built with -mavx512f/bw/dq/vl); call
+//        them only when HaveAvx512() is true. Equal to ref:: bit for bit.
 // Ranges [begin, end) are output columns (MatMul) or heads (Attention): the dispatch in
 // kernels/kernels.cc splits them over the thread pool; each output is computed whole.
 //
@@ -10,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/kernels.h"
 
@@ -20,7 +23,23 @@ float WeightAt(const WeightView& w, int64_t row, int64_t col);
 // Converts `n` elements of row `row` of `w` into f32 `out`.
 void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out);
 
-bool HaveAvx2();  // AVX2, FMA and F16C, checked once with __builtin_cpu_supports
+// Calls fn(std::integral_constant<DType, D>{}) for the D that `dtype` names, so a kernel
+// templated on its weight dtype is instantiated and chosen in one line.
+template <class Fn>
+decltype(auto) WithDType(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kBF16:
+      return fn(std::integral_constant<DType, DType::kBF16>{});
+    case DType::kF16:
+      return fn(std::integral_constant<DType, DType::kF16>{});
+    case DType::kF32:
+      break;
+  }
+  return fn(std::integral_constant<DType, DType::kF32>{});
+}
+
+bool HaveAvx2();    // AVX2, FMA and F16C, checked once with __builtin_cpu_supports
+bool HaveAvx512();  // HaveAvx2() and AVX-512 F, BW, DQ and VL
 
 namespace ref {
 void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
@@ -65,5 +84,10 @@ void AttentionFast(const float* q, const float* k_cache, const float* v_cache, i
                    int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out,
                    int64_t h_begin, int64_t h_end);
 }  // namespace avx2
+
+namespace avx512 {
+void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                     int64_t n_begin, int64_t n_end);
+}  // namespace avx512
 
 }  // namespace trace::kernels

@@ -1,5 +1,6 @@
 #include "recorder/api/openai_chat.h"
 
+#include "base/escape.h"
 #include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/request_fields.h"
@@ -95,7 +96,7 @@ std::optional<ApiError> ParseMessages(const json& v, std::vector<ChatMessage>* o
       return BadRequest(p + ".role", "'" + p +
                                          ".role' must be one of system, user, "
                                          "assistant, tool; got \"" +
-                                         msg.role + "\"");
+                                         EscapeForDisplay(msg.role) + "\"");
     }
     if (auto c = m.find("content"); c != m.end()) {
       if (auto err = ParseContent(*c, p + ".content", &msg.content)) return err;
@@ -212,7 +213,7 @@ std::optional<ApiError> ParseResponseFormat(const nlohmann::ordered_json& v, Res
     return BadRequest("response_format.type",
                       "'response_format.type' must be one of text, json_object, json_schema; "
                       "got \"" +
-                          t + "\"");
+                          EscapeForDisplay(t) + "\"");
   }
   return std::nullopt;
 }

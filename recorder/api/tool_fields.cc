@@ -2,6 +2,7 @@
 
 #include <regex>
 
+#include "base/escape.h"
 #include "recorder/api/request_fields.h"
 
 namespace trace::recorder {
@@ -36,7 +37,8 @@ std::optional<ApiError> ParseFunctionTool(const ordered_json& fn, const std::str
   }
   for (const ToolSpec& other : *tools) {
     if (other.name == spec.name) {
-      return BadRequest(where + ".name", "duplicate tool name \"" + spec.name + "\"");
+      return BadRequest(where + ".name",
+                        "duplicate tool name \"" + EscapeForDisplay(spec.name) + "\"");
     }
   }
   tools->push_back(std::move(spec));
@@ -53,7 +55,7 @@ std::optional<ApiError> ParseToolChoiceString(const std::string& s, const std::s
     req->tool_choice = ToolChoice::kRequired;
   } else {
     return BadRequest("tool_choice", "'tool_choice' must be none, auto, required or " +
-                                         object_form + "; got \"" + s + "\"");
+                                         object_form + "; got \"" + EscapeForDisplay(s) + "\"");
   }
   return std::nullopt;
 }
@@ -68,8 +70,8 @@ std::optional<ApiError> CheckToolChoice(const CompletionRequest& req,
   for (const ToolSpec& t : req.tools) {
     if (t.name == req.tool_choice_name) return std::nullopt;
   }
-  return OutOfRange(name_param,
-                    "tool_choice names \"" + req.tool_choice_name + "\", which is not in 'tools'");
+  return OutOfRange(name_param, "tool_choice names \"" + EscapeForDisplay(req.tool_choice_name) +
+                                    "\", which is not in 'tools'");
 }
 
 std::optional<ApiError> ParseJsonSchemaFormat(const ordered_json& v, const std::string& where,

@@ -4,14 +4,21 @@
 #include <map>
 #include <set>
 
+#include "base/escape.h"
+
 namespace trace::recorder::grammar {
 
 // ---- StringLexer -------------------------------------------------------------------------
 //
 // bits 0-1 phase (0 start, 1 inside, 2 done); 2-4 escape (0 none, 1 after '\', 2..5 hex
-// digits of \uXXXX still to come: 2 means 4); 5-6 UTF-8 continuation bytes expected;
+// digits of \uXXXX still to come: 2 means 4; 6 the second digit after "\uD"; 7 within
+// the "\uDC.." that must follow a high surrogate); 5-6 UTF-8 continuation bytes expected;
 // 7-9 the range of the next continuation byte (0 80-BF, 1 A0-BF, 2 80-9F, 3 90-BF,
-// 4 80-8F: what keeps the character well-formed, no overlongs or surrogates); 10-31 count.
+// 4 80-8F: what keeps the character well-formed, no overlongs or surrogates), or, within
+// an escape, where a surrogate pair stands (1 high surrogate's digits, 2..5 expecting the
+// '\', 'u', 'D' and C-F of the low one); 10-31 count. Surrogate escapes come in pairs, a
+// high one then a low one, and count as one character: a lone "\uD812" is refused by most
+// JSON parsers (nlohmann's among them), so the grammar does not let a model write one.
 
 namespace {
 
@@ -21,6 +28,12 @@ uint32_t Pack(uint32_t phase, uint32_t esc, uint32_t rem, uint32_t cons, uint32_
 
 bool IsHex(uint8_t b) {
   return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
+}
+
+// Whether hex digit `b` is within lo..hi (lowercase letters given; either case matches).
+bool HexIn(uint8_t b, char lo, char hi) {
+  const uint8_t lower = b >= 'A' && b <= 'F' ? static_cast<uint8_t>(b - 'A' + 'a') : b;
+  return IsHex(b) && lower >= lo && lower <= hi;
 }
 
 }  // namespace
@@ -53,9 +66,35 @@ bool StringLexer::Step(uint32_t s, uint8_t b, int32_t min_chars, int32_t max_cha
     }
     return false;
   }
+  const uint32_t pair = cons;  // within an escape the cons bits track a surrogate pair
+  if (esc == 7) {              // after a high surrogate: "\uDC00".."\uDFFF" must follow
+    const bool ok = pair == 2   ? b == '\\'
+                    : pair == 3 ? b == 'u'
+                    : pair == 4 ? b == 'D' || b == 'd'
+                                : HexIn(b, 'c', 'f');
+    if (!ok) return false;
+    *out = pair == 5 ? Pack(1, 4, 0, 0, count) : Pack(1, 7, 0, pair + 1, count);
+    return true;
+  }
+  if (esc == 6) {  // "\uD" then: 0-7 an ordinary character, 8-B a high surrogate
+    if (HexIn(b, '0', '7')) {
+      *out = Pack(1, 4, 0, 0, count);
+    } else if (HexIn(b, '8', 'b')) {
+      *out = Pack(1, 4, 0, 1, count);
+    } else {
+      return false;  // C-F: a low surrogate with no high one before it
+    }
+    return true;
+  }
   if (esc >= 2) {
     if (!IsHex(b)) return false;
-    *out = Pack(1, esc == 5 ? 0 : esc + 1, 0, 0, count);
+    if (esc == 2 && (b == 'D' || b == 'd')) {
+      *out = Pack(1, 6, 0, 0, count);
+    } else if (esc == 5) {
+      *out = pair == 1 ? Pack(1, 7, 0, 2, count) : Pack(1, 0, 0, 0, count);
+    } else {
+      *out = Pack(1, esc + 1, 0, pair, count);
+    }
     return true;
   }
   if (b == '"') {
@@ -231,7 +270,8 @@ Result<std::shared_ptr<const Grammar>> GrammarBuilder::Build(int32_t root) {
     g->rules.push_back(def.rule);
     if (def.rule.kind == Rule::kString) continue;
     if (def.body < 0)
-      return InvalidArgument("grammar: rule " + def.rule.name + " is never defined");
+      return InvalidArgument("grammar: rule " + EscapePathForDisplay(def.rule.name) +
+                             " is never defined");
 
     // Thompson construction (iterative over the expression DAG; each use gets its states).
     Nfa nfa;
@@ -276,7 +316,8 @@ Result<std::shared_ptr<const Grammar>> GrammarBuilder::Build(int32_t root) {
         }
       }
       if (nfa.st.size() > static_cast<size_t>(kMaxStates)) {
-        return InvalidArgument("grammar: rule " + def.rule.name + " is too large to compile");
+        return InvalidArgument("grammar: rule " + EscapePathForDisplay(def.rule.name) +
+                               " is too large to compile");
       }
     }
 
@@ -348,7 +389,8 @@ Result<std::shared_ptr<const Grammar>> GrammarBuilder::Build(int32_t root) {
       }
       out.push_back(std::move(p));
       if (base + sets.size() > static_cast<size_t>(kMaxStates)) {
-        return InvalidArgument("grammar: rule " + def.rule.name + " is too large to compile");
+        return InvalidArgument("grammar: rule " + EscapePathForDisplay(def.rule.name) +
+                               " is too large to compile");
       }
     }
     for (Pending& p : out) {

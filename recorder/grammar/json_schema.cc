@@ -1,12 +1,14 @@
 #include "recorder/grammar/json_schema.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <optional>
 #include <set>
 #include <vector>
 
+#include "base/escape.h"
 #include "recorder/grammar/number_ranges.h"
 
 namespace trace::recorder::grammar {
@@ -77,6 +79,13 @@ const std::set<std::string>& Unsupported() {
   return k;
 }
 
+// "WHERE: WHAT". WHERE holds the client's property names and $ref strings, so it is
+// escaped (and clipped at its start, keeping the most specific part) here, once; values
+// quoted in WHAT are escaped where they are quoted.
+Status Located(const std::string& where, const std::string& what) {
+  return InvalidArgument(EscapePathForDisplay(where) + ": " + what);
+}
+
 bool IsTrue(const ojson& s, const char* key) {
   auto it = s.find(key);
   return it != s.end() && it->is_boolean() && it->get<bool>();
@@ -131,7 +140,7 @@ class Compiler {
 
  private:
   Status Error(const std::string& where, const std::string& what) const {
-    return InvalidArgument(where + ": " + what);
+    return Located(where, what);
   }
 
   // Checks the keywords of `s`: in strict mode a known but unsupported one is an error.
@@ -148,15 +157,16 @@ class Compiler {
   }
 
   Result<const ojson*> Resolve(const std::string& ref, const std::string& where) {
+    const std::string shown = EscapeForDisplay(ref);
     if (ref.empty() || ref[0] != '#') {
       return Error(where,
-                   "$ref '" + ref + "' is not supported (only refs within the schema, '#...')");
+                   "$ref '" + shown + "' is not supported (only refs within the schema, '#...')");
     }
     const ojson* node = &root_;
     std::string pointer = ref.substr(1);
     size_t pos = 0;
     while (pos < pointer.size()) {
-      if (pointer[pos] != '/') return Error(where, "$ref '" + ref + "' is not a JSON pointer");
+      if (pointer[pos] != '/') return Error(where, "$ref '" + shown + "' is not a JSON pointer");
       size_t next = pointer.find('/', pos + 1);
       std::string token =
           pointer.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
@@ -169,14 +179,17 @@ class Compiler {
           unescaped += token[i];
         }
       }
+      size_t index = 0;
+      const char* digits_end = unescaped.data() + unescaped.size();
       if (node->is_object() && node->contains(unescaped)) {
         node = &(*node)[unescaped];
       } else if (node->is_array() && !unescaped.empty() &&
                  unescaped.find_first_not_of("0123456789") == std::string::npos &&
-                 std::stoul(unescaped) < node->size()) {
-        node = &(*node)[std::stoul(unescaped)];
+                 std::from_chars(unescaped.data(), digits_end, index).ptr == digits_end &&
+                 index < node->size()) {  // from_chars fails (ptr stays) on overflow
+        node = &(*node)[index];
       } else {
-        return Error(where, "$ref '" + ref + "' points at nothing in the schema");
+        return Error(where, "$ref '" + shown + "' points at nothing in the schema");
       }
       pos = next == std::string::npos ? pointer.size() : next;
     }
@@ -340,13 +353,13 @@ class Compiler {
     auto it = s.find(key);
     if (it == s.end() || it->is_null()) return std::optional<int64_t>();
     if (!it->is_number_integer() && !it->is_number_unsigned()) {
-      return InvalidArgument(where + "." + key + ": must be a non-negative integer");
+      return Located(where + "." + key, "must be a non-negative integer");
     }
     int64_t v =
         it->is_number_unsigned()
             ? static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), uint64_t{1} << 40))
             : it->get<int64_t>();
-    if (v < 0) return InvalidArgument(where + "." + key + ": must be a non-negative integer");
+    if (v < 0) return Located(where + "." + key, "must be a non-negative integer");
     return std::optional<int64_t>(v);
   }
 
@@ -426,7 +439,7 @@ class Compiler {
     }
     if (type == "array") return Array(s, where, depth);
     if (type == "object") return Object(s, where, depth);
-    return Error(where + ".type", "unknown type \"" + type +
+    return Error(where + ".type", "unknown type \"" + EscapeForDisplay(type) +
                                       "\" (string, number, integer, boolean, object, array, null)");
   }
 
@@ -486,7 +499,7 @@ class Compiler {
       bool declared = false;
       for (const auto& p : props) declared |= p.first == name;
       if (!declared && !extra_value) {
-        return Error(where + ".required", "\"" + name +
+        return Error(where + ".required", "\"" + EscapeForDisplay(name) +
                                               "\" is required but not in 'properties' (and "
                                               "additionalProperties is false)");
       }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/escape.h"
 #include "recorder/api/json_body.h"
 #include "recorder/server/http_util.h"
 
@@ -267,7 +268,7 @@ std::variant<proto::Event, ApiError> EventApi::ParseAgentEvent(const json& j,
     n->set_text(str("text", true));
     n->set_data_json(json_text("data"));
   } else {
-    ApiError e2 = BadRequest(field("type"), "unknown event type \"" + type +
+    ApiError e2 = BadRequest(field("type"), "unknown event type \"" + EscapeForDisplay(type) +
                                                 "\" (tool_call, tool_result, context, "
                                                 "template_var, clock, note)");
     e2.http_status = 422;

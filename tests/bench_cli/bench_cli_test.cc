@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/kernels.h"
 #include "tests/common/temp_dir.h"
 
 namespace {
@@ -30,6 +31,7 @@ std::string ReadAll(const std::string& path) {
 }
 
 using ::trace::testing::TempDir;
+namespace kernels = ::trace::kernels;
 
 // Runs `env trace args` with stdout captured and stderr in a file.
 Ran RunTrace(const std::string& args, const std::string& scratch, const std::string& env = "") {
@@ -231,11 +233,40 @@ TEST_F(BenchCliTest, ThroughputReportsBothModesForEachBatchSize) {
                     row["fast"]["decode_tokens_per_s"].get<double>(),
                 1e-9);
   }
+  // The CPU path that ran and its measured fp32 FMA peak, with prefill as a fraction of it.
+  EXPECT_EQ(j["cpu_isa"].get<std::string>(), kernels::CpuIsaPathName(kernels::Impl::kAuto));
+  EXPECT_GT(j["fma_peak_gflops"].get<double>(), 0);
+  for (const auto& row : j["rows"]) {
+    EXPECT_NEAR(row["canonical_prefill_fraction_of_peak"].get<double>(),
+                row["canonical_prefill_gflops"].get<double>() / j["fma_peak_gflops"].get<double>(),
+                1e-9);
+  }
   Ran text = Bench("throughput --model " + model_ + " --batch 2 --prompt-len 4 --decode-tokens 2");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("canonical"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("fast"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("c/f"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("fp32 FMA peak"), std::string::npos) << text.out;
+}
+
+// TRACE_CPU_ISA forces a CPU path (capped by what the CPU has); an unknown value is named on
+// stderr and ignored.
+TEST_F(BenchCliTest, CpuIsaEnvironmentVariableForcesThePath) {
+  const std::string args =
+      "bench throughput --model " + model_ + " --batch 1 --prompt-len 2 --decode-tokens 1 --json";
+  for (const char* forced : {"scalar", "avx2", "avx512"}) {
+    kernels::Impl impl = kernels::Impl::kAuto;
+    ASSERT_TRUE(kernels::ParseCpuIsaPath(forced, &impl));
+    Ran r = RunTrace(args, scratch_.path(), std::string("TRACE_CPU_ISA=") + forced);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["cpu_isa"].get<std::string>(), kernels::CpuIsaPathName(impl)) << forced;
+    EXPECT_NE(j["device"].get<std::string>().find(kernels::CpuIsaPathName(impl)), std::string::npos)
+        << j["device"];
+  }
+  Ran bad = RunTrace(args, scratch_.path(), "TRACE_CPU_ISA=sse9");
+  ASSERT_EQ(bad.exit_code, 0) << bad.err;
+  EXPECT_NE(bad.err.find("TRACE_CPU_ISA=sse9 is not one of"), std::string::npos) << bad.err;
 }
 
 TEST_F(BenchCliTest, BadInputIsOneLineAndExitTwo) {

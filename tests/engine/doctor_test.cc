@@ -22,10 +22,10 @@ TEST(Doctor, EveryCpuPathReproducesThePinnedDigests) {
   EXPECT_EQ(report.numerics_version, kernels::kNumericsVersion);
   EXPECT_EQ(report.machine.cpu_isa_path, kernels::CpuIsaPathName(kernels::Impl::kAuto));
   EXPECT_GT(report.machine.cpu_cores, 0);
-  const bool avx2 = report.machine.cpu_isa_path == std::string("avx2");
-  // reference + (avx2), each with the kernel self-test and the golden prompts; no GPU here
-  // unless the machine has one.
-  const size_t cpu_paths = avx2 ? 2 : 1;
+  // Every CPU path this machine has (reference, then avx2, then avx512 where present), each
+  // with the kernel self-test and the golden prompts; no GPU here unless the machine has one.
+  const std::vector<kernels::Impl> available = kernels::AvailableCpuIsaPaths();
+  const size_t cpu_paths = available.size();
   const size_t paths = cpu_paths + report.machine.cuda.devices.size();
   ASSERT_EQ(report.checks.size(), 2 * paths);
   for (const DoctorCheck& c : report.checks) {
@@ -38,8 +38,9 @@ TEST(Doctor, EveryCpuPathReproducesThePinnedDigests) {
     EXPECT_EQ(c.total, static_cast<int>(expected)) << c.path << " " << c.check;
   }
   EXPECT_EQ(report.checks[0].path, "cpu reference");
-  if (avx2) {
-    EXPECT_EQ(report.checks[1].path, "cpu avx2");
+  for (size_t i = 1; i < cpu_paths; ++i) {
+    EXPECT_EQ(report.checks[i].path,
+              std::string("cpu ") + kernels::CpuIsaPathName(available[cpu_paths - 1 - i]));
   }
   EXPECT_TRUE(report.reproduces());
   EXPECT_FALSE(progress.empty());

@@ -109,8 +109,13 @@ TEST_F(TinyModelTest, ThreadsAndKernelImplementationDoNotChangeAnyBit) {
   EXPECT_EQ(Bits(AllLogits(two.get(), tokens, 0)), Bits(expected)) << "2 threads";
   auto three = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 3);
   EXPECT_EQ(Bits(AllLogits(three.get(), tokens, 5)), Bits(expected)) << "3 threads, chunks of 5";
-  auto ref = EngineOrDie(model_, Numerics::kCanonical, Impl::kReference, 1);
-  EXPECT_EQ(Bits(AllLogits(ref.get(), tokens, 0)), Bits(expected)) << "scalar reference";
+  // Every CPU path this machine has (scalar reference, AVX2, AVX-512), forced.
+  for (Impl impl : kernels::AvailableCpuIsaPaths()) {
+    auto forced = EngineOrDie(model_, Numerics::kCanonical, impl, impl == Impl::kReference ? 1 : 2);
+    EXPECT_EQ(Bits(AllLogits(forced.get(), tokens, impl == Impl::kReference ? 0 : 7)),
+              Bits(expected))
+        << kernels::CpuIsaPathName(impl);
+  }
 }
 
 TEST_F(TinyModelTest, ForkAndTruncateReuseAPrefix) {
@@ -170,7 +175,7 @@ TEST_F(TinyModelTest, AccurateAgainstFloat64Reference) {
 TEST_F(TinyModelTest, GoldenLogitsDigests) {
   ASSERT_STREQ(kernels::kNumericsVersion, "canonical-v2");
   ASSERT_EQ(kSeed, kGoldenSeed);
-  for (Impl impl : {Impl::kAuto, Impl::kReference}) {
+  for (Impl impl : kernels::AvailableCpuIsaPaths()) {
     auto engine = EngineOrDie(model_, Numerics::kCanonical, impl, 2);
     auto digests = GoldenDigests(*engine);
     ASSERT_TRUE(digests.ok()) << digests.status().ToString();

@@ -67,9 +67,12 @@ TEST_P(RealShapeTest, BitwiseInvariantAndAccurate) {
       << "batched with 7";
   auto one_thread = EngineOrDie(model, Numerics::kCanonical, Impl::kAuto, 1);
   EXPECT_EQ(Bits(LastLogits(one_thread.get(), tokens, 2, 1, &rng)), Bits(expected)) << "1 thread";
-  auto ref = EngineOrDie(model, Numerics::kCanonical, Impl::kReference, 2);
-  EXPECT_EQ(Bits(LastLogits(ref.get(), tokens, tokens.size(), 0, &rng)), Bits(expected))
-      << "scalar reference";
+  // Every CPU path this machine has, forced (the scalar reference included).
+  for (Impl impl : kernels::AvailableCpuIsaPaths()) {
+    auto forced = EngineOrDie(model, Numerics::kCanonical, impl, 2);
+    EXPECT_EQ(Bits(LastLogits(forced.get(), tokens, tokens.size(), 0, &rng)), Bits(expected))
+        << kernels::CpuIsaPathName(impl);
+  }
 
   testing::ReferenceForward reference(*model);
   std::vector<double> want;

@@ -11,6 +11,7 @@
 #include "exporters/otlp_http.h"
 #include "exporters/otlp_json.h"
 #include "exporters/otlp_trace.h"
+#include "exporters/url.h"
 
 namespace trace::exporters {
 namespace {
@@ -517,6 +518,20 @@ TEST(OtlpHttpTest, HeadersAndUrls) {
             "URL 'ftp://x': scheme must be http or https, not 'ftp'");
   EXPECT_FALSE(OtlpTracesUrl("http://h:99999").ok());
   EXPECT_FALSE(OtlpTracesUrl("localhost:4318").ok());
+  // Hosts that could not go back into a URL or a Host header (found by
+  // tests/fuzz/export_inputs_fuzz.cc: "https://[\xc8[::1]]:4318" was accepted and its
+  // origin did not parse).
+  for (const char* url : {"https://[\xc8[::1]]:4318", "http://[zz]:1", "http://[1.2.3.4]",
+                          "http://ho st:1", "http://h%41:1", "http://a\nb:1", "http://a:b:1"}) {
+    EXPECT_FALSE(OtlpTracesUrl(url).ok()) << url;
+  }
+  for (const char* url :
+       {"http://my-host.example_1.com:1", "http://10.0.0.1:1", "http://[fe80::1]"}) {
+    auto ok = OtlpTracesUrl(url);
+    ASSERT_TRUE(ok.ok()) << url << ": " << ok.status().message();
+    auto again = ParseHttpUrl(ok->Origin());
+    EXPECT_TRUE(again.ok()) << ok->Origin();
+  }
 }
 
 }  // namespace

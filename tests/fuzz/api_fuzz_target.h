@@ -1,8 +1,7 @@
 // What the recorder's wire-format fuzz targets provide (tests/fuzz/responses_request_fuzz.cc,
 // tests/fuzz/anthropic_request_fuzz.cc), the libFuzzer entry point and the seeds, and
-// the checks they share. tests/recorder/api_fuzz_driver.cc runs them in CI over their seeds
-// and a FIXED number of mutations (never a time budget); built with clang and
-// -fsanitize=fuzzer the same files are libFuzzer targets.
+// the checks they share. They are built like every target in tests/fuzz/ (fuzz_target.h,
+// tests/fuzz/CMakeLists.txt: the corpus replay in CI, libFuzzer with scripts/fuzz.sh).
 //
 // Ownership: values. Thread safety: one input at a time. Errors: a broken promise prints
 // what broke and aborts, so the driver or libFuzzer reports the input.
@@ -19,8 +18,7 @@
 
 #include "recorder/api/model_call.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
-std::vector<std::string> TraceFuzzSeeds();
+#include "tests/fuzz/fuzz_target.h"
 
 namespace trace::recorder::fuzz {
 

@@ -6,7 +6,8 @@
 #include <cstdlib>
 
 #include "engine/tokenizer/tokenizer.h"
-#include "tests/fuzz/tokenizer_fuzz_driver.h"
+#include "tests/fuzz/fuzz_checks.h"
+#include "tests/fuzz/fuzz_target.h"
 #include "tests/tokenizer/corpus.h"
 #include "tests/tokenizer/test_util.h"
 
@@ -34,14 +35,13 @@ const std::vector<std::unique_ptr<Tokenizer>>& Tokenizers() {
 
 void Check(bool ok, const char* what, const std::string& input) {
   if (ok) return;
-  std::fprintf(stderr, "property failed: %s; input hex=%s\n", what,
-               trace::engine::testing::HexEncode(input).c_str());
-  std::abort();
+  trace::fuzz::Fail(std::string("property failed: ") + what +
+                    "; input hex=" + trace::engine::testing::HexEncode(input));
 }
 
 }  // namespace
 
-std::vector<std::string> TokenizerFuzzSeeds() {
+std::vector<std::string> TraceFuzzSeeds() {
   return trace::engine::testing::GenerateCorpus(99, 300);
 }
 

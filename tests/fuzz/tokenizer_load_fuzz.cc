@@ -1,14 +1,15 @@
-// Fuzz target: Tokenizer::LoadFromString on mutated tokenizer.json text. Properties: no
+// Fuzz target: Tokenizer::LoadFromString on mutated tokenizer.json text. Promises: no
 // crash; an error is one line naming the file; a tokenizer that loads encodes and decodes
 // without crashing and gives ids in range.
-#include <cstdio>
-#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "engine/tokenizer/tokenizer.h"
-#include "tests/fuzz/tokenizer_fuzz_driver.h"
+#include "tests/fuzz/fuzz_checks.h"
+#include "tests/fuzz/fuzz_target.h"
 #include "tests/tokenizer/test_util.h"
 
-std::vector<std::string> TokenizerFuzzSeeds() {
+std::vector<std::string> TraceFuzzSeeds() {
   return {trace::engine::testing::MakeLlama3StyleTokenizerJson(true),
           trace::engine::testing::MakeLlama3StyleTokenizerJson(false)};
 }
@@ -17,11 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   auto loaded = trace::engine::Tokenizer::LoadFromString(text, "fuzz.json");
   if (!loaded.ok()) {
-    const std::string msg = loaded.status().ToString();
-    if (msg.find('\n') != std::string::npos || msg.find("fuzz.json") == std::string::npos) {
-      std::fprintf(stderr, "bad error message: %s\n", msg.c_str());
-      std::abort();
-    }
+    trace::fuzz::RequireOneLine(loaded.status(), "LoadFromString", "fuzz.json");
     return 0;
   }
   const auto& t = **loaded;
@@ -30,8 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto ids = t.Encode(s);
     for (int32_t id : ids) {
       if (id < 0 || id >= t.vocab_size()) {
-        std::fprintf(stderr, "id %d out of range\n", id);
-        std::abort();
+        trace::fuzz::Fail("id " + std::to_string(id) + " out of range");
       }
     }
     (void)t.Decode(ids);

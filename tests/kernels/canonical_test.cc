@@ -23,11 +23,14 @@ using testing::Bits;
 using testing::RandomVector;
 
 TEST(KernelsCanonical, PinnedSelfTestDigestsHoldOnEveryCpuPath) {
-  for (Impl impl : {Impl::kReference, Impl::kAuto}) {
+  // Every path this machine has (reference, AVX2, AVX-512), each forced, and kAuto.
+  std::vector<Impl> paths = AvailableCpuIsaPaths();
+  paths.push_back(Impl::kAuto);
+  for (Impl impl : paths) {
     KernelContext ctx;
     ctx.impl = impl;
     for (const SelfTestResult& r : RunCpuSelfTest(ctx)) {
-      EXPECT_TRUE(r.ok()) << r.name << (impl == Impl::kAuto ? " (auto)" : " (reference)")
+      EXPECT_TRUE(r.ok()) << r.name << " (" << CpuIsaPathName(impl) << ")"
                           << ": digest " << std::hex << r.digest << ", pinned " << r.pinned;
     }
   }

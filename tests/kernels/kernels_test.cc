@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include "kernels/canonical.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
@@ -125,12 +127,24 @@ std::vector<float> RunMatMul(const KernelContext& ctx, const std::vector<float>&
   return y;
 }
 
+// The SIMD paths this machine has (AVX-512 and AVX2 where present), each forced by its Impl.
+std::vector<Impl> SimdPaths() {
+  std::vector<Impl> paths;
+  for (Impl impl : AvailableCpuIsaPaths()) {
+    if (impl != Impl::kReference) paths.push_back(impl);
+  }
+  return paths;
+}
+
 TEST(KernelsMatMul, Avx2EqualsReferenceBitwise) {
   std::mt19937_64 rng(3);
   auto pool = ThreadPool::Create(2);
+  // N past a 32-column panel and not a multiple of 8; M past the AVX-512 micro-tile (8
+  // rows) and, with K = 4097, past its L2 row block (56 rows) so the panel is packed twice.
   const MatMulCase cases[] = {{1, 1, 1},     {1, 8, 31},    {3, 13, 33},  {7, 33, 1000},
                               {13, 9, 1025}, {1, 16, 4097}, {20, 24, 64}, {6, 8, 896},
-                              {1, 70, 1000}, {1, 96, 65},   {8, 70, 100}};
+                              {1, 70, 1000}, {1, 96, 65},   {8, 70, 100}, {9, 41, 67},
+                              {1, 161, 129}, {61, 37, 4097}};
   for (DType dtype : kDTypes) {
     for (const auto& c : cases) {
       const auto w = RandomWeights(rng, dtype, c.N, c.K);
@@ -138,21 +152,25 @@ TEST(KernelsMatMul, Avx2EqualsReferenceBitwise) {
       const auto bias = RandomVector(rng, c.N);
       for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
         const auto ref = RunMatMul(Ctx(Impl::kReference), x, c.M, w.view(), b);
-        const auto simd = RunMatMul(Ctx(Impl::kAuto), x, c.M, w.view(), b);
-        const auto simd2 =
-            RunMatMul(Ctx(Impl::kAuto, Numerics::kCanonical, pool.get()), x, c.M, w.view(), b);
         const std::string where = std::string(DTypeName(dtype)) + " M=" + std::to_string(c.M) +
                                   " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K);
-        ASSERT_EQ(FirstBitDifference(ref.data(), simd.data(), ref.size()), "") << where;
-        ASSERT_EQ(FirstBitDifference(ref.data(), simd2.data(), ref.size()), "") << where;
-        // The interleaved layout gives the same bits, on both paths.
+        // The interleaved layout gives the same bits, on every path.
         std::vector<uint8_t> packed(InterleavedWeightsBytes(w.view()));
         const WeightView iv = InterleaveWeights(w.view(), packed.data());
         const auto iref = RunMatMul(Ctx(Impl::kReference), x, c.M, iv, b);
-        const auto isimd =
-            RunMatMul(Ctx(Impl::kAuto, Numerics::kCanonical, pool.get()), x, c.M, iv, b);
         ASSERT_EQ(FirstBitDifference(ref.data(), iref.data(), ref.size()), "") << where;
-        ASSERT_EQ(FirstBitDifference(ref.data(), isimd.data(), ref.size()), "") << where;
+        for (Impl impl : SimdPaths()) {
+          const std::string path = where + " " + CpuIsaPathName(impl);
+          const auto simd = RunMatMul(Ctx(impl), x, c.M, w.view(), b);
+          const auto simd2 =
+              RunMatMul(Ctx(impl, Numerics::kCanonical, pool.get()), x, c.M, w.view(), b);
+          ASSERT_EQ(FirstBitDifference(ref.data(), simd.data(), ref.size()), "") << path;
+          ASSERT_EQ(FirstBitDifference(ref.data(), simd2.data(), ref.size()), "") << path;
+          const auto isimd = RunMatMul(Ctx(impl), x, c.M, iv, b);
+          const auto isimd2 = RunMatMul(Ctx(impl, Numerics::kCanonical, pool.get()), x, c.M, iv, b);
+          ASSERT_EQ(FirstBitDifference(ref.data(), isimd.data(), ref.size()), "") << path;
+          ASSERT_EQ(FirstBitDifference(ref.data(), isimd2.data(), ref.size()), "") << path;
+        }
         // Canonical against float64, per element, within the stated dot bound.
         for (int64_t m = 0; m < c.M; ++m) {
           for (int64_t n = 0; n < c.N; ++n) {
@@ -167,6 +185,88 @@ TEST(KernelsMatMul, Avx2EqualsReferenceBitwise) {
                                                   4 * kUnitRoundoff * std::fabs(ref[m * c.N + n]) +
                                                   1e-30)
                 << where;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Special values through every path: subnormal activations and weights (f32 and f16
+// subnormals; bf16 keeps f32's exponent range), signed zeros, infinities of both signs and
+// NaN in x (the default NaN's bits, so that no payload choice is involved: NaN weights are
+// outside the contract, docs/numerics.md section 2). Rows: 0 subnormal x, 1 all -0, 2 one
+// +inf, 3 +inf and -inf (NaN), 4 a NaN, 5 products that underflow, then random rows.
+TEST(KernelsMatMul, SpecialValuesEqualOnEveryPath) {
+  std::mt19937_64 rng(31);
+  auto pool = ThreadPool::Create(2);
+  const float kSub = std::numeric_limits<float>::denorm_min();
+  const float kNan = canonical::BitsToFloat(0xffc00000u);
+  for (DType dtype : kDTypes) {
+    for (int64_t K : {37, 1000, 1100}) {
+      const int64_t N = 45, M = 11;
+      auto w = RandomWeights(rng, dtype, N, K);
+      // Column 3: zeros of both signs; column 4 tiny (subnormal in f16 and f32, 2^-120 in
+      // bf16), column 5 huge.
+      for (int64_t k = 0; k < K; ++k) {
+        const float tiny = dtype == DType::kBF16  ? 0x1p-120f
+                           : dtype == DType::kF16 ? 0x1p-20f
+                                                  : 0x1p-140f;
+        const float vals[3] = {k % 2 ? -0.0f : 0.0f, (k % 3 ? tiny : -tiny), 0x1p+15f};
+        for (int c = 0; c < 3; ++c) {
+          const int64_t i = (3 + c) * K + k;
+          w.values[i] = vals[c];
+          if (dtype == DType::kF32) {
+            std::memcpy(w.bytes.data() + 4 * i, &vals[c], 4);
+          } else {
+            const uint16_t h = dtype == DType::kBF16 ? F32ToBf16RoundNearestEven(vals[c])
+                                                     : F32ToF16RoundNearestEven(vals[c]);
+            std::memcpy(w.bytes.data() + 2 * i, &h, 2);
+          }
+        }
+      }
+      auto x = RandomVector(rng, M * K);
+      for (int64_t k = 0; k < K; ++k) {
+        x[0 * K + k] = (k % 2 ? kSub : -kSub) * static_cast<float>(k % 7 + 1);
+        x[1 * K + k] = -0.0f;
+        x[5 * K + k] = (k % 2 ? 1.0f : -1.0f) * 0x1p-100f;
+      }
+      x[2 * K + K / 2] = std::numeric_limits<float>::infinity();
+      x[3 * K + 1] = std::numeric_limits<float>::infinity();
+      x[3 * K + K - 1] = -std::numeric_limits<float>::infinity();
+      x[4 * K + K - 2] = kNan;
+      std::vector<uint8_t> packed(InterleavedWeightsBytes(w.view()));
+      const WeightView iv = InterleaveWeights(w.view(), packed.data());
+      const auto bias = RandomVector(rng, N);
+      for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+        const auto ref = RunMatMul(Ctx(Impl::kReference), x, M, w.view(), b);
+        // The inputs do reach the special cases: inf, NaN, subnormal and zero results (never
+        // -0: every lane chain starts at +0).
+        int infs = 0, nans = 0, subnormals = 0, zeros = 0;
+        for (float v : ref) {
+          infs += std::isinf(v);
+          nans += std::isnan(v);
+          subnormals += std::fpclassify(v) == FP_SUBNORMAL;
+          zeros += v == 0.0f;
+        }
+        ASSERT_GT(infs, 0);
+        ASSERT_GT(nans, 0);
+        if (b == nullptr) {
+          ASSERT_GT(subnormals, 0) << DTypeName(dtype);
+          ASSERT_GT(zeros, 0) << DTypeName(dtype);
+        }
+        for (Impl impl : SimdPaths()) {
+          const std::string where = std::string(DTypeName(dtype)) + " K=" + std::to_string(K) +
+                                    " " + CpuIsaPathName(impl);
+          for (const WeightView& view : {w.view(), iv}) {
+            for (int64_t rows : {int64_t{1}, M}) {
+              // M = 1 takes the decode kernels, M = 11 the packed micro-tiles.
+              const auto got =
+                  RunMatMul(Ctx(impl, Numerics::kCanonical, pool.get()), x, rows, view, b);
+              ASSERT_EQ(FirstBitDifference(ref.data(), got.data(), got.size()), "")
+                  << where << " rows " << rows
+                  << (view.layout == WeightLayout::kRowMajor ? " row-major" : " interleaved");
+            }
           }
         }
       }

@@ -151,6 +151,119 @@ TEST(RedactRulesTest, JsonEscapedSecretsAreFoundAndTheDocumentStillParses) {
   EXPECT_EQ(hits["private-key"], 1);
 }
 
+// A match that runs from one JSON string into another (a key block whose END line is in a
+// later message, or one cut off, which runs to the end of the text), or that ends inside
+// an escape sequence, replaces only string content: the document stays valid JSON and the
+// secret is gone. (Found by tests/fuzz/redact_fuzz.cc: the document used to break.)
+TEST(RedactRulesTest, MatchesAcrossJsonStringsKeepTheDocumentValid) {
+  Redactor r = Defaults();
+  const std::string body = "MIIEowIBAAKCAQEA7bq9x1u2hQZy8Tq3p0w";
+  for (std::string doc : {
+           R"({"a": "-----BEGIN RSA PRIVATE KEY-----\n)" + body +
+               R"(", "b": [1, {"c": "x-----END RSA PRIVATE KEY-----"}], "n": 7})",
+           R"({"a": "cut off: -----BEGIN PRIVATE KEY-----\n)" + body +
+               R"(", "b": ["tail"], "n": 7})",
+       }) {
+    SCOPED_TRACE(doc);
+    ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
+    auto j = nlohmann::json::parse(doc, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << doc;
+    EXPECT_EQ(j["n"], 7);
+    EXPECT_EQ(doc.find(body), std::string::npos) << doc;
+    std::string again = doc;
+    EXPECT_FALSE(r.RedactJsonText(&again, nullptr)) << again;  // idempotent
+  }
+  // A literal secret that starts inside an escape sequence ("\n" + "secretvalue1"): the
+  // whole escape goes with it.
+  RuleSet rules = RuleSet::Empty();
+  rules.AddLiteral("env:X", "nsecretvalue1");
+  auto literal = Redactor::Create(rules);
+  ASSERT_TRUE(literal.ok());
+  std::string doc = R"({"s": "line\nsecretvalue1 end", "n": 7})";
+  ASSERT_TRUE(literal->RedactJsonText(&doc, nullptr));
+  auto j = nlohmann::json::parse(doc, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << doc;
+  EXPECT_EQ(j["s"], "line[REDACTED:env:X] end");
+}
+
+// A rule that matches its own marker ("user:[REDACTED:url-password]@" is still a URL with a
+// password) leaves it as it is: redacting again reports no change and keeps the JSON
+// document's formatting. (Found by tests/fuzz/redact_fuzz.cc: the second pass rewrote it.)
+TEST(RedactRulesTest, ARuleMatchingItsOwnMarkerIsNoChange) {
+  Redactor r = Defaults();
+  std::string text = "db at postgres://user:pa55word@db.internal:5432/x";
+  ASSERT_TRUE(r.RedactText(&text, nullptr));
+  const std::string once = text;
+  std::map<std::string, int> hits;
+  EXPECT_FALSE(r.RedactText(&text, &hits)) << text;
+  EXPECT_EQ(text, once);
+  EXPECT_TRUE(hits.empty());
+
+  std::string doc = R"({"url": "postgres://user:pa55word@db:5432/x", "n": [1, 2]})";
+  ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
+  const std::string doc_once = doc;
+  EXPECT_FALSE(r.RedactJsonText(&doc, nullptr)) << doc;
+  EXPECT_EQ(doc, doc_once);
+}
+
+// nlohmann's parser stops at a NUL byte: a JSON document followed by a NUL and a secret
+// must be scanned as text, not taken for the document before the NUL. (Found by
+// tests/fuzz/redact_fuzz.cc under libFuzzer: the secret after the NUL survived.)
+TEST(RedactRulesTest, TextAfterANulByteIsRedacted) {
+  Redactor r = Defaults();
+  std::string doc =
+      R"({"a": "x"})" + std::string(1, '\0') + " sk-proj-4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2";
+  ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
+  EXPECT_EQ(doc.find("4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2"), std::string::npos) << doc;
+}
+
+// A document that is JSON only once a secret is replaced (the secret held a control
+// byte) gets the JSON pass too: its escaped secrets go in the first redaction, not the
+// second. (Found by tests/fuzz/redact_fuzz.cc under libFuzzer.)
+TEST(RedactRulesTest, TextThatBecomesJsonIsRedactedAsJson) {
+  Redactor r = Defaults();
+  std::string doc =
+      R"({"key": "-----BEGIN PRIVATE KEY-----)" + std::string(1, '\x11') +
+      R"(MIIEow-----END PRIVATE KEY-----", "note": "\u0073k-ant-api03-abcdefghijklmnopqrstuvwxyz"})";
+  ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
+  auto j = nlohmann::json::parse(doc, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << doc;
+  EXPECT_EQ(j["note"], "[REDACTED:anthropic-api-key]") << doc;
+  const std::string once = doc;
+  EXPECT_FALSE(r.RedactJsonText(&doc, nullptr)) << doc;
+  EXPECT_EQ(doc, once);
+}
+
+// A marker can complete a rule's context: after "[REDACTED:aws-secret-access-key]" the
+// next 40 key-like characters match the AWS rule. One redaction takes them too, so a second
+// finds nothing. (Found by tests/fuzz/redact_fuzz.cc under libFuzzer.)
+TEST(RedactRulesTest, AMarkerThatCompletesARuleIsRedactedInTheSamePass) {
+  Redactor r = Defaults();
+  const std::string second = "GITHUBdefghijklmnop1jklmnopqrstuvwxyz012";
+  for (bool json : {false, true}) {
+    std::string text =
+        json ? R"({"env": "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEYAB )" +
+                   second + R"("})"
+             : "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEYAB " + second;
+    SCOPED_TRACE(text);
+    ASSERT_TRUE(json ? r.RedactJsonText(&text, nullptr) : r.RedactText(&text, nullptr));
+    EXPECT_EQ(text.find(second), std::string::npos) << text;
+    const std::string once = text;
+    EXPECT_FALSE(json ? r.RedactJsonText(&text, nullptr) : r.RedactText(&text, nullptr)) << text;
+    EXPECT_EQ(text, once);
+  }
+}
+
+// Nesting too deep to walk safely is scanned as text: no stack overflow, the raw secret
+// still found.
+TEST(RedactRulesTest, DeeplyNestedJsonIsScannedAsText) {
+  Redactor r = Defaults();
+  std::string doc = std::string(100000, '[') + R"("sk-proj-4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2")" +
+                    std::string(100000, ']');
+  ASSERT_TRUE(r.RedactJsonText(&doc, nullptr));
+  EXPECT_EQ(doc.find("4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2"), std::string::npos);
+}
+
 TEST(RedactRulesTest, SecretLookingEnvironmentValuesAreLiterals) {
   EXPECT_TRUE(RuleSet::NameLooksSecret("OPENAI_API_KEY"));
   EXPECT_TRUE(RuleSet::NameLooksSecret("GITHUB_TOKEN"));

@@ -18,6 +18,7 @@
 
 #include "store/codec.h"
 #include "tests/store/sql_test_util.h"
+#include "tests/store/store_backend.h"
 #include "tests/store/store_test_util.h"
 
 namespace trace::store {
@@ -35,6 +36,16 @@ std::unique_ptr<Store> OpenOrDie(const std::string& path, const StoreOptions& o 
   EXPECT_TRUE(s.ok()) << s.status().message();
   return s.ok() ? std::move(*s) : nullptr;
 }
+
+TRACE_PG_ENVIRONMENT();
+TRACE_BACKEND_SUITE(StoreRoundTrip);
+TRACE_BACKEND_SUITE(StoreWriter);
+TRACE_BACKEND_SUITE(StoreConcurrency);
+TRACE_BACKEND_SUITE(StoreCrash);
+TRACE_BACKEND_SUITE(StoreIds);
+TRACE_BACKEND_SUITE(StoreDelete);
+TRACE_BACKEND_SUITE(StoreDedupe);
+TRACE_BACKEND_SUITE(StoreList);
 
 const proto::Event::KindCase kAllKinds[] = {
     proto::Event::kLlmCall,      proto::Event::kToolCall,    proto::Event::kToolResult,
@@ -95,9 +106,8 @@ TEST(StoreOpen, MigratesAnEmptyFileAndRefusesForeignFiles) {
   EXPECT_EQ(s.status().code(), StatusCode::kNotFound);
 }
 
-TEST(StoreRoundTrip, EveryEventKindFieldByField) {
-  TempDir dir;
-  auto store = OpenOrDie(dir.file("t.db"));
+TEST_P(StoreRoundTrip, EveryEventKindFieldByField) {
+  auto store = OpenOrDie(Location("t.db"));
   proto::RunHeader header = MakeFullHeader(3);
   auto w = store->BeginRun(header);
   ASSERT_TRUE(w.ok()) << w.status().message();
@@ -151,9 +161,8 @@ TEST(StoreRoundTrip, EveryEventKindFieldByField) {
   EXPECT_EQ(summary->events, static_cast<int64_t>(written.size()));
 }
 
-TEST(StoreRoundTrip, FloatsAndDigestsAreBitwise) {
-  TempDir dir;
-  auto store = OpenOrDie(dir.file("t.db"));
+TEST_P(StoreRoundTrip, FloatsAndDigestsAreBitwise) {
+  auto store = OpenOrDie(Location("t.db"));
   auto w = store->BeginRun({});
   ASSERT_TRUE(w.ok());
   proto::Event e;
@@ -191,9 +200,8 @@ TEST(StoreRoundTrip, FloatsAndDigestsAreBitwise) {
   }
 }
 
-TEST(StoreWriter, RejectsInconsistentTokenArraysNamingTheField) {
-  TempDir dir;
-  auto store = OpenOrDie(dir.file("t.db"));
+TEST_P(StoreWriter, RejectsInconsistentTokenArraysNamingTheField) {
+  auto store = OpenOrDie(Location("t.db"));
   auto w = store->BeginRun({});
   ASSERT_TRUE(w.ok());
   proto::Event e = MakeFullEvent(proto::Event::kLlmCall, 1);
@@ -215,9 +223,8 @@ TEST(StoreWriter, RejectsInconsistentTokenArraysNamingTheField) {
   ASSERT_TRUE((*w)->Append(raw_bytes).ok());
 }
 
-TEST(StoreWriter, EndCommitsAndLaterAppendsFail) {
-  TempDir dir;
-  auto store = OpenOrDie(dir.file("t.db"));
+TEST_P(StoreWriter, EndCommitsAndLaterAppendsFail) {
+  auto store = OpenOrDie(Location("t.db"));
   WriterOptions slow;
   slow.commit_interval_ms = 60'000;  // only End() may commit
   auto w = store->BeginRun({}, slow);
@@ -239,9 +246,8 @@ TEST(StoreWriter, EndCommitsAndLaterAppendsFail) {
   EXPECT_GT(s->end_time_ns, 0);
 }
 
-TEST(StoreWriter, CommitsWithinTheIntervalWithoutFlush) {
-  TempDir dir;
-  auto store = OpenOrDie(dir.file("t.db"));
+TEST_P(StoreWriter, CommitsWithinTheIntervalWithoutFlush) {
+  auto store = OpenOrDie(Location("t.db"));
   auto w = store->BeginRun({});  // default: commit at least every 100 ms
   ASSERT_TRUE(w.ok());
   auto seq = (*w)->Append(MakeFullEvent(proto::Event::kNote, 1));
@@ -253,7 +259,7 @@ TEST(StoreWriter, CommitsWithinTheIntervalWithoutFlush) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_GE((*w)->durable_seq(), *seq);
-  auto other = OpenOrDie(dir.file("t.db"));
+  auto other = OpenOrDie(Location("t.db"));
   auto events = other->LoadEvents((*w)->run_id());
   ASSERT_TRUE(events.ok());
   EXPECT_EQ(events->size(), 1u);
@@ -261,9 +267,8 @@ TEST(StoreWriter, CommitsWithinTheIntervalWithoutFlush) {
   EXPECT_EQ(other->GetRunSummary((*w)->run_id())->status, RunStatus::kRecording);
 }
 
-TEST(StoreWriter, UpdateHeaderKeepsIdAndStart) {
-  TempDir dir;
-  auto store = OpenOrDie(dir.file("t.db"));
+TEST_P(StoreWriter, UpdateHeaderKeepsIdAndStart) {
+  auto store = OpenOrDie(Location("t.db"));
   auto w = store->BeginRun({});
   ASSERT_TRUE(w.ok());
   auto before = store->LoadHeader((*w)->run_id());
@@ -282,9 +287,8 @@ TEST(StoreWriter, UpdateHeaderKeepsIdAndStart) {
             h.argv(0) + " " + h.argv(1) + " " + h.argv(2));
 }
 
-TEST(StoreWriter, ManyThreadsAppendToOneRunLosingNothing) {
-  TempDir dir;
-  auto store = OpenOrDie(dir.file("t.db"));
+TEST_P(StoreWriter, ManyThreadsAppendToOneRunLosingNothing) {
+  auto store = OpenOrDie(Location("t.db"));
   auto w = store->BeginRun({});
   ASSERT_TRUE(w.ok());
   constexpr int kThreads = 4, kPerThread = 2000;
@@ -316,9 +320,8 @@ TEST(StoreWriter, ManyThreadsAppendToOneRunLosingNothing) {
   EXPECT_EQ(seen.size(), size_t{kThreads * kPerThread});
 }
 
-TEST(StoreConcurrency, TwoWritersOfDifferentRunsLoseNothing) {
-  TempDir dir;
-  std::string path = dir.file("t.db");
+TEST_P(StoreConcurrency, TwoWritersOfDifferentRunsLoseNothing) {
+  std::string path = Location("t.db");
   constexpr int kEvents = 3000;
   // Each thread reports what happened; nothing is dereferenced or asserted inside a
   // thread (an ASSERT there returns from the lambda only, and a failed open used to be
@@ -362,9 +365,8 @@ TEST(StoreConcurrency, TwoWritersOfDifferentRunsLoseNothing) {
   }
 }
 
-TEST(StoreConcurrency, ReadersSeeConsistentPrefixesWhileAWriterWrites) {
-  TempDir dir;
-  std::string path = dir.file("t.db");
+TEST_P(StoreConcurrency, ReadersSeeConsistentPrefixesWhileAWriterWrites) {
+  std::string path = Location("t.db");
   auto store = OpenOrDie(path);
   WriterOptions o;
   o.commit_interval_ms = 10;
@@ -405,9 +407,8 @@ TEST(StoreConcurrency, ReadersSeeConsistentPrefixesWhileAWriterWrites) {
   EXPECT_EQ(store->LoadEvents(id)->size(), 20001u);
 }
 
-TEST(StoreCrash, SigkilledWriterLeavesIncompleteRunWithEveryDurableEvent) {
-  TempDir dir;
-  std::string path = dir.file("t.db");
+TEST_P(StoreCrash, SigkilledWriterLeavesIncompleteRunWithEveryDurableEvent) {
+  std::string path = Location("t.db");
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   pid_t pid = ::fork();
@@ -536,9 +537,8 @@ TEST(StoreCorruption, BadPayloadRowNamesRunAndSeqAndSparesTheRest) {
   EXPECT_GE(good2, 1);
 }
 
-TEST(StoreIds, ResolvesPrefixesLikeGit) {
-  TempDir dir;
-  std::string path = dir.file("t.db");
+TEST_P(StoreIds, ResolvesPrefixesLikeGit) {
+  std::string path = Location("t.db");
   auto store = OpenOrDie(path);
   proto::RunHeader a, b, c;
   a.set_run_id("01JD0000000000000000000AAA");
@@ -562,7 +562,7 @@ TEST(StoreIds, ResolvesPrefixesLikeGit) {
   EXPECT_FALSE(store->BeginRun(bad).ok());
 }
 
-TEST(StoreIds, NewIdsAreValidUniqueAndOrdered) {
+TEST_P(StoreIds, NewIdsAreValidUniqueAndOrdered) {
   std::string prev;
   for (int i = 0; i < 10000; ++i) {
     std::string id = NewRunId();
@@ -574,9 +574,8 @@ TEST(StoreIds, NewIdsAreValidUniqueAndOrdered) {
   EXPECT_FALSE(IsValidRunId("81JD0000000000000000000000"));  // overflows 128 bits
 }
 
-TEST(StoreDelete, RemovesRunAndOnlyUnreferencedBlobs) {
-  TempDir dir;
-  std::string path = dir.file("t.db");
+TEST_P(StoreDelete, RemovesRunAndOnlyUnreferencedBlobs) {
+  std::string path = Location("t.db");
   auto store = OpenOrDie(path);
   auto conv = MakeConversation(6, 20);
   std::string ids[2];
@@ -611,11 +610,10 @@ TEST(StoreDelete, RemovesRunAndOnlyUnreferencedBlobs) {
   EXPECT_EQ(after->blobs, 0);
 }
 
-TEST(StoreDedupe, FiftyTurnConversationCostsLessThanTwiceTheFinalOne) {
-  TempDir dir;
+TEST_P(StoreDedupe, FiftyTurnConversationCostsLessThanTwiceTheFinalOne) {
   auto conv = MakeConversation(50);
   // All 50 calls, each carrying the whole history.
-  auto store = OpenOrDie(dir.file("all.db"));
+  auto store = OpenOrDie(Location("all.db"));
   auto w = store->BeginRun({});
   ASSERT_TRUE(w.ok());
   size_t full_bytes = 0;
@@ -629,7 +627,7 @@ TEST(StoreDedupe, FiftyTurnConversationCostsLessThanTwiceTheFinalOne) {
   const double all_bytes = static_cast<double>(all->event_payload_bytes + all->blob_bytes);
 
   // The final conversation alone, stored once.
-  auto single = OpenOrDie(dir.file("one.db"));
+  auto single = OpenOrDie(Location("one.db"));
   auto w1 = single->BeginRun({});
   ASSERT_TRUE(w1.ok());
   ASSERT_TRUE((*w1)->Append(conv.calls.back()).ok());
@@ -638,7 +636,7 @@ TEST(StoreDedupe, FiftyTurnConversationCostsLessThanTwiceTheFinalOne) {
   const double one_bytes = static_cast<double>(one->event_payload_bytes + one->blob_bytes);
 
   // Every request stored in full, compressed one by one (no sharing).
-  auto nodedupe = OpenOrDie(dir.file("full.db"));
+  auto nodedupe = OpenOrDie(Location("full.db"));
   WriterOptions off;
   off.history = 0;
   auto w2 = nodedupe->BeginRun({}, off);
@@ -651,7 +649,7 @@ TEST(StoreDedupe, FiftyTurnConversationCostsLessThanTwiceTheFinalOne) {
   // The per-sampled-token records (id, digest, logits, runner-up) are new data in every
   // call, not repeated history: measure them alone and compare what remains.
   auto StoredTokenBytes = [&](const std::string& name, size_t first) {
-    auto st = OpenOrDie(dir.file(name));
+    auto st = OpenOrDie(Location(name));
     auto wt = st->BeginRun({});
     EXPECT_TRUE(wt.ok());
     for (size_t i = first; i < conv.calls.size(); ++i) {
@@ -701,9 +699,8 @@ TEST(StoreDedupe, FiftyTurnConversationCostsLessThanTwiceTheFinalOne) {
             conv.calls.back().llm_call().prompt_token_ids_size());
 }
 
-TEST(StoreList, SummariesNewestFirstWithLimit) {
-  TempDir dir;
-  auto store = OpenOrDie(dir.file("t.db"));
+TEST_P(StoreList, SummariesNewestFirstWithLimit) {
+  auto store = OpenOrDie(Location("t.db"));
   std::vector<std::string> ids;
   for (int k = 0; k < 3; ++k) {
     proto::RunHeader h;

@@ -92,6 +92,17 @@ inline void FillAllFields(google::protobuf::Message* msg, int salt, int repeat =
   }
 }
 
+// Empties the per-sampled-token arrays of `call` (what token columns hold).
+inline void ClearTokenArrays(proto::LlmCall* c) {
+  c->clear_token_ids();
+  c->clear_logits_digests();
+  c->clear_logits();
+  c->clear_logprobs();
+  c->clear_runner_up_ids();
+  c->clear_runner_up_logits();
+  c->clear_layer_digests();
+}
+
 // An event of the given kind with every field set; LlmCall arrays are consistent
 // (`tokens` sampled tokens, 2 layer digests each).
 inline proto::Event MakeFullEvent(proto::Event::KindCase kind, int salt, int tokens = 5) {
@@ -101,13 +112,7 @@ inline proto::Event MakeFullEvent(proto::Event::KindCase kind, int salt, int tok
   FillAllFields(sub, salt);
   if (kind == proto::Event::kLlmCall) {
     auto* c = e.mutable_llm_call();
-    c->clear_token_ids();
-    c->clear_logits_digests();
-    c->clear_logits();
-    c->clear_logprobs();
-    c->clear_runner_up_ids();
-    c->clear_runner_up_logits();
-    c->clear_layer_digests();
+    ClearTokenArrays(c);
     c->set_num_layers(2);
     std::mt19937_64 rng(salt);
     for (int t = 0; t < tokens; ++t) {

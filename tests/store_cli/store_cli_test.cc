@@ -15,7 +15,7 @@
 
 #include "store/export.h"
 #include "store/store.h"
-#include "tests/common/shell.h"
+#include "tests/common/trace_cli.h"
 #include "tests/store/store_test_util.h"
 
 namespace trace::store {
@@ -25,28 +25,15 @@ using testing::MakeConversation;
 using testing::MakeFullEvent;
 using testing::TempDir;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
+using ::trace::testing::CliResult;
 using ::trace::testing::ReadWholeFile;
-using ::trace::testing::ShellQuote;
 
 // Runs `[PREFIX] trace --store STORE ARGS...`, capturing stdout, stderr and the exit code.
 CliResult Trace(const TempDir& dir, const std::string& store, const std::vector<std::string>& args,
                 const std::string& prefix = "") {
-  std::string cmd = prefix + ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") +
-                    " --store " + ShellQuote(store);
-  for (const auto& a : args) cmd += " " + ShellQuote(a);
-  cmd += " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
-  int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadWholeFile(dir.file("stdout"));
-  r.err = ReadWholeFile(dir.file("stderr"));
-  return r;
+  std::vector<std::string> all = {"--store", store};
+  all.insert(all.end(), args.begin(), args.end());
+  return ::trace::testing::RunTrace(dir, all, prefix);
 }
 
 size_t Lines(const std::string& s) {

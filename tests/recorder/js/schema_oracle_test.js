@@ -5,8 +5,8 @@
 // Seeded random schemas over the supported keywords; for each, valid instances and
 // mutations of them (keys swapped or dropped or added, values out of range, wrong types,
 // strings too long, separators changed), written in the grammar's formatting. For every
-// string the truth is: Ajv validates it, it is written in the canonical formatting, and its
-// object keys follow the schema's order. Checked:
+// string the truth is: it holds no lone surrogate, Ajv validates it, it is written in the
+// canonical formatting, and its object keys follow the schema's order. Checked:
 //  - ours == truth, always;
 //  - ours == xgrammar wherever xgrammar == truth (where xgrammar is wrong, the class of the
 //    case is counted and printed);
@@ -253,6 +253,18 @@ function normalizeNumbers(text) {
   return out;
 }
 
+// Whether every string and key in `v` is well-formed UTF-16: a lone surrogate ("\ude00",
+// what slicing "😀" leaves) is JSON by RFC 8259's grammar but refused by I-JSON (RFC 7493)
+// and by many parsers (nlohmann, which reads tool-call arguments here; xgrammar agrees),
+// so the grammar does not produce one.
+function wellFormed(v) {
+  const ok = (s) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+  if (typeof v === "string") return ok(v);
+  if (Array.isArray(v)) return v.every(wellFormed);
+  if (v && typeof v === "object") return Object.entries(v).every(([k, x]) => ok(k) && wellFormed(x));
+  return true;
+}
+
 function truth(text, schema, ajv) {
   let v;
   try {
@@ -260,7 +272,7 @@ function truth(text, schema, ajv) {
   } catch (e) {
     return false;
   }
-  return ajv.validate(schema, v) && write(v) === normalizeNumbers(text) &&
+  return wellFormed(v) && ajv.validate(schema, v) && write(v) === normalizeNumbers(text) &&
          orderOk(v, schema, schema, ajv);
 }
 

@@ -1,0 +1,59 @@
+// The throughput measurement that `trace bench throughput` and bench/engine share, and the
+// seeded random stream every bench draws from.
+//
+// Ownership: the caller owns the engine; Measure creates and frees its own sequences.
+// Thread safety: none (one engine, one caller). Errors: Measure returns the engine's.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+
+namespace trace::bench {
+
+// SplitMix64: a portable, seedable stream (std:: distributions differ between libraries), so
+// a bench run is itself reproducible from its seed.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [lo, hi] (hi >= lo); the modulo bias is irrelevant here.
+  int64_t Uniform(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// The first index of the largest logit (-1 for an empty row; NaN never wins).
+int32_t Argmax(std::span<const float> logits);
+
+struct Timing {
+  double prefill_seconds = 0, decode_seconds = 0;
+  double prefill_tps = 0, decode_tps = 0;  // tokens per second (all sequences together)
+};
+
+// One measurement: `prompts.size()` sequences prefilled with their prompts in one Forward,
+// then `decode_tokens` greedy decode steps of all of them together. Only Forward is timed.
+Status Measure(engine::Engine* engine, const std::vector<std::vector<int32_t>>& prompts,
+               int decode_tokens, Timing* t);
+
+// Flops of one prefill token through every layer's matrices (2 per weight element: the
+// LM head and attention's score work are not counted), and the bytes of weights one decode
+// step reads (every layer matrix plus the LM head, as stored).
+struct ModelCost {
+  double flops_per_prefill_token = 0;
+  double bytes_per_decode_step = 0;
+};
+ModelCost CostOf(const engine::Model& model);
+
+}  // namespace trace::bench

@@ -1,0 +1,264 @@
+// AVX-512 canonical MatMul. Vectorised across 32 output columns (two 16-wide registers),
+// R <= 8 rows of x per micro-tile: every register element is one (row, column) lane chain of
+// the contract, visited in increasing k (canonical::ChainStep with avx512::Arith), and the
+// 32 lanes fold left to right (canonical::FoldStep, AddBias). So it equals
+// ref::MatMulCanonical and avx2::MatMulCanonical bit for bit, for every M, column range and
+// thread count; only the schedule differs:
+// - Prefill (M > 1): a panel of 32 columns is packed once into f32 [K][32] (kInterleaved32
+//   weights are converted in place when a single micro-tile of rows would use them) and
+//   reused by every micro-tile of a block of rows sized to stay in L2. The micro-tile runs
+//   lane by lane (lane l's blocks l, l + 32, ... then its fold step), so it needs no array
+//   of 32 partial sums: 2R accumulator registers and 2R running totals.
+// - Decode (M == 1) on kInterleaved32 weights: 4 groups of 32 columns at once (8 independent
+//   chains), each group one sequential stream read exactly once, with software prefetch.
+// Fast numerics stays on avx2::MatMulFast (a conventional order; not part of this file).
+// Shapes: x [M, K], w [N, K] bf16|f16|f32, y [M, N]; a column range [n_begin, n_end) from
+// the dispatch (n_begin a multiple of 32). Check: ctest -R 'KernelsMatMul'.
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/avx512_common.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace trace::kernels::avx512 {
+namespace {
+
+constexpr int kPanelCols = 32;  // columns per panel: two registers, one interleaved group
+constexpr int kMaxRows = 8;     // rows of x per micro-tile (2 * 8 accumulators + 2 * 8 totals)
+constexpr int64_t kDecodePrefetchRows = 16;  // k rows ahead that the decode stream prefetches
+
+template <DType D>
+using WeightT = std::conditional_t<D == DType::kF32, float, uint16_t>;
+
+// Masks of the live columns of a panel's two registers.
+inline void ColumnMasks(int64_t ncols, __mmask16 mask[2]) {
+  for (int c = 0; c < 2; ++c) {
+    const int64_t live = std::clamp<int64_t>(ncols - 16 * c, 0, 16);
+    mask[c] = static_cast<__mmask16>((1u << live) - 1u);
+  }
+}
+
+// y[r, 0 .. ncols) for R rows of x (row stride K) against one panel: element (k, c) at
+// panel[k * 32 + c] in dtype PD (a packed f32 panel, or kInterleaved32 weights in place).
+template <DType PD, int R>
+void MicroTile(const float* x, int64_t K, const void* panel, const float* bias, int64_t ncols,
+               float* y, int64_t ldy) {
+  __m512 total[R][2];
+  const int64_t n_blocks = canonical::NumBlocks(K);
+  for (int lane = 0; lane < canonical::kLanes; ++lane) {
+    __m512 acc[R][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t b = lane; b < n_blocks; b += canonical::kLanes) {
+      const int64_t k_end = canonical::BlockEnd(b, K);
+      for (int64_t k = canonical::BlockBegin(b); k < k_end; ++k) {
+        const __m512 w0 = LoadWeights16<PD>(panel, k * kPanelCols);
+        const __m512 w1 = LoadWeights16<PD>(panel, k * kPanelCols + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const __m512 xv = _mm512_set1_ps(x[r * K + k]);
+          acc[r][0] = canonical::ChainStep<Arith>(acc[r][0], xv, w0);
+          acc[r][1] = canonical::ChainStep<Arith>(acc[r][1], xv, w1);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < 2; ++c) {
+        total[r][c] = lane == 0 ? acc[r][c] : canonical::FoldStep<Arith>(total[r][c], acc[r][c]);
+      }
+    }
+  }
+  __mmask16 mask[2];
+  ColumnMasks(ncols, mask);
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < 2; ++c) {
+      __m512 v = total[r][c];
+      if (bias != nullptr) {
+        v = canonical::AddBias<Arith>(v, _mm512_maskz_loadu_ps(mask[c], bias + 16 * c));
+      }
+      _mm512_mask_storeu_ps(y + r * ldy + 16 * c, mask[c], v);
+    }
+  }
+}
+
+template <DType PD>
+void RunRows(int rows, const float* x, int64_t K, const void* panel, const float* bias,
+             int64_t ncols, float* y, int64_t ldy) {
+  switch (rows) {
+    case 1:
+      return MicroTile<PD, 1>(x, K, panel, bias, ncols, y, ldy);
+    case 2:
+      return MicroTile<PD, 2>(x, K, panel, bias, ncols, y, ldy);
+    case 3:
+      return MicroTile<PD, 3>(x, K, panel, bias, ncols, y, ldy);
+    case 4:
+      return MicroTile<PD, 4>(x, K, panel, bias, ncols, y, ldy);
+    case 5:
+      return MicroTile<PD, 5>(x, K, panel, bias, ncols, y, ldy);
+    case 6:
+      return MicroTile<PD, 6>(x, K, panel, bias, ncols, y, ldy);
+    case 7:
+      return MicroTile<PD, 7>(x, K, panel, bias, ncols, y, ldy);
+    default:
+      return MicroTile<PD, 8>(x, K, panel, bias, ncols, y, ldy);
+  }
+}
+
+// Packs columns [n0, n0 + ncols) of `w` into f32 panel[k * 32 + c] (zeros past ncols).
+template <DType D>
+void PackPanel(const WeightView& w, int64_t n0, int64_t ncols, float* panel) {
+  const int64_t K = w.cols;
+  if (w.layout == WeightLayout::kInterleaved32) {
+    // The group is already [K][32] (its missing columns are zero): convert in order.
+    const auto* group = static_cast<const WeightT<D>*>(w.data) + n0 * K;
+    for (int64_t k = 0; k < K; ++k) {
+      _mm512_store_ps(panel + k * kPanelCols, LoadWeights16<D>(group, k * kPanelCols));
+      _mm512_store_ps(panel + k * kPanelCols + 16, LoadWeights16<D>(group, k * kPanelCols + 16));
+    }
+    return;
+  }
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(K));
+  for (int64_t c = 0; c < kPanelCols; ++c) {
+    if (c < ncols) {
+      WeightRowToF32(w, n0 + c, K, row.data());
+      for (int64_t k = 0; k < K; ++k) panel[k * kPanelCols + c] = row[k];
+    } else {
+      for (int64_t k = 0; k < K; ++k) panel[k * kPanelCols + c] = 0.0f;
+    }
+  }
+}
+
+// Decode: G groups of 32 kInterleaved32 columns (group g at groups + g * K * 32) against one
+// row x. The 32 lanes' partial sums live in `lanes` (L1) so that every group is read in
+// increasing k, once: a block at a time, its lane's 2G accumulators in registers.
+template <DType D, int G>
+void DecodeGroups(const float* x, int64_t K, const WeightT<D>* groups, const float* bias,
+                  int64_t ncols, float* y) {
+  constexpr int V = 2 * G;
+  alignas(64) __m512 lanes[canonical::kLanes][V];
+  for (auto& lane : lanes) {
+    for (auto& v : lane) v = _mm512_setzero_ps();
+  }
+  const int64_t group_elems = K * kPanelCols;
+  constexpr int64_t kLineElems = 64 / sizeof(WeightT<D>);
+  const int64_t n_blocks = canonical::NumBlocks(K);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    __m512 acc[V];
+    const int lane = canonical::LaneOfBlock(b);
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[v] = lanes[lane][v];
+    const int64_t k_end = canonical::BlockEnd(b, K);
+    for (int64_t k = canonical::BlockBegin(b); k < k_end; ++k) {
+      const __m512 xv = _mm512_set1_ps(x[k]);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        const WeightT<D>* base = groups + g * group_elems + k * kPanelCols;
+        for (int64_t e = 0; e < kPanelCols; e += kLineElems) {
+          _mm_prefetch(reinterpret_cast<const char*>(base + kDecodePrefetchRows * kPanelCols + e),
+                       _MM_HINT_T0);
+        }
+        acc[2 * g] = canonical::ChainStep<Arith>(acc[2 * g], xv, LoadWeights16<D>(base, 0));
+        acc[2 * g + 1] =
+            canonical::ChainStep<Arith>(acc[2 * g + 1], xv, LoadWeights16<D>(base, 16));
+      }
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) lanes[lane][v] = acc[v];
+  }
+  for (int g = 0; g < G; ++g) {
+    __mmask16 mask[2];
+    ColumnMasks(ncols - g * kPanelCols, mask);
+    for (int c = 0; c < 2; ++c) {
+      __m512 sum = lanes[0][2 * g + c];
+      for (int l = 1; l < canonical::kLanes; ++l) {
+        sum = canonical::FoldStep<Arith>(sum, lanes[l][2 * g + c]);
+      }
+      const int64_t col = g * kPanelCols + 16 * c;
+      if (bias != nullptr) {
+        sum = canonical::AddBias<Arith>(sum, _mm512_maskz_loadu_ps(mask[c], bias + col));
+      }
+      _mm512_mask_storeu_ps(y + col, mask[c], sum);
+    }
+  }
+}
+
+// Rows of x per row block: the block (block * K floats) stays in about 1 MiB of L2 while
+// each packed panel (K * 32 floats) is reused by all of its micro-tiles.
+int64_t RowsPerBlock(int64_t K) {
+  const int64_t rows = (1024 * 1024) / std::max<int64_t>(1, K * 4);
+  return std::max<int64_t>(kMaxRows, rows / kMaxRows * kMaxRows);
+}
+
+struct AlignedFree {
+  void operator()(float* p) const { std::free(p); }
+};
+
+// A thread's panel buffer, 64-byte aligned, at least `floats` long.
+float* PanelBuffer(int64_t floats) {
+  thread_local std::unique_ptr<float, AlignedFree> buffer;
+  thread_local int64_t capacity = 0;
+  if (floats > capacity) {
+    const size_t bytes = static_cast<size_t>((floats * 4 + 63) / 64 * 64);
+    buffer.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    capacity = floats;
+  }
+  return buffer.get();
+}
+
+template <DType D>
+void CanonicalTyped(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                    int64_t n_begin, int64_t n_end) {
+  const int64_t K = w.cols;
+  const int64_t N = w.rows;
+  const bool interleaved = w.layout == WeightLayout::kInterleaved32;
+  if (interleaved && M == 1) {
+    const auto* data = static_cast<const WeightT<D>*>(w.data);
+    int64_t n0 = n_begin;
+    constexpr int G = 4;
+    for (; n0 + G * kPanelCols <= n_end; n0 += G * kPanelCols) {
+      DecodeGroups<D, G>(x, K, data + n0 * K, bias ? bias + n0 : nullptr, G * kPanelCols, y + n0);
+    }
+    for (; n0 < n_end; n0 += kPanelCols) {
+      DecodeGroups<D, 1>(x, K, data + n0 * K, bias ? bias + n0 : nullptr,
+                         std::min<int64_t>(kPanelCols, n_end - n0), y + n0);
+    }
+    return;
+  }
+  if (interleaved && M <= kMaxRows) {
+    // One micro-tile of rows per panel: packing would cost as much as it saves.
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanelCols) {
+      RunRows<D>(static_cast<int>(M), x, K, static_cast<const WeightT<D>*>(w.data) + n0 * K,
+                 bias ? bias + n0 : nullptr, std::min<int64_t>(kPanelCols, n_end - n0), y + n0, N);
+    }
+    return;
+  }
+  float* panel = PanelBuffer(K * kPanelCols);
+  const int64_t block = RowsPerBlock(K);
+  for (int64_t m0 = 0; m0 < M; m0 += block) {
+    const int64_t m_end = std::min(M, m0 + block);
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanelCols) {
+      const int64_t ncols = std::min<int64_t>(kPanelCols, n_end - n0);
+      PackPanel<D>(w, n0, ncols, panel);
+      const float* bias_n = bias ? bias + n0 : nullptr;
+      for (int64_t m = m0; m < m_end; m += kMaxRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, m_end - m));
+        RunRows<DType::kF32>(rows, x + m * K, K, panel, bias_n, ncols, y + m * N + n0, N);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                     int64_t n_begin, int64_t n_end) {
+  WithDType(w.dtype,
+            [&](auto d) { CanonicalTyped<decltype(d)::value>(x, M, w, bias, y, n_begin, n_end); });
+}
+
+}  // namespace trace::kernels::avx512

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of trace's parsers with libFuzzer (docs/fuzzing.md).
+#
+#   scripts/fuzz.sh [--minutes N | --runs N] [--keep-going] [--build-dir DIR]
+#                   [--build-only | --no-build] [TARGET...]
+#
+# Builds every fuzz target of tests/fuzz/ with clang, libFuzzer and ASan+UBSan into its own
+# build folder (default build-fuzz/), then fuzzes each TARGET (default: all) in turn for N
+# minutes (default 10) or for exactly N inputs (--runs: the same work on any machine),
+# starting from its seeds (tests/fuzz/corpus/TARGET/ and the seeds
+# the target computes) and the corpus earlier runs grew (DIR/fuzz-corpus/TARGET/). Prints
+# executions, speed, corpus size and findings per target; a finding is saved in
+# DIR/fuzz-findings/TARGET/ (replay it: DIR/tests/fuzz/TARGET FILE). Exit 1 when any target
+# found something; --keep-going goes on after a finding (libFuzzer's fork mode), to fuzz
+# past a known bug not fixed yet. Needs Debian's clang-14 and libclang-rt-14-dev (CI does
+# not: it replays the same targets' seeds and corpora as ctests built with g++).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+minutes=10
+runs=0
+build_dir=build-fuzz
+build=1
+run=1
+keep_going=0
+targets=()
+while (($#)); do
+  case "$1" in
+    --minutes) minutes="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    --build-dir) build_dir="$2"; shift 2 ;;
+    --no-build) build=0; shift ;;
+    --build-only) run=0; shift ;;
+    --keep-going) keep_going=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+# libFuzzer reads -max_total_time=0 as "no limit": refuse 0 rather than run forever.
+if ! [[ "$minutes" =~ ^[0-9]+([.][0-9]+)?$ ]] || awk -v m="$minutes" 'BEGIN { exit !(m * 60 < 1) }'; then
+  echo "fuzz.sh: --minutes takes a positive number (at least 1 s), got '$minutes'" >&2
+  exit 2
+fi
+
+if ! [[ "$runs" =~ ^[0-9]+$ ]]; then
+  echo "fuzz.sh: --runs takes a whole number, got '$runs'" >&2
+  exit 2
+fi
+if ((runs > 0)); then
+  budget=(-runs="$runs")
+  what="$runs runs"
+else
+  budget=(-max_total_time="$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }')")
+  what="$minutes min"
+fi
+
+all=()
+for f in tests/fuzz/*_fuzz.cc; do all+=("$(basename "$f" .cc)"); done
+if ((${#targets[@]} == 0)); then targets=("${all[@]}"); fi
+for t in "${targets[@]}"; do
+  if [[ ! -f tests/fuzz/$t.cc ]]; then
+    echo "fuzz.sh: no fuzz target '$t' (targets: ${all[*]})" >&2
+    exit 2
+  fi
+done
+
+cc=$(command -v clang-14 || command -v clang || true)
+cxx=$(command -v clang++-14 || command -v clang++ || true)
+if [[ -z "$cxx" || -z "$cc" ]] ||
+  ! echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' |
+    "$cxx" -x c++ -fsanitize=fuzzer,address,undefined - -o /dev/null 2>/dev/null; then
+  echo "fuzz.sh: needs clang with libFuzzer: sudo apt-get install clang-14 libclang-rt-14-dev" >&2
+  exit 2
+fi
+
+if ((build)); then
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  echo "fuzz.sh: building the fuzz targets in $build_dir (clang, libFuzzer, ASan+UBSan)"
+  CC="$cc" CXX="$cxx" cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTRACE_LIBFUZZER=ON -DTRACE_SANITIZE=address,undefined -DTRACE_CUDA=OFF \
+    -DTRACE_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
+  cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}"
+fi
+
+((run)) || exit 0
+
+status=0
+summary=()
+for t in "${targets[@]}"; do
+  work="$build_dir/fuzz-corpus/$t"
+  findings="$build_dir/fuzz-findings/$t"
+  log="$build_dir/fuzz-logs/$t.log"
+  mkdir -p "$work" "$findings" "$(dirname "$log")"
+  args=("$work")
+  [[ -d tests/fuzz/corpus/$t ]] && args+=("tests/fuzz/corpus/$t")
+  [[ -f tests/fuzz/dict/$t.dict ]] && args+=("-dict=tests/fuzz/dict/$t.dict")
+  ((keep_going)) && args+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+  before=$(find "$findings" -type f | wc -l)
+  echo "fuzz.sh: $t for $what (log: $log)"
+  rc=0
+  # New inputs go into the first corpus folder ($work); the checked-in seeds stay as they are.
+  TRACE_FUZZ_SEED_DIR="$work" "$build_dir/tests/fuzz/$t" "${args[@]}" \
+    "${budget[@]}" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+    -artifact_prefix="$findings/" >"$log" 2>&1 || rc=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  if [[ -z "$execs" ]]; then  # fork mode: "#EXECS: cov: ... exec/s: RATE ..." lines
+    execs=$(sed -n 's/^#\([0-9]*\): cov:.*/\1/p' "$log" | tail -1)
+    rate=$(sed -n 's/^#[0-9]*: cov:.* exec\/s: \([0-9]*\).*/\1/p' "$log" | tail -1)
+  fi
+  after=$(find "$findings" -type f | wc -l)
+  corpus=$(find "$work" -type f | wc -l)
+  line=$(printf '%-24s %12s execs %8s/s  corpus %6s  findings %s' "$t" "${execs:-?}" \
+    "${rate:-?}" "$corpus" "$((after - before))")
+  if ((rc != 0 || after > before)); then
+    status=1
+    line+="  FAILED (exit $rc): $(grep -m1 -E '^SUMMARY|^fuzz target:|==ERROR' "$log" || true)"
+  fi
+  echo "$line"
+  summary+=("$line")
+done
+echo
+echo "fuzz.sh: summary ($what per target)"
+printf '%s\n' "${summary[@]}"
+exit "$status"
