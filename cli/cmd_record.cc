@@ -69,13 +69,18 @@ void Setup(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "record",
       "Serve the model on 127.0.0.1, run CMD against it (OPENAI_BASE_URL, OPENAI_API_KEY,\n"
-      "TRACE_RUN_ID, TRACE_ENDPOINT set) and record the run. Exits with CMD's status.");
+      "ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, TRACE_RUN_ID, TRACE_ENDPOINT set) and record the\n"
+      "run. Serves OpenAI Chat Completions, Completions and Responses and Anthropic Messages.\n"
+      "Exits with CMD's status.");
   cmd->add_option("--model", args->engine.model_dir,
                   "Model folder (default: the built-in demo model)")
       ->type_name("DIR");
-  cmd->add_option("--upstream", args->engine.upstream,
-                  "Forward to this OpenAI-compatible base URL (http://host:port/v1) instead of\n"
-                  "the local engine; upstream key from $TRACE_UPSTREAM_API_KEY")
+  cmd->add_option(
+         "--upstream", args->engine.upstream,
+         "Forward to this base URL (https://api.openai.com/v1, https://api.anthropic.com/v1,\n"
+         "any compatible http://host:port/v1) instead of the local engine. Key from\n"
+         "$TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY (by API);\n"
+         "never recorded")
       ->type_name("URL");
   cmd->add_option("--label", args->label, "A label stored with the run");
   cmd->add_option("--seed", args->seed, "Run seed for calls without a request seed");

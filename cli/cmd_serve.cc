@@ -71,12 +71,17 @@ int Run(const ServeArgs& a) {
 void Setup(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand(
-      "serve", "Serve the OpenAI-compatible API (and the trace event API) until Ctrl-C.");
+      "serve",
+      "Serve the model API (OpenAI Chat Completions, Completions and Responses; Anthropic\n"
+      "Messages) and the trace event API until Ctrl-C.");
   cmd->add_option("--model", args->model_dir, "Model folder (default: the built-in demo model)")
       ->type_name("DIR");
-  cmd->add_option("--upstream", args->upstream,
-                  "Forward to this OpenAI-compatible base URL (http://host:port/v1) instead of\n"
-                  "the local engine; upstream key from $TRACE_UPSTREAM_API_KEY")
+  cmd->add_option(
+         "--upstream", args->upstream,
+         "Forward to this base URL (https://api.openai.com/v1, https://api.anthropic.com/v1,\n"
+         "any compatible http://host:port/v1) instead of the local engine. Key from\n"
+         "$TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY (by API);\n"
+         "never recorded")
       ->type_name("URL");
   cmd->add_option("--host", args->host,
                   "Address to listen on (default 127.0.0.1). Requests must name a loopback\n"

@@ -65,11 +65,21 @@ std::vector<std::string> Describe(const proto::Event& e, size_t width) {
   switch (e.kind_case()) {
     case proto::Event::kLlmCall: {
       const auto& c = e.llm_call();
-      std::snprintf(buf, sizeof buf,
-                    "%s  prompt %d tok, sampled %d tok (%s), T=%g seed %" PRIu64 ", batch %d, %s",
-                    c.endpoint().c_str(), c.prompt_token_ids_size(), c.token_ids_size(),
-                    c.finish_reason().empty() ? "-" : c.finish_reason().c_str(),
-                    c.params().temperature(), c.seed_used(), c.batch_size(), c.numerics().c_str());
+      if (!c.upstream().empty()) {
+        // Answered by an upstream: its usage, no token ids.
+        std::snprintf(
+            buf, sizeof buf, "%s  upstream %s, %" PRId64 " in / %" PRId64 " out tok (%s)%s",
+            c.endpoint().c_str(), c.upstream().c_str(), c.usage().input_tokens(),
+            c.usage().output_tokens(), c.finish_reason().empty() ? "-" : c.finish_reason().c_str(),
+            c.stream() ? ", streamed" : "");
+      } else {
+        std::snprintf(buf, sizeof buf,
+                      "%s  prompt %d tok, sampled %d tok (%s), T=%g seed %" PRIu64 ", batch %d, %s",
+                      c.endpoint().c_str(), c.prompt_token_ids_size(), c.token_ids_size(),
+                      c.finish_reason().empty() ? "-" : c.finish_reason().c_str(),
+                      c.params().temperature(), c.seed_used(), c.batch_size(),
+                      c.numerics().c_str());
+      }
       lines.push_back(buf);
       if (c.http_status() != 0 && c.http_status() != 200) {
         lines.push_back("error " + std::to_string(c.http_status()) + ": " +
@@ -135,6 +145,11 @@ nlohmann::json EventSummaryJson(const proto::Event& e, int64_t start_ns) {
     case proto::Event::kLlmCall: {
       const auto& c = e.llm_call();
       j["endpoint"] = c.endpoint();
+      j["api"] = c.api();
+      j["upstream"] = c.upstream();
+      j["usage"] = {{"input_tokens", c.usage().input_tokens()},
+                    {"output_tokens", c.usage().output_tokens()},
+                    {"cached_input_tokens", c.usage().cached_input_tokens()}};
       j["prompt_tokens"] = c.prompt_token_ids_size();
       j["sampled_tokens"] = c.token_ids_size();
       j["finish_reason"] = c.finish_reason();

@@ -263,6 +263,7 @@ std::map<std::string, std::string> AllowListedEnvironment(char** envp) {
                                                "PWD",
                                                "OPENAI_BASE_URL",
                                                "OPENAI_MODEL",
+                                               "ANTHROPIC_BASE_URL",
                                                "PATH"};
   std::map<std::string, std::string> out;
   for (char** e = envp; e && *e; ++e) {

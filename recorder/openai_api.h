@@ -1,7 +1,8 @@
-// The OpenAI-compatible wire formats in one include: the internal model call
-// (api/model_call.h), Chat Completions (api/openai_chat.h), legacy Completions
-// (api/openai_completions.h), the chat template's view of a request
-// (api/template_input.h) and Qwen tool-call extraction (api/qwen_tool_calls.h).
+// The wire formats in one include: the internal model call (api/model_call.h), OpenAI Chat
+// Completions (api/openai_chat.h), legacy Completions (api/openai_completions.h) and
+// Responses (api/openai_responses.h), Anthropic Messages (api/anthropic_messages.h), the
+// chat template's view of a request (api/template_input.h) and Qwen tool-call extraction
+// (api/qwen_tool_calls.h).
 //
 // Ownership, thread safety and errors: as in those headers (values; reentrant; a bad
 // request is an ApiError, nothing throws).
@@ -10,10 +11,12 @@
 #include <string_view>
 #include <variant>
 
+#include "recorder/api/anthropic_messages.h"
 #include "recorder/api/model_call.h"
 #include "recorder/api/openai_chat.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/openai_completions.h"
+#include "recorder/api/openai_responses.h"
 #include "recorder/api/qwen_tool_calls.h"
 #include "recorder/api/template_input.h"
 

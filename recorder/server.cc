@@ -1,7 +1,8 @@
 // The Server: one HttpFrontend with either the local engine's model API or the upstream
 // proxy, and the trace event API. The parts live in recorder/server/: frontend (sockets,
-// auth, rejected requests), local_engine + local_stream (chat/completions on the engine),
-// call_recording (what a model call appends to the run), upstream_proxy, event_api,
+// auth, rejected requests), local_engine + local_stream (every wire format on the engine),
+// response_store (Responses' conversation state), call_recording (what a model call
+// appends to the run), upstream_proxy + upstream_relay + upstream_pool, event_api,
 // fingerprint (run header facts), http_util.
 #include "recorder/server.h"
 

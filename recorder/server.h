@@ -1,14 +1,16 @@
-// The recorder's HTTP server: the OpenAI-compatible API (POST /v1/chat/completions,
-// POST /v1/completions, GET /v1/models[/{id}], GET /health) served by the local engine through
-// the continuous-batching scheduler, or forwarded to an upstream OpenAI-compatible
-// server; and the trace event API (POST /trace/v1/events, GET /trace/v1/clock,
-// POST /trace/v1/flush). With a RunLog attached, everything it serves is recorded.
+// The recorder's HTTP server: the model API in three wire formats (OpenAI: POST
+// /v1/chat/completions, /v1/completions, /v1/responses and GET|DELETE /v1/responses/{id};
+// Anthropic: POST /v1/messages and /messages; GET /v1/models[/{id}], GET /health) served by
+// the local engine through the continuous-batching scheduler, or forwarded to an upstream
+// (OpenAI, Anthropic or a compatible server); and the trace event API (POST
+// /trace/v1/events, GET /trace/v1/clock, POST /trace/v1/flush). With a RunLog attached,
+// everything it serves is recorded.
 //
 // Ownership: a Server owns its backend (model, tokenizer, template, scheduler) and its
 // listening thread; the RunLog is borrowed and must outlive Stop(). Thread safety: Start,
 // Stop and the accessors are for the owning thread; requests are handled concurrently
 // on an internal thread pool. Errors: Start fails with IOError naming host:port; request
-// errors are answered with OpenAI-style error bodies and never stop the server.
+// errors are answered with error bodies in the API's shape and never stop the server.
 #pragma once
 
 #include <cstdint>
@@ -97,8 +99,9 @@ class Server {
  public:
   virtual ~Server() = default;  // stops if running
   static std::unique_ptr<Server> CreateLocal(LocalBackend backend, const ServerOptions& options);
-  // Forwards /v1/* to `upstream_base_url` (e.g. "http://127.0.0.1:8000/v1"), recording
-  // requests and responses as given, streaming included.
+  // Forwards the model API to `upstream_base_url` (e.g. "https://api.openai.com/v1",
+  // "https://api.anthropic.com/v1"), recording requests and responses as given, streaming
+  // included (recorder/server/upstream_proxy.h).
   static Result<std::unique_ptr<Server>> CreateProxy(const std::string& upstream_base_url,
                                                      const ServerOptions& options);
 

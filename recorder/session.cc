@@ -136,8 +136,13 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
 
   ChildOptions co;
   co.argv = argv;
+  // OpenAI's SDKs append /chat/completions (or /responses) to their base URL, Anthropic's
+  // append /v1/messages; the Vercel AI SDK's Anthropic provider appends /messages, which the
+  // server serves too.
   co.extra_env = {{"OPENAI_BASE_URL", server->origin() + "/v1"},
                   {"OPENAI_API_KEY", so.api_key},
+                  {"ANTHROPIC_BASE_URL", server->origin()},
+                  {"ANTHROPIC_API_KEY", so.api_key},
                   {"TRACE_RUN_ID", log.run_id()},
                   {"TRACE_ENDPOINT", server->origin()}};
   if (!model_name.empty()) co.extra_env["OPENAI_MODEL"] = model_name;

@@ -11,6 +11,15 @@
 namespace trace::replayer {
 namespace {
 
+// Recorded JSON that came from outside (an upstream's answer is recorded as it arrived and
+// may nest arbitrarily deep): values nested deeper than 256 levels are dropped while
+// parsing (iteratively), so the recursive walks and dumps below cannot overflow the stack.
+nlohmann::json ParseRecorded(const std::string& text) {
+  return nlohmann::json::parse(
+      text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) { return depth < 256; },
+      /*allow_exceptions=*/false);
+}
+
 using proto::Event;
 
 std::string KindName(const Event& e) {
@@ -61,11 +70,84 @@ bool SamePrompt(const proto::LlmCall& a, const proto::LlmCall& b) {
                     b.prompt_token_ids().begin(), b.prompt_token_ids().end());
 }
 
+// Calls answered by an upstream model carry no token ids: they are compared by what was
+// exchanged, the request body and the answer. Ids an upstream assigns (response, item and
+// tool-call ids) differ from run to run and come back in later requests
+// (previous_response_id, tool_call_id): each is replaced by its place of first appearance in
+// its run ("<id 3>"), so two runs that asked the same things in the same order compare
+// equal.
+bool ExchangeOnly(const proto::LlmCall& c) {
+  return c.prompt_token_ids_size() == 0 && c.token_ids_size() == 0;
+}
+
+class Exchanges {
+ public:
+  void AddRun(const std::vector<Event>& events) {
+    std::map<std::string, std::string> ids;
+    for (const Event& e : events) {
+      if (!e.has_llm_call() || !ExchangeOnly(e.llm_call())) continue;
+      const proto::LlmCall& c = e.llm_call();
+      nlohmann::json req = ParseRecorded(c.request_json());
+      requests_[&c] = req.is_discarded() ? c.request_json() : Replace(req, ids).dump(2);
+      nlohmann::json res = ParseRecorded(c.response_json());
+      if (!res.is_discarded()) Collect(res, &ids);
+    }
+  }
+  // The request with upstream ids replaced; empty for calls the engine served.
+  const std::string& Request(const proto::LlmCall& c) const {
+    static const std::string kNone;
+    auto it = requests_.find(&c);
+    return it == requests_.end() ? kNone : it->second;
+  }
+
+ private:
+  static void Collect(const nlohmann::json& j, std::map<std::string, std::string>* ids) {
+    if (j.is_array()) {
+      for (const auto& v : j) Collect(v, ids);
+    } else if (j.is_object()) {
+      for (const auto& [k, v] : j.items()) {
+        if (v.is_string() && (k == "id" || k == "call_id") && !ids->count(v)) {
+          (*ids)[v.get<std::string>()] = "<id " + std::to_string(ids->size() + 1) + ">";
+        } else {
+          Collect(v, ids);
+        }
+      }
+    }
+  }
+  static nlohmann::json Replace(nlohmann::json j, const std::map<std::string, std::string>& ids) {
+    if (j.is_string()) {
+      auto it = ids.find(j.get<std::string>());
+      return it == ids.end() ? j : nlohmann::json(it->second);
+    }
+    if (j.is_array() || j.is_object()) {
+      for (auto& v : j) v = Replace(std::move(v), ids);
+    }
+    return j;
+  }
+
+  std::map<const proto::LlmCall*, std::string> requests_;
+};
+
 bool SameOutput(const proto::LlmCall& a, const proto::LlmCall& b) {
   return std::equal(a.token_ids().begin(), a.token_ids().end(), b.token_ids().begin(),
                     b.token_ids().end()) &&
          std::equal(a.logits_digests().begin(), a.logits_digests().end(),
-                    b.logits_digests().begin(), b.logits_digests().end());
+                    b.logits_digests().begin(), b.logits_digests().end()) &&
+         (!ExchangeOnly(a) || !ExchangeOnly(b) ||
+          (a.output_text() == b.output_text() && a.finish_reason() == b.finish_reason()));
+}
+
+bool SameRequest(const proto::LlmCall& a, const proto::LlmCall& b, const Exchanges& ex) {
+  if (ExchangeOnly(a) && ExchangeOnly(b)) return ex.Request(a) == ex.Request(b);
+  return SamePrompt(a, b);
+}
+
+// The "model" field an upstream answered with ("gpt-4o-2024-08-06"); empty if none.
+std::string ResponseModel(const proto::LlmCall& c) {
+  nlohmann::json r = ParseRecorded(c.response_json());
+  return r.is_object() && r.contains("model") && r["model"].is_string()
+             ? r["model"].get<std::string>()
+             : "";
 }
 
 std::vector<FieldDifference> ParamDifferences(const proto::LlmCall& a, const proto::LlmCall& b) {
@@ -88,11 +170,12 @@ std::vector<FieldDifference> ParamDifferences(const proto::LlmCall& a, const pro
 }
 
 // Semantic equality: what the run depended on or produced, not when or how fast.
-bool SameEvent(const Event& a, const Event& b) {
+bool SameEvent(const Event& a, const Event& b, const Exchanges& ex) {
   if (a.kind_case() != b.kind_case()) return false;
   switch (a.kind_case()) {
     case Event::kLlmCall:
-      return SamePrompt(a.llm_call(), b.llm_call()) && SameOutput(a.llm_call(), b.llm_call()) &&
+      return SameRequest(a.llm_call(), b.llm_call(), ex) &&
+             SameOutput(a.llm_call(), b.llm_call()) &&
              ParamDifferences(a.llm_call(), b.llm_call()).empty();
     case Event::kToolCall:
       return a.tool_call().name() == b.tool_call().name() &&
@@ -123,7 +206,7 @@ bool SameEvent(const Event& a, const Event& b) {
   }
 }
 
-std::string Describe(const Event& a, const Event& b) {
+std::string Describe(const Event& a, const Event& b, const Exchanges& ex) {
   std::ostringstream o;
   switch (a.kind_case()) {
     case Event::kLlmCall: {
@@ -133,6 +216,10 @@ std::string Describe(const Event& a, const Event& b) {
       if (!params.empty()) {
         o << "params differ: " << params[0].field << " " << params[0].recorded << " vs "
           << params[0].current;
+      } else if (ExchangeOnly(x) && ExchangeOnly(y)) {
+        o << (SameRequest(x, y, ex) ? "same request to the upstream, the answers differ: \""
+                                    : "the requests differ; answers \"")
+          << Clip(x.output_text()) << "\" vs \"" << Clip(y.output_text()) << "\"";
       } else if (!SamePrompt(x, y)) {
         o << "prompts differ (" << x.prompt_token_ids_size() << " vs " << y.prompt_token_ids_size()
           << " tokens)";
@@ -190,7 +277,7 @@ std::string RenderedPrompt(const proto::LlmCall& c, const engine::Tokenizer* tok
 }
 
 CallDifference DiffCall(int number, const Event& ea, const Event& eb,
-                        const engine::Tokenizer* tokenizer) {
+                        const engine::Tokenizer* tokenizer, const Exchanges& ex) {
   const auto& a = ea.llm_call();
   const auto& b = eb.llm_call();
   CallDifference d;
@@ -198,6 +285,17 @@ CallDifference DiffCall(int number, const Event& ea, const Event& eb,
   d.seq_a = ea.seq();
   d.seq_b = eb.seq();
   d.params = ParamDifferences(a, b);
+  if (ExchangeOnly(a) && ExchangeOnly(b)) {
+    if (!SameRequest(a, b, ex)) d.request_diff = LineDiff(ex.Request(a), ex.Request(b));
+    if (a.output_text() != b.output_text() || a.finish_reason() != b.finish_reason()) {
+      d.answers_differ = true;
+      d.output_text_a = a.output_text();
+      d.output_text_b = b.output_text();
+    }
+    d.response_model_a = ResponseModel(a);
+    d.response_model_b = ResponseModel(b);
+    return d;
+  }
   int np = std::min(a.prompt_token_ids_size(), b.prompt_token_ids_size());
   for (int i = 0; i <= np; ++i) {
     bool end_a = i == a.prompt_token_ids_size(), end_b = i == b.prompt_token_ids_size();
@@ -269,13 +367,13 @@ std::map<Event::KindCase, std::vector<Pair>> AlignByKind(const std::vector<Event
   return out;
 }
 
-EventDifference MakeDifference(const Pair& p) {
+EventDifference MakeDifference(const Pair& p, const Exchanges& ex) {
   EventDifference d;
   d.kind = KindName(p.a ? *p.a : *p.b);
   d.seq_a = p.a ? p.a->seq() : 0;
   d.seq_b = p.b ? p.b->seq() : 0;
   if (p.a && p.b) {
-    d.description = Describe(*p.a, *p.b);
+    d.description = Describe(*p.a, *p.b, ex);
   } else {
     d.description = std::string("only run ") + (p.a ? "A" : "B") + " has this " + d.kind;
   }
@@ -421,6 +519,10 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
     }
   }
 
+  Exchanges ex;
+  ex.AddRun(ea);
+  ex.AddRun(eb);
+
   // The first differing event, walking both streams in order.
   std::vector<const Event*> sa, sb;
   for (const auto& e : ea) {
@@ -432,13 +534,13 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
   for (size_t i = 0; i < std::max(sa.size(), sb.size()); ++i) {
     const Event* a = i < sa.size() ? sa[i] : nullptr;
     const Event* b = i < sb.size() ? sb[i] : nullptr;
-    if (a && b && SameEvent(*a, *b)) continue;
+    if (a && b && SameEvent(*a, *b, ex)) continue;
     EventDifference d;
     d.seq_a = a ? a->seq() : 0;
     d.seq_b = b ? b->seq() : 0;
     if (a && b && a->kind_case() == b->kind_case()) {
       d.kind = KindName(*a);
-      d.description = Describe(*a, *b);
+      d.description = Describe(*a, *b, ex);
     } else if (a && b) {
       d.kind = KindName(*a) + "/" + KindName(*b);
       d.description = "run A has a " + KindName(*a) + " where run B has a " + KindName(*b);
@@ -480,15 +582,15 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
   int number = 0;
   for (const Pair& p : pairs[Event::kLlmCall]) {
     ++number;
-    if (p.a && p.b && SameEvent(*p.a, *p.b)) continue;
+    if (p.a && p.b && SameEvent(*p.a, *p.b, ex)) continue;
     if (!p.a || !p.b) {
-      diff.other_differences.push_back(MakeDifference(p));
+      diff.other_differences.push_back(MakeDifference(p, ex));
       note_any(p.order());
       earliest_output = std::min(earliest_output, p.order());
       continue;
     }
     note_any(p.order());
-    CallDifference cd = DiffCall(number, *p.a, *p.b, tokenizer);
+    CallDifference cd = DiffCall(number, *p.a, *p.b, tokenizer, ex);
     const std::string where =
         "call " + std::to_string(number) + " (seq " + std::to_string(p.a->seq()) + ")";
     if (!cd.params.empty()) {
@@ -503,15 +605,30 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
       mark(Source::kKernels, where + ": same prompt, params and seed; logits differ from step " +
                                  std::to_string(step));
     }
-    if (cd.first_output_token >= 0) earliest_output = std::min(earliest_output, p.order());
+    if (cd.request_diff.empty() && cd.params.empty() && cd.answers_differ) {
+      // An upstream answered the same request differently: a hosted model's version,
+      // sampling and serving stack cannot be told apart from outside, save its name.
+      if (cd.response_model_a != cd.response_model_b) {
+        mark(Source::kModel, where + ": the upstream answered as " + cd.response_model_a + " vs " +
+                                 cd.response_model_b);
+      } else {
+        mark(Source::kSampling, where +
+                                    ": same request to the upstream, different answer (a hosted "
+                                    "model: its sampling, version and stack cannot be told "
+                                    "apart)");
+      }
+    }
+    if (cd.first_output_token >= 0 || cd.answers_differ) {
+      earliest_output = std::min(earliest_output, p.order());
+    }
     diff.calls.push_back(std::move(cd));
   }
 
   auto collect = [&](Event::KindCase kind, std::vector<EventDifference>* out) {
     std::vector<const Pair*> differing;
     for (const Pair& p : pairs[kind]) {
-      if (p.a && p.b && SameEvent(*p.a, *p.b)) continue;
-      out->push_back(MakeDifference(p));
+      if (p.a && p.b && SameEvent(*p.a, *p.b, ex)) continue;
+      out->push_back(MakeDifference(p, ex));
       differing.push_back(&p);
     }
     return differing;
@@ -536,12 +653,13 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
     auto cb = calls_b.find(p->b->tool_result().call_id());
     bool same_request;
     if (ca != calls_a.end() && cb != calls_b.end()) {
-      same_request = SameEvent(*ca->second, *cb->second);
+      same_request = SameEvent(*ca->second, *cb->second, ex);
     } else {
       same_request = earliest_output > p->order();
     }
     if (same_request) {
-      mark(Source::kTools, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b));
+      mark(Source::kTools,
+           "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b, ex));
     }
   }
   for (const Pair* p : collect(Event::kContextChunk, &diff.context_differences)) {
@@ -550,19 +668,21 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
     bool same_query = p->a->context_chunk().query() == p->b->context_chunk().query() &&
                       (!p->a->context_chunk().query().empty() || earliest_output > p->order());
     if (same_query) {
-      mark(Source::kContext, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b));
+      mark(Source::kContext,
+           "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b, ex));
     }
   }
   for (const Pair* p : collect(Event::kTemplateVar, &diff.template_differences)) {
     note_any(p->order());
     if (p->a && p->b) {
-      mark(Source::kPrompt, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b));
+      mark(Source::kPrompt,
+           "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b, ex));
     }
   }
   for (const Pair* p : collect(Event::kClockRead, &diff.clock_differences)) {
     note_any(p->order());
     if (p->a && p->b) {
-      mark(Source::kTime, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b));
+      mark(Source::kTime, "seq " + std::to_string(p->a->seq()) + ": " + Describe(*p->a, *p->b, ex));
     }
   }
   for (const Pair* p : collect(Event::kRunEnd, &diff.other_differences)) note_any(p->order());
@@ -570,12 +690,14 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
   // History: a model call whose prompt changed with nothing recorded before it that
   // explains the change (no earlier differing event, same model, same params).
   for (const CallDifference& cd : diff.calls) {
-    if (cd.first_prompt_token < 0) continue;
+    if (cd.first_prompt_token < 0 && cd.request_diff.empty()) continue;
     if (cd.seq_a <= earliest_any && cd.params.empty() && diff.model_differences.empty()) {
-      mark(Source::kHistory, "call " + std::to_string(cd.call) + " (seq " +
-                                 std::to_string(cd.seq_a) + "): the prompt differs from token " +
-                                 std::to_string(cd.first_prompt_token) +
-                                 " with no earlier difference to explain it");
+      mark(Source::kHistory,
+           "call " + std::to_string(cd.call) + " (seq " + std::to_string(cd.seq_a) + "): " +
+               (cd.first_prompt_token >= 0
+                    ? "the prompt differs from token " + std::to_string(cd.first_prompt_token)
+                    : std::string("the request differs")) +
+               " with no earlier difference to explain it");
     }
     break;  // later prompts follow from the first call's difference
   }
@@ -687,6 +809,16 @@ std::string RenderDiffText(const RunDiff& d) {
       std::string line;
       while (std::getline(lines, line)) o << "    " << line << "\n";
     }
+    if (!c.request_diff.empty()) {
+      o << "  requests differ (upstream ids compared by place); request diff (- A, + B):\n";
+      std::istringstream lines(c.request_diff);
+      std::string line;
+      while (std::getline(lines, line)) o << "    " << line << "\n";
+    }
+    if (c.answers_differ) {
+      o << "  answers differ: A " << QuoteToken(Clip(c.output_text_a, 200)) << " | B "
+        << QuoteToken(Clip(c.output_text_b, 200)) << "\n";
+    }
     if (c.first_logits_difference >= 0) {
       o << "  logits first differ at step " << c.first_logits_difference << "\n";
     }
@@ -752,7 +884,9 @@ nlohmann::json DiffJson(const RunDiff& d) {
                      {"first_logits_difference", c.first_logits_difference},
                      {"first_output_token", c.first_output_token},
                      {"output_token_a", {{"id", c.output_token_a}, {"text", c.output_text_a}}},
-                     {"output_token_b", {{"id", c.output_token_b}, {"text", c.output_text_b}}}});
+                     {"output_token_b", {{"id", c.output_token_b}, {"text", c.output_text_b}}},
+                     {"request_diff", c.request_diff},
+                     {"answers_differ", c.answers_differ}});
   }
   j["calls"] = calls;
   auto events = [](const std::vector<EventDifference>& v) {

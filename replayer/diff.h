@@ -3,7 +3,9 @@
 //
 // Alignment: events of each kind are paired in order (the n-th model call of A with the
 // n-th of B, the n-th tool result with the n-th, ...); the first differing event is found
-// by walking both streams in seq order, ignoring agent output, notes and timestamps.
+// by walking both streams in seq order, ignoring agent output, notes and timestamps. Model
+// calls served by the engine compare by prompt tokens, params and sampled tokens; calls an
+// upstream answered (no tokens) by request body and answer text.
 // A difference counts towards a source only where it is a cause, not a consequence: a
 // changed prompt after a changed tool result is the tool's doing, not "history".
 //
@@ -79,8 +81,14 @@ struct CallDifference {
   int first_output_token = -1;       // first step whose sampled token differs; -1 same
   int32_t output_token_a = -1;
   int32_t output_token_b = -1;
-  std::string output_text_a;  // of the differing token
+  std::string output_text_a;  // of the differing token; of the whole answer for upstream calls
   std::string output_text_b;
+  // Calls answered by an upstream (no token ids): compared by the request, with the ids the
+  // upstream assigned replaced by their place in the run, and by the answer.
+  std::string request_diff;  // line diff of the requests (pretty JSON); empty: same
+  bool answers_differ = false;
+  std::string response_model_a;  // the model the upstream said it was
+  std::string response_model_b;
 };
 
 struct RunDiff {

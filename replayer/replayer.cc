@@ -204,6 +204,58 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
   report.run_status = std::string(store::RunStatusName(summary.status));
   report.batch = std::max(options.batch, 1);
 
+  // The calls: those the engine can re-execute, those an upstream model answered (recorded
+  // only), and those that failed.
+  const auto& attributes = header.attributes();
+  if (auto it = attributes.find("upstream"); it != attributes.end()) report.upstream = it->second;
+  std::vector<std::pair<int, const proto::Event*>> to_verify;  // (call number, event)
+  int number = 0;
+  for (const auto& event : events) {
+    if (!event.has_llm_call()) continue;
+    ++number;
+    const proto::LlmCall& call = event.llm_call();
+    if (!options.calls.empty() &&
+        !std::binary_search(options.calls.begin(), options.calls.end(), number)) {
+      continue;
+    }
+    if (call.http_status() != 0 && call.http_status() != 200) {
+      report.skipped.push_back({number, event.seq(),
+                                "the request failed (HTTP " + std::to_string(call.http_status()) +
+                                    "): " + call.error()});
+      continue;
+    }
+    if (!call.upstream().empty() ||
+        (!report.upstream.empty() && call.prompt_token_ids_size() == 0)) {
+      const std::string& url = call.upstream().empty() ? report.upstream : call.upstream();
+      report.recorded_only.push_back({number, event.seq(),
+                                      "answered by the upstream " + url +
+                                          (call.api().empty() ? "" : " (" + call.api() + ")") +
+                                          ", which gives no token ids to re-execute"});
+      continue;
+    }
+    if (call.prompt_token_ids_size() == 0) {
+      report.skipped.push_back({number, event.seq(), "no prompt tokens recorded"});
+      continue;
+    }
+    to_verify.emplace_back(number, &event);
+  }
+  report.calls_in_run = number;
+  for (int c : options.calls) {
+    if (c > number) {
+      return InvalidArgument("--calls: run " + run_id + " has " + std::to_string(number) +
+                             " model calls, no call " + std::to_string(c));
+    }
+  }
+  if (!report.recorded_only.empty() || !report.upstream.empty()) {
+    report.level = Level::kRecordedOnly;
+  }
+  if (to_verify.empty() && !report.upstream.empty()) {
+    // A run against a hosted model: there is no model here to load, nothing to re-execute.
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return report;
+  }
+
   // The model: the recorded folder, which must hash as recorded, or --model on purpose.
   const std::string recorded_dir = header.model().model_dir();
   report.model_dir = options.model_dir.empty() ? recorded_dir : options.model_dir;
@@ -259,39 +311,13 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
     tokenizer = std::move(*tok);
   }
 
-  // Collect the calls to replay.
   std::vector<RecordedCall> calls;
-  int number = 0;
-  for (const auto& event : events) {
-    if (!event.has_llm_call()) continue;
-    ++number;
-    const proto::LlmCall& call = event.llm_call();
-    if (!options.calls.empty() &&
-        !std::binary_search(options.calls.begin(), options.calls.end(), number)) {
-      continue;
-    }
-    if (call.http_status() != 0 && call.http_status() != 200) {
-      report.skipped.push_back({number, event.seq(),
-                                "the request failed (HTTP " + std::to_string(call.http_status()) +
-                                    "): " + call.error()});
-      continue;
-    }
-    if (call.prompt_token_ids_size() == 0) {
-      report.skipped.push_back({number, event.seq(), "no prompt tokens recorded"});
-      continue;
-    }
-    TRACE_ASSIGN_OR_RETURN(RecordedCall rc, ToRecordedCall(call, number, event.seq()));
+  for (const auto& [call_number, event] : to_verify) {
+    TRACE_ASSIGN_OR_RETURN(RecordedCall rc,
+                           ToRecordedCall(event->llm_call(), call_number, event->seq()));
     if (rc.numerics.empty()) rc.numerics = header.engine().numerics();
     calls.push_back(std::move(rc));
   }
-  report.calls_in_run = number;
-  for (int c : options.calls) {
-    if (c > number) {
-      return InvalidArgument("--calls: run " + run_id + " has " + std::to_string(number) +
-                             " model calls, no call " + std::to_string(c));
-    }
-  }
-
   VerifyOptions vopts;
   vopts.batch = report.batch;
   // The recorder's end tokens: the model's eos ids, the tokenizer's eos and <|im_end|>.

@@ -72,7 +72,11 @@ struct RunReport {
   int calls_in_run = 0;  // model calls recorded
   std::vector<CallReport> calls;
   std::vector<SkippedCall> skipped;  // calls not replayable (errored requests)
-  Level level = Level::kBitwise;     // the worst level over the replayed calls
+  // Calls answered by an upstream model (proxy mode): recorded, not re-executable. A run
+  // recorded against an upstream loads no model (model_dir names none).
+  std::vector<SkippedCall> recorded_only;
+  std::string upstream;           // the upstream such a run was recorded against
+  Level level = Level::kBitwise;  // the worst level over the calls (kRecordedOnly if any)
   int64_t tokens_verified = 0;
   double seconds = 0.0;
 

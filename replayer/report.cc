@@ -131,15 +131,26 @@ std::string HtmlEscape(const std::string& text) {
 std::string RenderReplayText(const RunReport& r) {
   std::ostringstream o;
   o << "run " << r.run_id << " (" << r.run_status << "): " << r.calls_in_run
-    << " model calls, replayed " << r.calls.size() << " on " << r.device << ", numerics "
-    << r.numerics << (r.batch > 1 ? ", batch " + std::to_string(r.batch) : "") << "\n";
+    << " model calls, replayed " << r.calls.size();
+  if (!r.device.empty()) {
+    o << " on " << r.device << ", numerics " << r.numerics
+      << (r.batch > 1 ? ", batch " + std::to_string(r.batch) : "");
+  }
+  o << "\n";
   if (r.run_status == "recording") {
     o << "note: the run is still being recorded; replayed the model calls committed so far\n";
   } else if (r.run_status != "complete") {
     o << "note: the run is " << r.run_status
       << " (it did not end cleanly); replayed the model calls it holds\n";
   }
-  if (r.model_override) {
+  if (!r.upstream.empty()) {
+    o << "upstream: the run was recorded against " << r.upstream
+      << "; a hosted model's calls are recorded only: they cannot be re-executed bit for bit "
+         "here (`trace diff` compares such runs)\n";
+  }
+  if (r.model_dir.empty()) {
+    // No model loaded: nothing was re-executed.
+  } else if (r.model_override) {
     o << "model: replaying against " << r.model_dir << " ON PURPOSE (--model); it differs:\n";
     for (const auto& d : r.model_differences) {
       o << "  " << d.field << ": recorded " << d.recorded << ", now " << d.current << "\n";
@@ -147,7 +158,9 @@ std::string RenderReplayText(const RunReport& r) {
   } else {
     o << "model: " << r.model_dir << " (hashes equal to the recording)\n";
   }
-  if (r.fingerprint_differences.empty()) {
+  if (r.model_dir.empty()) {
+    // No engine ran: no fingerprint to compare.
+  } else if (r.fingerprint_differences.empty()) {
     o << "fingerprint: no differences from the recording\n";
   } else {
     o << "fingerprint differences (recorded -> now):\n";
@@ -158,6 +171,9 @@ std::string RenderReplayText(const RunReport& r) {
   }
   for (const auto& s : r.skipped) {
     o << "call " << s.call << " (seq " << s.seq << "): skipped, " << s.reason << "\n";
+  }
+  for (const auto& s : r.recorded_only) {
+    o << "call " << s.call << " (seq " << s.seq << "): recorded only, " << s.reason << "\n";
   }
   for (const auto& c : r.calls) {
     char secs[32];
@@ -182,7 +198,12 @@ std::string RenderReplayText(const RunReport& r) {
   if (const Divergence* d = r.first_divergence()) {
     o << " (first at call " << d->call << ", step " << d->step << ")";
   }
-  o << "; " << r.tokens_verified << " tokens verified\n";
+  o << "; " << r.tokens_verified << " tokens verified";
+  if (!r.recorded_only.empty()) {
+    o << "; " << r.recorded_only.size() << " model call" << (r.recorded_only.size() == 1 ? "" : "s")
+      << " recorded only (answered by an upstream model, not re-executable)";
+  }
+  o << "\n";
   if (const Divergence* d = r.first_divergence()) {
     o << "\nfirst divergence: call " << d->call << " (" << d->event_id << "), step " << d->step
       << "\n";
@@ -218,8 +239,9 @@ nlohmann::json ReplayJson(const RunReport& r) {
   nlohmann::json j;
   j["run_id"] = r.run_id;
   j["run_status"] = r.run_status;
-  j["level"] = LevelName(r.level);
+  j["level"] = LevelKey(r.level);
   j["model_dir"] = r.model_dir;
+  j["upstream"] = r.upstream;
   j["model_override"] = r.model_override;
   auto diffs = [](const std::vector<FieldDifference>& v) {
     nlohmann::json a = nlohmann::json::array();
@@ -241,11 +263,16 @@ nlohmann::json ReplayJson(const RunReport& r) {
     skipped.push_back({{"call", s.call}, {"seq", s.seq}, {"reason", s.reason}});
   }
   j["skipped"] = skipped;
+  nlohmann::json recorded_only = nlohmann::json::array();
+  for (const auto& s : r.recorded_only) {
+    recorded_only.push_back({{"call", s.call}, {"seq", s.seq}, {"reason", s.reason}});
+  }
+  j["recorded_only"] = recorded_only;
   nlohmann::json calls = nlohmann::json::array();
   for (const auto& c : r.calls) {
     nlohmann::json cj = {{"call", c.call},
                          {"event", c.event_id},
-                         {"level", LevelName(c.level)},
+                         {"level", LevelKey(c.level)},
                          {"tokens_recorded", c.tokens_recorded},
                          {"tokens_verified", c.tokens_verified},
                          {"digests_recorded", c.digests_recorded},
@@ -277,7 +304,7 @@ std::string RenderReplayHtml(const RunReport& r) {
     << "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}\n"
     << "</style></head><body>\n";
   o << "<h1>trace replay <code>" << HtmlEscape(r.run_id) << "</code></h1>\n";
-  o << "<p id=\"summary\" data-level=\"" << LevelName(r.level) << "\">Result: <b>"
+  o << "<p id=\"summary\" data-level=\"" << LevelKey(r.level) << "\">Result: <b>"
     << LevelName(r.level) << "</b>. Run " << HtmlEscape(r.run_status) << ", " << r.calls_in_run
     << " model calls, " << r.tokens_verified << " tokens verified on " << HtmlEscape(r.device)
     << ", numerics " << HtmlEscape(r.numerics)

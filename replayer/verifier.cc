@@ -137,10 +137,16 @@ const char* LevelName(Level level) {
       return "bitwise";
     case Level::kTokens:
       return "tokens";
+    case Level::kRecordedOnly:
+      return "recorded only";
     case Level::kDiverged:
       return "diverged";
   }
   return "unknown";
+}
+
+const char* LevelKey(Level level) {
+  return level == Level::kRecordedOnly ? "recorded_only" : LevelName(level);
 }
 
 std::vector<Candidate> TopCandidates(std::span<const float> logits,

@@ -70,8 +70,13 @@ struct RecordedCall {
   std::string numerics;
 };
 
-enum class Level { kBitwise = 0, kTokens = 1, kDiverged = 2 };
-const char* LevelName(Level level);  // "bitwise" | "tokens" | "diverged"
+// How far a replay reproduced a recording, best first. kRecordedOnly: nothing could be
+// re-executed (the calls were answered by an upstream model, which gives no token ids):
+// not a divergence, but not a reproduction either.
+enum class Level { kBitwise = 0, kTokens = 1, kRecordedOnly = 2, kDiverged = 3 };
+const char* LevelName(Level level);  // "bitwise" | "tokens" | "recorded only" | "diverged"
+// The same as one word for JSON: "bitwise" | "tokens" | "recorded_only" | "diverged".
+const char* LevelKey(Level level);
 
 // Per output token, what the replay saw (for reports and the HTML page).
 struct TokenOutcome {

@@ -1,7 +1,7 @@
 // The internal model call: what every wire format the server speaks (OpenAI Chat
-// Completions and legacy Completions today; OpenAI Responses and Anthropic Messages can be
-// added as further WireFormats) maps a request onto, and what a finished generation gives
-// back to be rendered in that format. Serving, recording, replay and diff see only these.
+// Completions, legacy Completions and Responses, Anthropic Messages) maps a request onto,
+// and what a finished generation gives back to be rendered in that format. Serving,
+// recording, replay and diff see only these.
 //
 // Ownership: plain values; a parsed request owns copies of everything it holds. The
 // WireFormat singletons are immutable and live for the process. Thread safety: all
@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,7 +27,7 @@
 namespace trace::recorder {
 
 // An error returned to an HTTP client; OpenAI's shape {"error": {message, type, param,
-// code}} by default.
+// code}} by Body(), a wire format's own shape by WireFormat::ErrorBody.
 struct ApiError {
   int http_status = 400;
   std::string type = "invalid_request_error";
@@ -43,9 +44,10 @@ ApiError BadRequest(std::string param, std::string message);
 ApiError OutOfRange(const std::string& param, const std::string& message);
 
 struct ToolCall {
-  std::string id;  // "call_..." as returned to the client
+  std::string id;  // "call_..." / "toolu_..." as returned to the client
   std::string name;
   std::string arguments;  // JSON text
+  std::string item_id;    // Responses: the id of the function_call item ("fc_..."), if any
 };
 
 struct ChatMessage {
@@ -54,6 +56,12 @@ struct ChatMessage {
   std::string tool_call_id;  // role tool
   std::string name;
   std::vector<ToolCall> tool_calls;  // role assistant
+  bool is_error = false;             // role tool: the tool failed (Anthropic's is_error)
+  // Responses: the id of the input item this message came from ("msg_..."), if it had one.
+  std::string item_id;
+  // Responses `item_reference`: this entry stands for the stored item with this id and is
+  // replaced by it before rendering (recorder/server/response_store.h).
+  std::string item_reference;
 };
 
 struct ToolSpec {
@@ -79,9 +87,15 @@ struct ResponseFormat {
 
 // One model call as every wire format describes it.
 struct CompletionRequest {
-  bool chat = true;                       // messages through the chat template; false: a raw prompt
-  std::string model;                      // the name the client asked for (recorded as sent)
-  std::vector<ChatMessage> messages;      // chat
+  bool chat = true;   // messages through the chat template; false: a raw prompt
+  std::string model;  // the name the client asked for (recorded as sent)
+  // A system message rendered before `messages` (Responses `instructions`, Anthropic
+  // `system`); kept apart because a stored conversation does not carry it over.
+  std::optional<std::string> system;
+  std::vector<ChatMessage> messages;  // chat
+  // Text the answer starts with (Anthropic: a final assistant message is continued, not
+  // answered); appended to the rendered prompt, not part of the response.
+  std::string assistant_prefill;
   std::string prompt;                     // raw prompt text
   std::vector<int32_t> prompt_token_ids;  // raw prompt given as token ids (then `prompt` is empty)
   bool prompt_is_tokens = false;
@@ -92,11 +106,17 @@ struct CompletionRequest {
   ResponseFormat response_format;
   std::vector<std::string> guided_choice;  // vLLM-style extension
   engine::SamplingParams sampling;
-  std::optional<int64_t> seed;  // as sent (OpenAI: a 64-bit signed integer)
+  bool max_tokens_given = false;  // the client set a token limit (else sampling has the default)
+  std::optional<int64_t> seed;    // as sent (OpenAI: a 64-bit signed integer)
   bool stream = false;
   bool include_usage_in_stream = false;
   bool logprobs = false;
   int top_logprobs = 0;
+  // Conversation state the server keeps between calls (OpenAI Responses): the stored
+  // conversation of this response goes before `messages`; `store` keeps this call's
+  // conversation and output for later previous_response_id / item_reference.
+  std::string previous_response_id;
+  bool store = false;
   nlohmann::json raw;                  // the request body as received, parsed (keys sorted)
   nlohmann::ordered_json raw_ordered;  // the same, object keys in the order received
 };
@@ -109,13 +129,15 @@ struct TokenLogprob {
 
 // Everything a finished (or cut off) generation produced, for the response builders.
 struct CompletionResult {
-  std::string id;  // "chatcmpl-..." / "cmpl-..."
+  std::string id;               // "chatcmpl-..." / "cmpl-..." / "resp_..." / "msg_..."
+  std::string message_item_id;  // Responses: the id of the output message item ("msg_...")
   int64_t created = 0;
   std::string model;
   std::string system_fingerprint;  // "trace-<numerics mode>"
   std::string text;                // generated text (stop sequence removed)
   std::vector<ToolCall> tool_calls;
   std::string finish_reason;  // stop | length | tool_calls
+  std::string stop_sequence;  // the stop sequence that ended the text, if one did
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_prompt_tokens = 0;
@@ -143,20 +165,60 @@ class StreamEncoder {
   virtual std::string Error(const ApiError& e) = 0;
 };
 
+// What a response body says, read back in the internal vocabulary (proxy mode records an
+// upstream's answers through it): finish_reason is stop | length | tool_calls | error.
+struct ResponseSummary {
+  std::string id;
+  std::string model;
+  std::string text;
+  std::string finish_reason;
+  std::vector<ToolCall> tool_calls;
+  bool has_usage = false;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t cached_input_tokens = 0;
+};
+
+// A request header by (case-insensitive) name; empty when absent.
+using HeaderLookup = std::function<std::string(const std::string& name)>;
+
+// The api names recorded in LlmCall.api.
+inline constexpr std::string_view kApiChatCompletions = "openai.chat_completions";
+inline constexpr std::string_view kApiCompletions = "openai.completions";
+inline constexpr std::string_view kApiResponses = "openai.responses";
+inline constexpr std::string_view kApiAnthropicMessages = "anthropic.messages";
+
 // One HTTP API that maps onto CompletionRequest / CompletionResult.
 class WireFormat {
  public:
   virtual ~WireFormat() = default;
+  // Which API this is (kApi*), as recorded in LlmCall.api.
+  virtual std::string_view api() const = 0;
   // The route, e.g. "/v1/chat/completions".
   virtual std::string endpoint() const = 0;
+  // Every route served with this format (the endpoint and any aliases).
+  virtual std::vector<std::string> routes() const { return {endpoint()}; }
   // The prefix of response ids ("chatcmpl-").
   virtual std::string id_prefix() const = 0;
+  // The prefix of the ids of the tool calls the model makes ("call_").
+  virtual std::string tool_call_id_prefix() const { return "call_"; }
+  // Headers the API requires (Anthropic: anthropic-version); checked before the body.
+  virtual std::optional<ApiError> CheckHeaders(const HeaderLookup& header) const {
+    return std::nullopt;
+  }
   virtual std::variant<CompletionRequest, ApiError> Parse(std::string_view body) const = 0;
   // The non-streamed response body.
   virtual std::string Body(const CompletionRequest& req, const CompletionResult& r) const = 0;
-  // A stream for `req`; `header` holds the id, created time and model.
+  // A stream for `req`; `header` holds the id, created time, model and prompt tokens.
   virtual std::unique_ptr<StreamEncoder> NewStream(const CompletionRequest& req,
                                                    const CompletionResult& header) const = 0;
+  // An error reply's body in this API's shape.
+  virtual std::string ErrorBody(const ApiError& e) const { return e.Body(); }
+  // What a (non-streamed) response body of this API says.
+  virtual ResponseSummary ReadResponse(const nlohmann::json& body) const = 0;
+  // The non-streamed response body an event stream of this API amounts to (null when the
+  // stream holds nothing to fold).
+  virtual nlohmann::json FoldStream(std::string_view event_stream) const = 0;
 };
 
 }  // namespace trace::recorder

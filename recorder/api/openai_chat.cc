@@ -1,10 +1,11 @@
 #include "recorder/api/openai_chat.h"
 
-#include <regex>
-
 #include "base/escape.h"
+#include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/request_fields.h"
+#include "recorder/api/sse.h"
+#include "recorder/api/tool_fields.h"
 
 namespace trace::recorder {
 namespace {
@@ -125,13 +126,13 @@ std::optional<ApiError> ParseMessages(const json& v, std::vector<ChatMessage>* o
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseTools(const json& v, std::vector<ToolSpec>* out) {
+std::optional<ApiError> ParseTools(const nlohmann::ordered_json& v, std::vector<ToolSpec>* out) {
   if (v.is_null()) return std::nullopt;
-  if (!v.is_array()) return WrongType("tools", "an array", v);
+  if (!v.is_array()) return WrongType("tools", "an array", json(v));
   for (size_t i = 0; i < v.size(); ++i) {
     std::string p = "tools[" + std::to_string(i) + "]";
-    const json& t = v[i];
-    if (!t.is_object()) return WrongType(p, "an object", t);
+    const nlohmann::ordered_json& t = v[i];
+    if (!t.is_object()) return WrongType(p, "an object", json(t));
     auto type = t.find("type");
     if (type != t.end() && (!type->is_string() || *type != "function")) {
       return BadRequest(p + ".type", "'" + p + ".type' must be \"function\"");
@@ -140,52 +141,16 @@ std::optional<ApiError> ParseTools(const json& v, std::vector<ToolSpec>* out) {
     if (fn == t.end() || !fn->is_object()) {
       return BadRequest(p + ".function", "'" + p + ".function' must be an object");
     }
-    ToolSpec spec;
-    auto name = fn->find("name");
-    if (name == fn->end() || !name->is_string() || name->get<std::string>().empty()) {
-      return BadRequest(p + ".function.name",
-                        "'" + p + ".function.name' must be a non-empty string");
-    }
-    spec.name = name->get<std::string>();
-    if (auto d = fn->find("description"); d != fn->end() && !d->is_null()) {
-      if (!d->is_string()) return WrongType(p + ".function.description", "a string", *d);
-      spec.description = d->get<std::string>();
-    }
-    if (auto params = fn->find("parameters"); params != fn->end() && !params->is_null()) {
-      if (!params->is_object()) {
-        return WrongType(p + ".function.parameters", "an object", *params);
-      }
-      spec.parameters = *params;
-    }
-    if (auto strict = fn->find("strict"); strict != fn->end() && !strict->is_null()) {
-      if (!strict->is_boolean()) return WrongType(p + ".function.strict", "a boolean", *strict);
-      spec.strict = strict->get<bool>();
-    }
-    for (const ToolSpec& other : *out) {
-      if (other.name == spec.name) {
-        return BadRequest(p + ".function.name",
-                          "duplicate tool name \"" + EscapeForDisplay(spec.name) + "\"");
-      }
-    }
-    out->push_back(std::move(spec));
+    if (auto err = ParseFunctionTool(*fn, p + ".function", "parameters", false, out)) return err;
   }
   return std::nullopt;
 }
 
 std::optional<ApiError> ParseToolChoice(const json& v, CompletionRequest* req) {
   if (v.is_string()) {
-    std::string s = v.get<std::string>();
-    if (s == "none") {
-      req->tool_choice = ToolChoice::kNone;
-    } else if (s == "auto") {
-      req->tool_choice = ToolChoice::kAuto;
-    } else if (s == "required") {
-      req->tool_choice = ToolChoice::kRequired;
-    } else {
-      return BadRequest("tool_choice",
-                        "'tool_choice' must be none, auto, required or "
-                        "{\"type\": \"function\", ...}; got \"" +
-                            EscapeForDisplay(s) + "\"");
+    if (auto err =
+            ParseToolChoiceString(v.get<std::string>(), "{\"type\": \"function\", ...}", req)) {
+      return err;
     }
   } else if (v.is_object()) {
     auto fn = v.find("function");
@@ -221,17 +186,6 @@ void KeepArgumentsOrder(const nlohmann::ordered_json& msgs, std::vector<ChatMess
   }
 }
 
-// After ParseTools succeeded on the same body: each schema with its keys as received.
-void KeepParametersOrder(const nlohmann::ordered_json& tools, std::vector<ToolSpec>* out) {
-  if (!tools.is_array() || tools.size() != out->size()) return;
-  for (size_t i = 0; i < out->size(); ++i) {
-    auto fn = tools[i].find("function");
-    if (fn == tools[i].end() || !fn->is_object()) continue;
-    auto params = fn->find("parameters");
-    if (params != fn->end() && params->is_object()) (*out)[i].parameters_ordered = *params;
-  }
-}
-
 std::optional<ApiError> ParseResponseFormat(const nlohmann::ordered_json& v, ResponseFormat* out) {
   if (v.is_null()) return std::nullopt;
   if (!v.is_object()) return WrongType("response_format", "an object", json(v));
@@ -246,33 +200,14 @@ std::optional<ApiError> ParseResponseFormat(const nlohmann::ordered_json& v, Res
   } else if (t == "json_object") {
     out->kind = ResponseFormat::kJsonObject;
   } else if (t == "json_schema") {
-    out->kind = ResponseFormat::kJsonSchema;
     auto js = v.find("json_schema");
     if (js == v.end() || !js->is_object()) {
       return BadRequest("response_format.json_schema",
                         "'response_format.json_schema' must be an object with 'name' and "
                         "'schema'");
     }
-    auto name = js->find("name");
-    static const std::regex kName("^[a-zA-Z0-9_-]{1,64}$");
-    if (name == js->end() || !name->is_string() ||
-        !std::regex_match(name->get<std::string>(), kName)) {
-      return BadRequest("response_format.json_schema.name",
-                        "'response_format.json_schema.name' must be 1 to 64 letters, digits, "
-                        "'_' or '-'");
-    }
-    out->name = name->get<std::string>();
-    if (auto schema = js->find("schema"); schema != js->end() && !schema->is_null()) {
-      if (!schema->is_object() && !schema->is_boolean()) {
-        return WrongType("response_format.json_schema.schema", "an object", json(*schema));
-      }
-      out->schema = *schema;
-    }
-    if (auto strict = js->find("strict"); strict != js->end() && !strict->is_null()) {
-      if (!strict->is_boolean()) {
-        return WrongType("response_format.json_schema.strict", "a boolean", json(*strict));
-      }
-      out->strict = strict->get<bool>();
+    if (auto e = ParseJsonSchemaFormat(*js, "response_format.json_schema", "", false, out)) {
+      return e;
     }
   } else {
     return BadRequest("response_format.type",
@@ -281,21 +216,6 @@ std::optional<ApiError> ParseResponseFormat(const nlohmann::ordered_json& v, Res
                           EscapeForDisplay(t) + "\"");
   }
   return std::nullopt;
-}
-
-json LogprobsContent(const std::vector<TokenLogprob>& logprobs) {
-  json content = json::array();
-  for (const TokenLogprob& t : logprobs) {
-    json top = json::array();
-    for (const auto& [tok, lp] : t.top) {
-      top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", BytesJson(tok)}});
-    }
-    content.push_back({{"token", t.token},
-                       {"logprob", t.logprob},
-                       {"bytes", BytesJson(t.token)},
-                       {"top_logprobs", top}});
-  }
-  return content;
 }
 
 json ChatChunk(const CompletionResult& h, const json& delta, const json& logprobs,
@@ -360,28 +280,15 @@ std::variant<CompletionRequest, ApiError> ParseChatRequest(std::string_view body
   if (msgs == body.end()) return BadRequest("messages", "'messages' is required");
   if (auto err = ParseMessages(*msgs, &req.messages)) return *err;
   KeepArgumentsOrder(ordered["messages"], &req.messages);
-  if (auto t = body.find("tools"); t != body.end()) {
+  if (auto t = ordered.find("tools"); t != ordered.end()) {
     if (auto err = ParseTools(*t, &req.tools)) return *err;
-    KeepParametersOrder(ordered["tools"], &req.tools);
   }
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
     if (auto err = ParseToolChoice(*tc, &req)) return *err;
   } else if (req.tools.empty()) {
     req.tool_choice = ToolChoice::kNone;
   }
-  if (req.tools.empty() &&
-      (req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed)) {
-    return OutOfRange("tool_choice", "'tool_choice' requires a non-empty 'tools' list");
-  }
-  if (req.tool_choice == ToolChoice::kNamed) {
-    bool found = false;
-    for (const ToolSpec& t : req.tools) found |= t.name == req.tool_choice_name;
-    if (!found) {
-      return OutOfRange("tool_choice.function.name", "tool_choice names \"" +
-                                                         EscapeForDisplay(req.tool_choice_name) +
-                                                         "\", which is not in 'tools'");
-    }
-  }
+  if (auto err = CheckToolChoice(req, "tool_choice.function.name")) return *err;
   std::optional<ApiError> err;
   if (!BoolField(body, "parallel_tool_calls", &req.parallel_tool_calls, &err)) return *err;
   if (auto rf = ordered.find("response_format"); rf != ordered.end()) {
@@ -439,11 +346,103 @@ std::string ChatCompletionBody(const CompletionResult& r, bool with_logprobs) {
   return DumpJson(ResponseJson(r, "chat.completion", std::move(choice)));
 }
 
+ResponseSummary ReadChatResponse(const json& body) {
+  ResponseSummary s;
+  s.id = StringOr(body, "id");
+  s.model = StringOr(body, "model");
+  const json& choice = FirstChoice(body);
+  s.finish_reason = OpenAiFinishReason(StringOr(choice, "finish_reason"));
+  const json& message = MemberOrNull(choice, "message");
+  s.text = StringOr(message, "content");
+  const json& calls = MemberOrNull(message, "tool_calls");
+  if (calls.is_array()) {
+    for (const json& c : calls) {
+      const json& fn = MemberOrNull(c, "function");
+      s.tool_calls.push_back(
+          {StringOr(c, "id"), StringOr(fn, "name"), StringOr(fn, "arguments"), ""});
+    }
+  }
+  ReadOpenAiUsage(MemberOrNull(body, "usage"), &s);
+  return s;
+}
+
+json FoldChatStream(std::string_view event_stream) {
+  json out;
+  std::string content;
+  json tool_calls = json::array();
+  json logprobs = nullptr;
+  json finish_reason = nullptr;
+  for (const SseEvent& e : ParseSse(event_stream)) {
+    if (e.data == "[DONE]") continue;
+    json chunk = ParseJsonOrDiscarded(e.data);
+    if (!chunk.is_object()) continue;
+    if (chunk.contains("error")) return chunk;  // the stream ended in an error
+    if (out.is_null()) {
+      out = {{"id", StringOr(chunk, "id")},
+             {"object", "chat.completion"},
+             {"created", IntOr(chunk, "created")},
+             {"model", StringOr(chunk, "model")}};
+      if (chunk.contains("system_fingerprint")) {
+        out["system_fingerprint"] = chunk["system_fingerprint"];
+      }
+    }
+    if (chunk.contains("usage") && chunk["usage"].is_object()) out["usage"] = chunk["usage"];
+    if (chunk.contains("trace")) out["trace"] = chunk["trace"];
+    const json& choice = FirstChoice(chunk);
+    if (choice.contains("finish_reason") && !choice["finish_reason"].is_null()) {
+      finish_reason = choice["finish_reason"];
+    }
+    const json& lp = MemberOrNull(choice, "logprobs");
+    if (lp.is_object() && lp.contains("content") && lp["content"].is_array()) {
+      if (logprobs.is_null()) logprobs = {{"content", json::array()}};
+      for (const json& t : lp["content"]) logprobs["content"].push_back(t);
+    }
+    const json& delta = MemberOrNull(choice, "delta");
+    if (delta.contains("content") && delta["content"].is_string()) {
+      content += delta["content"].get<std::string>();
+    }
+    const json& calls = MemberOrNull(delta, "tool_calls");
+    if (!calls.is_array()) continue;
+    for (const json& tc : calls) {
+      size_t index = tc.contains("index") && tc["index"].is_number_unsigned()
+                         ? tc["index"].get<size_t>()
+                         : tool_calls.size();
+      if (index > 4096) continue;  // not a real stream
+      while (tool_calls.size() <= index) {
+        tool_calls.push_back(
+            {{"id", ""}, {"type", "function"}, {"function", {{"name", ""}, {"arguments", ""}}}});
+      }
+      json& call = tool_calls[index];
+      if (tc.contains("id") && tc["id"].is_string()) call["id"] = tc["id"];
+      const json& fn = MemberOrNull(tc, "function");
+      for (const char* key : {"name", "arguments"}) {
+        if (fn.contains(key) && fn[key].is_string()) {
+          call["function"][key] =
+              call["function"][key].get<std::string>() + fn[key].get<std::string>();
+        }
+      }
+    }
+  }
+  if (out.is_null()) return out;
+  json message = {{"role", "assistant"}};
+  // As ChatCompletionBody writes it: null content beside tool calls.
+  message["content"] = content.empty() && !tool_calls.empty() ? json(nullptr) : json(content);
+  if (!tool_calls.empty()) message["tool_calls"] = tool_calls;
+  message["refusal"] = nullptr;
+  out["choices"] = json::array({{{"index", 0},
+                                 {"message", message},
+                                 {"logprobs", logprobs},
+                                 {"finish_reason", finish_reason}}});
+  return out;
+}
+
 const WireFormat& OpenAiChatFormat() {
   static const OpenAiFormat format(
-      {"/v1/chat/completions", "chatcmpl-", &ParseChatRequest, &ChatCompletionBody,
+      {kApiChatCompletions, "/v1/chat/completions", "chatcmpl-", &ParseChatRequest,
+       &ChatCompletionBody,
        [](const CompletionRequest& req, const CompletionResult& h)
-           -> std::unique_ptr<StreamEncoder> { return std::make_unique<ChatStream>(req, h); }});
+           -> std::unique_ptr<StreamEncoder> { return std::make_unique<ChatStream>(req, h); },
+       &ReadChatResponse, &FoldChatStream});
   return format;
 }
 

@@ -26,5 +26,8 @@ std::variant<CompletionRequest, ApiError> ParseChatRequest(std::string_view body
 std::string ChatCompletionBody(const CompletionResult& result, bool with_logprobs);
 // OpenAI tool_calls array; `with_index` adds "index" as stream deltas carry it.
 nlohmann::json ChatToolCallsJson(const std::vector<ToolCall>& calls, bool with_index);
+// A chat.completion read back, and the chat.completion a chunk stream amounts to.
+ResponseSummary ReadChatResponse(const nlohmann::json& body);
+nlohmann::json FoldChatStream(std::string_view event_stream);
 
 }  // namespace trace::recorder

@@ -57,37 +57,16 @@ std::optional<ApiError> RejectUnsupportedFields(const json& body) {
 
 std::optional<ApiError> ParseOpenAiSampling(const json& body, CompletionRequest* req) {
   std::optional<ApiError> err;
-  std::optional<double> temperature, top_p;
-  std::optional<int64_t> top_k, seed, max_tokens, max_completion_tokens, n;
-  if (!NumberField(body, "temperature", &temperature, &err) ||
-      !NumberField(body, "top_p", &top_p, &err) || !IntField(body, "top_k", &top_k, &err) ||
-      !IntField(body, "seed", &seed, &err) || !IntField(body, "max_tokens", &max_tokens, &err) ||
+  std::optional<int64_t> max_tokens, max_completion_tokens, n;
+  if (!IntField(body, "max_tokens", &max_tokens, &err) ||
       !IntField(body, "max_completion_tokens", &max_completion_tokens, &err) ||
       !IntField(body, "n", &n, &err) || !BoolField(body, "stream", &req->stream, &err)) {
     return *err;
   }
   if (n && *n != 1) return OutOfRange("n", "only n = 1 is supported");
-  if (temperature) {
-    // OpenAI: 0 to 2; anything else is a 400.
-    if (!std::isfinite(*temperature) || *temperature < 0 || *temperature > 2) {
-      ApiError e = OutOfRange(
-          "temperature", "'temperature' must be between 0 and 2, got " + json(*temperature).dump());
-      e.code = *temperature > 2 ? "decimal_above_max_value" : "decimal_below_min_value";
-      return e;
-    }
-    req->sampling.temperature = static_cast<float>(*temperature);
-  }
-  if (top_p) {
-    if (!(*top_p > 0 && *top_p <= 1)) return OutOfRange("top_p", "'top_p' must be in (0, 1]");
-    req->sampling.top_p = static_cast<float>(*top_p);
-  }
-  if (top_k) {
-    if (*top_k < 0 || *top_k > std::numeric_limits<int32_t>::max()) {
-      return OutOfRange("top_k", "'top_k' must be >= 0 (0: no limit)");
-    }
-    req->sampling.top_k = static_cast<int32_t>(*top_k);
-  }
-  req->seed = seed;
+  // OpenAI: temperature 0 to 2.
+  if (auto e = ParseSamplingCore(body, 2.0, req)) return e;
+  req->max_tokens_given = max_completion_tokens.has_value() || max_tokens.has_value();
   // max_completion_tokens wins (OpenAI deprecated max_tokens for chat); either is clamped
   // to what the context leaves, here to int32 and later to the model's context.
   std::optional<int64_t> limit = max_completion_tokens ? max_completion_tokens : max_tokens;
@@ -175,6 +154,21 @@ json TraceExtension(const CompletionResult& r) {
           {"cached_prompt_tokens", r.cached_prompt_tokens}};
 }
 
+json LogprobsContent(const std::vector<TokenLogprob>& logprobs) {
+  json content = json::array();
+  for (const TokenLogprob& t : logprobs) {
+    json top = json::array();
+    for (const auto& [tok, lp] : t.top) {
+      top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", BytesJson(tok)}});
+    }
+    content.push_back({{"token", t.token},
+                       {"logprob", t.logprob},
+                       {"bytes", BytesJson(t.token)},
+                       {"top_logprobs", top}});
+  }
+  return content;
+}
+
 json BytesJson(const std::string& s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -202,6 +196,24 @@ std::string StreamError(const ApiError& e) {
 
 std::string SseData(const json& chunk) {
   return "data: " + DumpJson(chunk) + "\n\n";
+}
+
+void ReadOpenAiUsage(const json& usage, ResponseSummary* s) {
+  if (!usage.is_object()) return;
+  s->has_usage = true;
+  s->input_tokens = IntOr(usage, "prompt_tokens");
+  s->output_tokens = IntOr(usage, "completion_tokens");
+  s->cached_input_tokens = IntOr(MemberOrNull(usage, "prompt_tokens_details"), "cached_tokens");
+}
+
+const json& FirstChoice(const json& body) {
+  static const json kNull;
+  const json& choices = MemberOrNull(body, "choices");
+  return choices.is_array() && !choices.empty() && choices[0].is_object() ? choices[0] : kNull;
+}
+
+std::string OpenAiFinishReason(const std::string& reason) {
+  return reason == "function_call" ? "tool_calls" : reason;
 }
 
 }  // namespace trace::recorder

@@ -33,16 +33,20 @@ std::optional<ApiError> RejectUnsupportedFields(const nlohmann::json& body);
 // A WireFormat of OpenAI's from its route, id prefix and functions (the formats differ in
 // nothing else).
 struct OpenAiFormatParts {
+  std::string_view api;
   std::string endpoint;
   std::string id_prefix;
   std::variant<CompletionRequest, ApiError> (*parse)(std::string_view body);
   std::string (*body)(const CompletionResult& result, bool with_logprobs);
   std::unique_ptr<StreamEncoder> (*stream)(const CompletionRequest& req,
                                            const CompletionResult& header);
+  ResponseSummary (*read)(const nlohmann::json& body);
+  nlohmann::json (*fold)(std::string_view event_stream);
 };
 class OpenAiFormat : public WireFormat {
  public:
   explicit OpenAiFormat(OpenAiFormatParts parts) : parts_(std::move(parts)) {}
+  std::string_view api() const override { return parts_.api; }
   std::string endpoint() const override { return parts_.endpoint; }
   std::string id_prefix() const override { return parts_.id_prefix; }
   std::variant<CompletionRequest, ApiError> Parse(std::string_view body) const override {
@@ -54,6 +58,12 @@ class OpenAiFormat : public WireFormat {
   std::unique_ptr<StreamEncoder> NewStream(const CompletionRequest& req,
                                            const CompletionResult& header) const override {
     return parts_.stream(req, header);
+  }
+  ResponseSummary ReadResponse(const nlohmann::json& body) const override {
+    return parts_.read(body);
+  }
+  nlohmann::json FoldStream(std::string_view event_stream) const override {
+    return parts_.fold(event_stream);
   }
 
  private:
@@ -69,6 +79,9 @@ nlohmann::json ChunkJson(const CompletionResult& header, const char* object, nlo
 nlohmann::json TraceExtension(const CompletionResult& result);
 // The bytes of `s` as a JSON array of integers (OpenAI's logprobs "bytes").
 nlohmann::json BytesJson(const std::string& s);
+// [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], as Chat Completions'
+// logprobs.content and Responses' output_text.logprobs carry them.
+nlohmann::json LogprobsContent(const std::vector<TokenLogprob>& logprobs);
 // The end of an OpenAI stream: `last` (the chunk with finish_reason) with the trace
 // extension, the usage chunk when asked (`usage_chunk` with no choices), then [DONE].
 std::string StreamTail(nlohmann::json last, nlohmann::json usage_chunk, bool with_usage,
@@ -80,5 +93,13 @@ std::string SseData(const nlohmann::json& chunk);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 // JSON text with invalid UTF-8 replaced (model output may be cut mid-character).
 std::string DumpJson(const nlohmann::json& j);
+
+// Reading OpenAI answers back (proxy mode): the usage object ({prompt_tokens,
+// completion_tokens, prompt_tokens_details.cached_tokens}) into `s`; and the choice 0 of a
+// response body or stream chunk.
+void ReadOpenAiUsage(const nlohmann::json& usage, ResponseSummary* s);
+const nlohmann::json& FirstChoice(const nlohmann::json& body);
+// An OpenAI finish_reason in the internal vocabulary (function_call -> tool_calls).
+std::string OpenAiFinishReason(const std::string& reason);
 
 }  // namespace trace::recorder

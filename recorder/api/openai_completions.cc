@@ -2,8 +2,10 @@
 
 #include <limits>
 
+#include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/request_fields.h"
+#include "recorder/api/sse.h"
 
 namespace trace::recorder {
 namespace {
@@ -152,13 +154,52 @@ std::string CompletionBody(const CompletionResult& r, bool with_logprobs) {
   return DumpJson(ResponseJson(r, "text_completion", std::move(choice)));
 }
 
+ResponseSummary ReadCompletionResponse(const json& body) {
+  ResponseSummary s;
+  s.id = StringOr(body, "id");
+  s.model = StringOr(body, "model");
+  const json& choice = FirstChoice(body);
+  s.finish_reason = OpenAiFinishReason(StringOr(choice, "finish_reason"));
+  s.text = StringOr(choice, "text");
+  ReadOpenAiUsage(MemberOrNull(body, "usage"), &s);
+  return s;
+}
+
+json FoldCompletionStream(std::string_view event_stream) {
+  json out;
+  std::string text;
+  json finish_reason = nullptr;
+  for (const SseEvent& e : ParseSse(event_stream)) {
+    if (e.data == "[DONE]") continue;
+    json chunk = ParseJsonOrDiscarded(e.data);
+    if (!chunk.is_object()) continue;
+    if (chunk.contains("error")) return chunk;
+    if (out.is_null()) {
+      out = {{"id", StringOr(chunk, "id")},
+             {"object", "text_completion"},
+             {"created", IntOr(chunk, "created")},
+             {"model", StringOr(chunk, "model")}};
+    }
+    if (chunk.contains("usage") && chunk["usage"].is_object()) out["usage"] = chunk["usage"];
+    if (chunk.contains("trace")) out["trace"] = chunk["trace"];
+    const json& choice = FirstChoice(chunk);
+    if (choice.contains("finish_reason") && !choice["finish_reason"].is_null()) {
+      finish_reason = choice["finish_reason"];
+    }
+    text += StringOr(choice, "text");
+  }
+  if (out.is_null()) return out;
+  out["choices"] = json::array(
+      {{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_reason}}});
+  return out;
+}
+
 const WireFormat& OpenAiCompletionsFormat() {
   static const OpenAiFormat format(
-      {"/v1/completions", "cmpl-", &ParseLegacyCompletionRequest, &CompletionBody,
-       [](const CompletionRequest& req,
-          const CompletionResult& h) -> std::unique_ptr<StreamEncoder> {
-         return std::make_unique<CompletionStream>(req, h);
-       }});
+      {kApiCompletions, "/v1/completions", "cmpl-", &ParseLegacyCompletionRequest, &CompletionBody,
+       [](const CompletionRequest& req, const CompletionResult& h)
+           -> std::unique_ptr<StreamEncoder> { return std::make_unique<CompletionStream>(req, h); },
+       &ReadCompletionResponse, &FoldCompletionStream});
   return format;
 }
 

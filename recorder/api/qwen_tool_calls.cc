@@ -41,9 +41,7 @@ ExtractedToolCalls ExtractToolCalls(std::string_view text, std::string_view id_p
   ExtractedToolCalls out;
   std::string rest;
   size_t pos = 0;
-  auto next_id = [&] {
-    return std::string("call_") + std::string(id_prefix) + "_" + std::to_string(out.calls.size());
-  };
+  auto next_id = [&] { return std::string(id_prefix) + std::to_string(out.calls.size()); };
   while (pos < text.size()) {
     size_t open = text.find(kToolCallOpen, pos);
     if (open == std::string_view::npos) break;

@@ -19,7 +19,7 @@ inline constexpr std::string_view kToolCallOpen = "<tool_call>";
 inline constexpr std::string_view kToolCallClose = "</tool_call>";
 
 struct ExtractedToolCalls {
-  std::vector<ToolCall> calls;  // ids "call_<prefix>_<n>"
+  std::vector<ToolCall> calls;  // ids "<id_prefix><n>", n from 0
   std::string content;          // text outside the tool-call blocks, trimmed
   // The text ended inside an unterminated block (the generation was cut by max_tokens):
   // when its name was complete, the last call holds it and the arguments written so far.

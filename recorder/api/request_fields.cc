@@ -1,6 +1,7 @@
 #include "recorder/api/request_fields.h"
 
 #include <cmath>
+#include <limits>
 
 namespace trace::recorder {
 
@@ -105,6 +106,83 @@ bool BoolField(const json& body, const char* key, bool* out, std::optional<ApiEr
   }
   *out = it->get<bool>();
   return true;
+}
+
+std::optional<ApiError> ParseSamplingCore(const json& body, double max_temperature,
+                                          CompletionRequest* req) {
+  std::optional<ApiError> err;
+  std::optional<double> temperature, top_p;
+  std::optional<int64_t> top_k, seed;
+  if (!NumberField(body, "temperature", &temperature, &err) ||
+      !NumberField(body, "top_p", &top_p, &err) || !IntField(body, "top_k", &top_k, &err) ||
+      !IntField(body, "seed", &seed, &err)) {
+    return err;
+  }
+  if (temperature) {
+    if (!std::isfinite(*temperature) || *temperature < 0 || *temperature > max_temperature) {
+      char range[64];
+      snprintf(range, sizeof range, "between 0 and %g", max_temperature);
+      ApiError e = OutOfRange("temperature", "'temperature' must be " + std::string(range) +
+                                                 ", got " + json(*temperature).dump());
+      e.code =
+          *temperature > max_temperature ? "decimal_above_max_value" : "decimal_below_min_value";
+      return e;
+    }
+    req->sampling.temperature = static_cast<float>(*temperature);
+  }
+  if (top_p) {
+    if (!(*top_p > 0 && *top_p <= 1)) return OutOfRange("top_p", "'top_p' must be in (0, 1]");
+    req->sampling.top_p = static_cast<float>(*top_p);
+  }
+  if (top_k) {
+    if (*top_k < 0 || *top_k > std::numeric_limits<int32_t>::max()) {
+      return OutOfRange("top_k", "'top_k' must be >= 0 (0: no limit)");
+    }
+    req->sampling.top_k = static_cast<int32_t>(*top_k);
+  }
+  req->seed = seed;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseTokenLimit(const json& body, const char* key, int32_t default_limit,
+                                        bool required, CompletionRequest* req) {
+  std::optional<ApiError> err;
+  std::optional<int64_t> limit;
+  if (!IntField(body, key, &limit, &err)) return err;
+  if (!limit) {
+    if (required) return BadRequest(key, std::string("'") + key + "' is required");
+    req->sampling.max_tokens = default_limit;
+    return std::nullopt;
+  }
+  if (*limit < 1) {
+    return OutOfRange(key, std::string("'") + key + "' must be a positive integer, got " +
+                               std::to_string(*limit));
+  }
+  req->max_tokens_given = true;
+  req->sampling.max_tokens =
+      static_cast<int32_t>(std::min<int64_t>(*limit, std::numeric_limits<int32_t>::max()));
+  return std::nullopt;
+}
+
+std::string StringOr(const json& obj, const char* key, std::string fallback) {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+int64_t IntOr(const json& obj, const char* key, int64_t fallback) {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number()) return fallback;
+  if (it->is_number_float()) return static_cast<int64_t>(it->get<double>());
+  return it->get<int64_t>();
+}
+
+const json& MemberOrNull(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it != obj.end() && (it->is_object() || it->is_array()) ? *it : kNull;
 }
 
 }  // namespace trace::recorder

@@ -29,4 +29,23 @@ bool IntField(const nlohmann::json& body, const char* key, std::optional<int64_t
 bool BoolField(const nlohmann::json& body, const char* key, bool* out,
                std::optional<ApiError>* err);
 
+// The sampling fields every format shares: temperature (0 to `max_temperature`; 400 with
+// code decimal_above_max_value / decimal_below_min_value outside), top_p ((0, 1]), top_k
+// (>= 0; an extension except for Anthropic) and seed (signed 64-bit; an extension except
+// for Chat Completions). Absent fields keep req's defaults.
+std::optional<ApiError> ParseSamplingCore(const nlohmann::json& body, double max_temperature,
+                                          CompletionRequest* req);
+// A token limit `key` (a positive integer, clamped to int32 and later to the context) into
+// req->sampling.max_tokens; absent: `default_limit` (0 with `required`: a 400 naming it).
+std::optional<ApiError> ParseTokenLimit(const nlohmann::json& body, const char* key,
+                                        int32_t default_limit, bool required,
+                                        CompletionRequest* req);
+
+// Lenient readers for response bodies (what an upstream sent): the member when `obj` is an
+// object holding one of the right type, else `fallback`.
+std::string StringOr(const nlohmann::json& obj, const char* key, std::string fallback = "");
+int64_t IntOr(const nlohmann::json& obj, const char* key, int64_t fallback = 0);
+// The member when it is an object or array, else null (a static null json).
+const nlohmann::json& MemberOrNull(const nlohmann::json& obj, const char* key);
+
 }  // namespace trace::recorder

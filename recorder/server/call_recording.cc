@@ -9,6 +9,7 @@ Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult
                                  const std::string& error, const std::string& numerics) {
   const CompletionRequest& req = call.req;
   proto::LlmCall c;
+  c.set_api(std::string(call.format->api()));
   c.set_endpoint(call.endpoint);
   c.set_request_json(call.body);
   c.set_rendered_prompt(call.rendered_prompt);
@@ -51,6 +52,11 @@ Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult
   c.set_finish_reason(status == 200 ? r.finish_reason : "error");
   c.set_output_text(call.FinalText());
   c.set_response_json(body);
+  if (req.stream) c.set_response_stream(call.sent_stream);
+  proto::Usage* u = c.mutable_usage();
+  u->set_input_tokens(static_cast<int64_t>(call.prompt_ids.size()));
+  u->set_output_tokens(static_cast<int64_t>(g.steps.size()));
+  u->set_cached_input_tokens(g.reused_prompt_tokens);
   proto::Timings* t = c.mutable_timings();
   t->set_queue_ms(g.queue_ms);
   t->set_prefill_ms(g.prefill_ms);
@@ -99,6 +105,7 @@ void RecordToolResultsFromMessages(RunLog* log, const CompletionRequest& req) {
     }
     r.set_name(name);
     r.set_content(m.content);
+    r.set_is_error(m.is_error);
     (void)log->RecordToolResult(std::move(r));
   }
 }

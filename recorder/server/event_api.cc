@@ -77,7 +77,7 @@ void EventApi::HandleClock(const httplib::Request& req, httplib::Response& res) 
 
 void EventApi::HandleEvents(const httplib::Request& http_req, httplib::Response& res) {
   RunLog* log = frontend_->log();
-  if (!frontend_->Recordable(res)) return;
+  if (!frontend_->Recordable(http_req, res)) return;
   auto parsed_body = ParseJsonBody(http_req.body);
   if (auto* err = std::get_if<ApiError>(&parsed_body)) {
     frontend_->Reject(http_req, *err);

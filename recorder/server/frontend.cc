@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "recorder/api/anthropic_messages.h"
 #include "recorder/api/json_body.h"
 #include "recorder/server/http_util.h"
 #include "recorder/server/request_guard.h"
@@ -15,6 +16,17 @@ namespace trace::recorder {
 using json = nlohmann::json;
 
 namespace {
+
+// An error the frontend raises itself (auth, admission, routing, handler exceptions) in the
+// shape of the API the route serves: Anthropic's on the Messages routes, so the Anthropic
+// SDKs read its type and message; OpenAI's everywhere else. Made here, before httplib
+// compresses the body (a post-routing rewrite would see gzip bytes when the client accepts
+// them, as SDKs do).
+void SendRouteError(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  if (!IsAnthropicRoute(req.path)) return SendError(res, e);
+  res.status = e.http_status;
+  res.set_content(AnthropicErrorBody(e), "application/json");
+}
 
 ConnectionLimits LimitsFrom(const ServerOptions& o) {
   ConnectionLimits limits;
@@ -65,7 +77,7 @@ ApiError ConnectionEvicted() {
 HttpFrontend::HttpFrontend(const ServerOptions& options)
     : options_(options), request_id_prefix_(RandomHex(4)), http_(LimitsFrom(options)) {
   http_.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         ApiError e;
         e.http_status = 500;
         e.type = "server_error";
@@ -76,7 +88,7 @@ HttpFrontend::HttpFrontend(const ServerOptions& options)
         } catch (...) {
           e.message = "internal error";
         }
-        SendError(res, e);
+        SendRouteError(req, res, e);
       });
   http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -89,7 +101,7 @@ HttpFrontend::HttpFrontend(const ServerOptions& options)
       e.message = "HTTP " + std::to_string(res.status);
     }
     Reject(req, e);
-    res.set_content(e.Body(), "application/json");
+    SendRouteError(req, res, e);
   });
   // Admission before any route: on the head first, then the body (frontend.h).
   http_.set_pre_routing_handler(
@@ -99,7 +111,7 @@ HttpFrontend::HttpFrontend(const ServerOptions& options)
       [this](const httplib::Request& req, httplib::Response& res) {
         Connection* conn = CurrentConnection();
         if (conn != nullptr && !conn->BeginRequest()) {
-          Refuse(res, ConnectionEvicted());
+          Refuse(req, res, ConnectionEvicted());
           return res.status;
         }
         return AdmitHead(req, res) ? 100 : res.status;
@@ -188,12 +200,12 @@ bool HttpFrontend::Authorized(const httplib::Request& req, httplib::Response& re
   std::optional<ApiError> e = CheckApiKey(req, options_.api_key);
   if (!e) return true;
   CountRefusal(req, *e, &unauthenticated_);
-  SendError(res, *e);
+  SendRouteError(req, res, *e);
   return false;
 }
 
-void HttpFrontend::Refuse(httplib::Response& res, const ApiError& e) {
-  SendError(res, e);
+void HttpFrontend::Refuse(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  SendRouteError(req, res, e);
   res.set_header("Connection", "close");
   if (Connection* conn = CurrentConnection()) conn->CloseAfterResponse();
 }
@@ -201,12 +213,12 @@ void HttpFrontend::Refuse(httplib::Response& res, const ApiError& e) {
 bool HttpFrontend::AdmitHead(const httplib::Request& req, httplib::Response& res) {
   if (std::optional<ApiError> e = CheckHost(req, options_.host)) {
     CountRefusal(req, *e, &foreign_host_);
-    Refuse(res, *e);
+    Refuse(req, res, *e);
     return false;
   }
   if (std::optional<ApiError> e = CheckOrigin(req, options_.limits.allowed_origins)) {
     CountRefusal(req, *e, &foreign_origin_);
-    Refuse(res, *e);
+    Refuse(req, res, *e);
     return false;
   }
   // A CORS preflight of an allowed origin carries no credentials; /health needs none.
@@ -214,13 +226,13 @@ bool HttpFrontend::AdmitHead(const httplib::Request& req, httplib::Response& res
   if (!preflight && req.path != "/health") {
     if (std::optional<ApiError> e = CheckApiKey(req, options_.api_key)) {
       CountRefusal(req, *e, &unauthenticated_);
-      Refuse(res, *e);
+      Refuse(req, res, *e);
       return false;
     }
   }
   if (std::optional<ApiError> e = CheckBodyFraming(req, options_.limits.max_body_bytes)) {
     Reject(req, *e);
-    Refuse(res, *e);
+    Refuse(req, res, *e);
     return false;
   }
   return true;
@@ -231,7 +243,7 @@ httplib::Server::HandlerResponse HttpFrontend::PreRoute(const httplib::Request& 
   using HR = httplib::Server::HandlerResponse;
   Connection* conn = CurrentConnection();
   if (conn != nullptr && !conn->BeginRequest()) {
-    Refuse(res, ConnectionEvicted());
+    Refuse(req, res, ConnectionEvicted());
     return HR::Handled;
   }
   if (!AdmitHead(req, res)) return HR::Handled;
@@ -263,7 +275,7 @@ httplib::Server::HandlerResponse HttpFrontend::PreRoute(const httplib::Request& 
     e.message += " (" + std::to_string(options_.limits.read_timeout_ms) + " ms)";
   }
   Reject(req, e);
-  Refuse(res, e);
+  Refuse(req, res, e);
   return HR::Handled;
 }
 
@@ -309,11 +321,11 @@ void HttpFrontend::Reject(const httplib::Request& req, const ApiError& e) {
   (void)log_->RecordNote(std::move(note));
 }
 
-bool HttpFrontend::Recordable(httplib::Response& res) {
+bool HttpFrontend::Recordable(const httplib::Request& req, httplib::Response& res) {
   if (!log_) return true;
   Status st = log_->Writable();
   if (st.ok()) return true;
-  SendError(res, ErrorFromStatus(st));
+  SendRouteError(req, res, ErrorFromStatus(st));
   return false;
 }
 

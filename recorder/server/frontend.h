@@ -1,9 +1,9 @@
 // The HTTP front of the recorder's server, shared by every API served on it (the local
 // engine or the upstream proxy, and the trace event API): the listening socket and its
 // connections (http_connections.h: connection cap, header/read timeouts, TCP_NODELAY on
-// every accepted socket), OpenAI-style replies for unknown routes and handler exceptions,
-// an x-request-id header on every reply, GET /health, and the note that records every
-// rejected request.
+// every accepted socket), OpenAI-style replies for unknown routes, refusals and handler
+// exceptions (Anthropic-style on the Anthropic routes), an x-request-id header on every
+// reply, GET /health, and the note that records every rejected request.
 //
 // Every request passes the admission checks of httplib's pre-routing handler before any
 // route runs, so a route added later is covered without doing anything (request_guard.h):
@@ -52,9 +52,9 @@ class HttpFrontend {
   std::string origin() const;
   HttpStats stats() const;
 
-  // True when the request carries the API key (or none is required); otherwise answers
-  // 401. Every route but /health is already checked before routing; handlers may call
-  // this again (it is cheap).
+  // True when the request carries the API key as a bearer token or in x-api-key (or none
+  // is required); otherwise answers 401 in the route's API shape. Every route but /health
+  // is already checked before routing; handlers may call this again (it is cheap).
   bool Authorized(const httplib::Request& req, httplib::Response& res);
   // A rejected request is recorded as a note, so the run shows it and keeps going.
   void Reject(const httplib::Request& req, const ApiError& e);
@@ -62,7 +62,8 @@ class HttpFrontend {
   // Acknowledged means stored (docs/recorder.md, "Durability"). True while the run's store
   // takes writes (or nothing is recorded); otherwise answers 503 with the reason, so a
   // request the run could not record is refused before any work is done.
-  bool Recordable(httplib::Response& res);
+  // The 503 takes the route's API shape (Anthropic's on the Messages routes).
+  bool Recordable(const httplib::Request& req, httplib::Response& res);
   // Waits until `last_seq` (the last event a request appended) and everything before it
   // is committed; the request is answered only then. Ok when nothing is recorded; else
   // Unavailable (503) "not recorded, so not answered: ..." (RunLog::Commit).
@@ -73,8 +74,8 @@ class HttpFrontend {
   // the refusal and the connection closes after it (the body is never read).
   bool AdmitHead(const httplib::Request& req, httplib::Response& res);
   httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
-  // Answers `e` and closes the connection after the response.
-  void Refuse(httplib::Response& res, const ApiError& e);
+  // Answers `e` in the route's API shape and closes the connection after the response.
+  void Refuse(const httplib::Request& req, httplib::Response& res, const ApiError& e);
   // A refusal before authentication: counted; only the first is recorded.
   void CountRefusal(const httplib::Request& req, const ApiError& e, std::atomic<uint64_t>* counter);
   void RecordRefusalSummary();

@@ -17,6 +17,7 @@ bool Call::OnToken(const TokenStep& step) {
     if (pos != std::string::npos) {
       text_.resize(pos);
       stop_hit_ = true;
+      matched_stop_ = s;
     }
   }
   if (stream && !tools_active) {

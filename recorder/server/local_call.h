@@ -19,6 +19,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "recorder/api/model_call.h"
 #include "recorder/scheduler.h"
 #include "recorder/server/http_util.h"
+#include "recorder/server/response_store.h"
 
 namespace trace::recorder {
 
@@ -58,6 +60,7 @@ class Call : public GenerationObserver {
   int64_t call_index = 0;
   std::string constraint_json;
   std::string request_id;
+  std::string message_item_id;  // Responses: the output message item's id
   int64_t created = 0;
   int64_t start_ns = 0;
   SteadyClock::time_point start;
@@ -65,6 +68,11 @@ class Call : public GenerationObserver {
   size_t max_stop_len = 0;
   std::shared_ptr<StreamQueue> stream;  // set for streamed calls
   std::shared_ptr<Generation> gen;
+  // Responses conversation state: what Resolve found, stored with the answer when req.store.
+  std::optional<ResponseStore::Resolved> conversation;
+  // A streamed call's events as written to the client, in order (keep-alive probes left
+  // out): recorded as LlmCall.response_stream. Written by the response's writer only.
+  std::string sent_stream;
 
   // Scheduler thread: decode the new token, check stop sequences, queue streamed text.
   bool OnToken(const TokenStep& step) override;
@@ -74,6 +82,8 @@ class Call : public GenerationObserver {
   // cut it), and the logprobs of every sampled token.
   const std::string& FinalText();
   std::vector<TokenLogprob> LogprobsOf(const std::vector<TokenStep>& steps) const;
+  // The stop sequence that ended the text; empty when none did. After the generation.
+  const std::string& matched_stop() const { return matched_stop_; }
   // Bytes of FinalText() already streamed, and how many tokens' logprobs went with them.
   size_t streamed_bytes() const { return emitted_; }
   size_t streamed_tokens() const { return emitted_tokens_; }
@@ -88,6 +98,7 @@ class Call : public GenerationObserver {
   std::unique_ptr<engine::IncrementalDecoder> decoder_;
   std::string text_;
   bool stop_hit_ = false;
+  std::string matched_stop_;
   bool flushed_ = false;
   size_t emitted_ = 0;         // bytes of text_ already queued for streaming
   size_t emitted_tokens_ = 0;  // tokens whose logprobs were queued

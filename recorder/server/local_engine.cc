@@ -4,8 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "recorder/api/anthropic_messages.h"
 #include "recorder/api/openai_chat.h"
 #include "recorder/api/openai_completions.h"
+#include "recorder/api/openai_responses.h"
 #include "recorder/api/qwen_tool_calls.h"
 #include "recorder/api/template_input.h"
 #include "recorder/server/call_recording.h"
@@ -46,11 +48,20 @@ void LocalEngineApi::Register() {
            [this](const httplib::Request& req, httplib::Response& res) { HandleModels(req, res); });
   http.Get(R"(/v1/models/(.+))",
            [this](const httplib::Request& req, httplib::Response& res) { HandleModel(req, res); });
-  for (const WireFormat* format : {&OpenAiChatFormat(), &OpenAiCompletionsFormat()}) {
-    http.Post(format->endpoint(),
-              [this, format](const httplib::Request& req, httplib::Response& res) {
-                HandleCompletion(*format, req, res);
+  http.Get(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleStoredResponse(req, res);
+  });
+  http.Delete(R"(/v1/responses/([^/]+))",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                HandleStoredResponse(req, res);
               });
+  for (const WireFormat* format : {&OpenAiChatFormat(), &OpenAiCompletionsFormat(),
+                                   &OpenAiResponsesFormat(), &AnthropicMessagesFormat()}) {
+    for (const std::string& route : format->routes()) {
+      http.Post(route, [this, format](const httplib::Request& req, httplib::Response& res) {
+        HandleCompletion(*format, req, res);
+      });
+    }
   }
 }
 
@@ -60,18 +71,51 @@ json ModelObject(const std::string& id) {
   return {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "trace"}};
 }
 
+// Anthropic's model object (a client of the Messages API sends anthropic-version).
+json AnthropicModelObject(const std::string& id) {
+  return {
+      {"type", "model"}, {"id", id}, {"display_name", id}, {"created_at", "1970-01-01T00:00:00Z"}};
+}
+
 }  // namespace
 
 void LocalEngineApi::HandleModels(const httplib::Request& req, httplib::Response& res) {
   if (!frontend_->Authorized(req, res)) return;
+  const bool anthropic = req.has_header("anthropic-version");
+  std::vector<std::string> names = frontend_->options().served_model_names;
+  if (names.empty()) names.push_back(backend_.model_name);
   json data = json::array();
-  const auto& names = frontend_->options().served_model_names;
-  if (names.empty()) {
-    data.push_back(ModelObject(backend_.model_name));
-  } else {
-    for (const std::string& n : names) data.push_back(ModelObject(n));
+  for (const std::string& n : names) {
+    data.push_back(anthropic ? AnthropicModelObject(n) : ModelObject(n));
   }
-  res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+  json body = anthropic ? json{{"data", data},
+                               {"has_more", false},
+                               {"first_id", names.front()},
+                               {"last_id", names.back()}}
+                        : json{{"object", "list"}, {"data", data}};
+  res.set_content(body.dump(), "application/json");
+}
+
+void LocalEngineApi::HandleStoredResponse(const httplib::Request& req, httplib::Response& res) {
+  if (!frontend_->Authorized(req, res)) return;
+  const std::string id = req.matches[1];
+  std::optional<std::string> body = responses_.Body(id);
+  if (body && req.method == "DELETE") {
+    responses_.Delete(id);
+    body = json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}}.dump();
+  }
+  if (!body) {
+    ApiError e;
+    e.http_status = 404;
+    e.param = "response_id";
+    e.code = "not_found";
+    e.message = "Response with id '" + id +
+                "' not found: this server keeps the responses it produced in this run with "
+                "store: true";
+    frontend_->Reject(req, e);
+    return SendError(res, e);
+  }
+  res.set_content(*body, "application/json");
 }
 
 void LocalEngineApi::HandleModel(const httplib::Request& req, httplib::Response& res) {
@@ -81,7 +125,8 @@ void LocalEngineApi::HandleModel(const httplib::Request& req, httplib::Response&
     frontend_->Reject(req, *e);
     return SendError(res, *e);
   }
-  res.set_content(ModelObject(id).dump(), "application/json");
+  json model = req.has_header("anthropic-version") ? AnthropicModelObject(id) : ModelObject(id);
+  res.set_content(model.dump(), "application/json");
 }
 
 std::optional<ApiError> LocalEngineApi::CheckModelName(const std::string& name) const {
@@ -99,30 +144,42 @@ std::optional<ApiError> LocalEngineApi::CheckModelName(const std::string& name) 
   return e;
 }
 
+void LocalEngineApi::Reject(const WireFormat& format, const httplib::Request& http_req,
+                            httplib::Response& res, const ApiError& e) {
+  frontend_->Reject(http_req, e);
+  res.status = e.http_status;
+  res.set_content(format.ErrorBody(e), "application/json");
+}
+
 void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::Request& http_req,
                                       httplib::Response& res) {
   if (!frontend_->Authorized(http_req, res)) return;
-  if (!frontend_->Recordable(res)) return;
+  if (!frontend_->Recordable(http_req, res)) return;
+  if (std::optional<ApiError> e = format.CheckHeaders(
+          [&](const std::string& name) { return http_req.get_header_value(name.c_str()); })) {
+    return Reject(format, http_req, res, *e);
+  }
   auto call = std::make_shared<Call>(backend_.tokenizer.get());
   call->format = &format;
   call->start = SteadyClock::now();
   call->start_ns = NowNs();
   call->body = http_req.body;
-  call->endpoint = format.endpoint();
+  call->endpoint = http_req.path;
   auto parsed = format.Parse(http_req.body);
-  if (auto* err = std::get_if<ApiError>(&parsed)) {
-    frontend_->Reject(http_req, *err);
-    return SendError(res, *err);
-  }
+  if (auto* err = std::get_if<ApiError>(&parsed)) return Reject(format, http_req, res, *err);
   call->req = std::move(std::get<CompletionRequest>(parsed));
   CompletionRequest& req = call->req;
   if (std::optional<ApiError> e = CheckModelName(req.model)) {
-    frontend_->Reject(http_req, *e);
-    return SendError(res, *e);
+    return Reject(format, http_req, res, *e);
+  }
+  if (format.api() == kApiResponses) {
+    // previous_response_id and item references, from the responses served in this run.
+    auto resolved = responses_.Resolve(&req);
+    if (auto* err = std::get_if<ApiError>(&resolved)) return Reject(format, http_req, res, *err);
+    call->conversation = std::move(std::get<ResponseStore::Resolved>(resolved));
   }
   if (std::optional<ApiError> err = Prepare(call.get())) {
-    frontend_->Reject(http_req, *err);
-    return SendError(res, *err);
+    return Reject(format, http_req, res, *err);
   }
 
   GenerationRequest gen_req;
@@ -143,8 +200,7 @@ void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::R
                                                          : "response_format",
                               c.status().message());
       e.code = "invalid_schema";
-      frontend_->Reject(http_req, e);
-      return SendError(res, e);
+      return Reject(format, http_req, res, e);
     }
     gen_req.constraint = std::move(c).value();
   }
@@ -157,7 +213,8 @@ void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::R
     // recorded as generated; only the write of the answer fails.
     const GenerationResult& result = call->gen->Wait();
     call->TryClaimFinalize();
-    Answer answer = Finalize(call.get(), result);
+    Answer answer = Conclude(call.get(), result);
+    Commit(call.get(), result, &answer);
     res.status = answer.http_status();
     res.set_content(answer.body, "application/json");
     return;
@@ -185,15 +242,21 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
     nlohmann::ordered_json ordered_tools = ToolsForTemplateOrdered(req.tools);
     if (req.tool_choice == ToolChoice::kNone) ordered_tools = nullptr;
     tools = ordered_tools;
+    nlohmann::ordered_json messages = MessagesForTemplateOrdered(req.messages);
+    if (req.system) {
+      // Responses' instructions, Anthropic's system: the first message.
+      messages.insert(messages.begin(), {{"role", "system"}, {"content", *req.system}});
+    }
+    if (messages.empty()) return BadRequest("input", "the conversation has no messages");
     Result<std::string> prompt = backend_.chat_template->RenderOrdered(
-        MessagesForTemplateOrdered(req.messages), ordered_tools,
-        /*add_generation_prompt=*/true, kwargs);
+        messages, ordered_tools, /*add_generation_prompt=*/true, kwargs);
     if (!prompt.ok()) {
       ApiError e = BadRequest("messages", "chat template: " + prompt.status().message());
       e.http_status = 422;
       return e;
     }
-    call->rendered_prompt = std::move(prompt).value();
+    // Anthropic's prefill: the answer continues the text the final assistant turn began.
+    call->rendered_prompt = std::move(prompt).value() + req.assistant_prefill;
     call->tools_active = tools.is_array();
     if (auto e = PromptCannotFit(req, call->rendered_prompt.size())) return e;
     call->prompt_ids = tok.Encode(call->rendered_prompt);
@@ -244,6 +307,9 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
   call->created = call->start_ns / 1000000000;
   call->request_id =
       call->format->id_prefix() + id_prefix_ + "-" + std::to_string(call->call_index);
+  if (call->format->api() == kApiResponses) {
+    call->message_item_id = "msg_" + id_prefix_ + "-" + std::to_string(call->call_index);
+  }
   if (RunLog* log = frontend_->log()) RecordToolResultsFromMessages(log, req);
   return std::nullopt;
 }
@@ -263,11 +329,13 @@ std::optional<ApiError> LocalEngineApi::PromptCannotFit(const CompletionRequest&
 CompletionResult LocalEngineApi::BuildResult(Call* call, const GenerationResult& g) {
   CompletionResult r;
   r.id = call->request_id;
+  r.message_item_id = call->message_item_id;
   r.created = call->created;
   r.model = call->req.model;  // the name the client asked for
   r.system_fingerprint = std::string("trace-") + numerics_;
   r.text = call->FinalText();
   r.finish_reason = g.finish_reason;
+  r.stop_sequence = call->matched_stop();
   r.prompt_tokens = static_cast<int64_t>(call->prompt_ids.size());
   r.completion_tokens = static_cast<int64_t>(g.steps.size());
   r.cached_prompt_tokens = g.reused_prompt_tokens;
@@ -281,10 +349,16 @@ CompletionResult LocalEngineApi::BuildResult(Call* call, const GenerationResult&
   if (call->tools_active) {
     // A call cut by max_tokens comes back as OpenAI returns it: the tool call with the
     // arguments written so far, finish_reason "length"; not as raw <tool_call> text.
-    ExtractedToolCalls ex = ExtractToolCalls(r.text, id_prefix_ + std::to_string(call->call_index),
+    const std::string ids = id_prefix_ + std::to_string(call->call_index) + "_";
+    ExtractedToolCalls ex = ExtractToolCalls(r.text, call->format->tool_call_id_prefix() + ids,
                                              /*allow_truncated=*/g.finish_reason == "length");
     if (!ex.calls.empty() || ex.truncated) {
       r.tool_calls = std::move(ex.calls);
+      if (call->format->api() == kApiResponses) {
+        for (size_t k = 0; k < r.tool_calls.size(); ++k) {
+          r.tool_calls[k].item_id = "fc_" + ids + std::to_string(k);
+        }
+      }
       r.text = std::move(ex.content);
       if (!ex.truncated && g.finish_reason == "stop") r.finish_reason = "tool_calls";
     }
@@ -292,21 +366,30 @@ CompletionResult LocalEngineApi::BuildResult(Call* call, const GenerationResult&
   return r;
 }
 
-LocalEngineApi::Answer LocalEngineApi::Finalize(Call* call, const GenerationResult& g) {
+LocalEngineApi::Answer LocalEngineApi::Conclude(Call* call, const GenerationResult& g) {
   Answer a;
   a.result = BuildResult(call, g);
   if (!g.status.ok()) a.error = ErrorFromStatus(g.status);
-  a.body = a.error ? a.error->Body() : call->format->Body(call->req, a.result);
+  a.body = a.error ? call->format->ErrorBody(*a.error) : call->format->Body(call->req, a.result);
+  return a;
+}
+
+void LocalEngineApi::Commit(Call* call, const GenerationResult& g, Answer* a) {
   if (RunLog* log = frontend_->log()) {
-    Result<uint64_t> last = RecordLocalCall(log, *call, g, a.result, a.http_status(), a.body,
+    Result<uint64_t> last = RecordLocalCall(log, *call, g, a->result, a->http_status(), a->body,
                                             g.status.ok() ? "" : g.status.message(), numerics_);
     // Acknowledged means stored: the answer goes out once the call is committed, else 503.
     if (Status st = frontend_->Commit(last); !st.ok()) {
-      a.error = ErrorFromStatus(st);
-      a.body = a.error->Body();
+      a->error = ErrorFromStatus(st);
+      a->body = call->format->ErrorBody(*a->error);
+      return;
     }
   }
-  return a;
+  // Kept before the client hears of it, so its next request can already refer to it.
+  if (!a->error && call->conversation && call->req.store && g.finish_reason != "cancelled") {
+    responses_.Put(std::move(*call->conversation), a->result, a->body);
+    call->conversation.reset();
+  }
 }
 
 }  // namespace trace::recorder

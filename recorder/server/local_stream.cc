@@ -24,11 +24,20 @@ constexpr std::string_view kProbe = ": keep-alive\n\n";
 bool LocalEngineApi::StreamResponse(const std::shared_ptr<Call>& call, httplib::DataSink& sink) {
   CompletionResult header;
   header.id = call->request_id;
+  header.message_item_id = call->message_item_id;
   header.created = call->created;
   header.model = call->req.model;
   header.system_fingerprint = std::string("trace-") + numerics_;
+  header.prompt_tokens = static_cast<int64_t>(call->prompt_ids.size());
   std::unique_ptr<StreamEncoder> encoder = call->format->NewStream(call->req, header);
-  auto write = [&](const std::string& s) { return s.empty() || sink.write(s.data(), s.size()); };
+  // Every event written is kept for the recording (LlmCall.response_stream).
+  auto write = [&](const std::string& s) {
+    if (s.empty()) return true;
+    if (!sink.write(s.data(), s.size())) return false;
+    call->sent_stream += s;
+    return true;
+  };
+  auto probe = [&] { return sink.write(kProbe.data(), kProbe.size()); };
   auto abandon = [&] {
     call->gen->Cancel();
     return false;  // ReleaseStream records the call once the generation stopped
@@ -44,7 +53,7 @@ bool LocalEngineApi::StreamResponse(const std::shared_ptr<Call>& call, httplib::
           q.cv.wait_for(lock, kProbeInterval, [&] { return q.finished || !q.pieces.empty(); });
       if (!ready) {
         lock.unlock();
-        if (!write(std::string(kProbe))) return abandon();
+        if (!probe()) return abandon();
         continue;
       }
       pieces.swap(q.pieces);
@@ -57,28 +66,35 @@ bool LocalEngineApi::StreamResponse(const std::shared_ptr<Call>& call, httplib::
   }
   if (!call->TryClaimFinalize()) return false;
   const GenerationResult& g = call->gen->Wait();
-  // The stream's end waits for the call's commit: a client never sees the end of an answer
-  // that is not stored (the text deltas above went out as generated).
-  Answer answer = Finalize(call.get(), g);
+  Answer answer = Conclude(call.get(), g);
+  std::string tail;
   if (answer.error) {
-    write(encoder->Error(*answer.error));
-    sink.done();
-    return true;
+    tail = encoder->Error(*answer.error);
+  } else {
+    // What the non-streamed response says, minus what was already sent: the rest of the
+    // text (all of it while tool calls were possible) and the logprobs of the tokens not
+    // yet sent.
+    const CompletionResult& r = answer.result;
+    const size_t sent = call->streamed_bytes();
+    std::string rest = call->tools_active      ? r.text
+                       : r.text.size() >= sent ? r.text.substr(sent)
+                                               : std::string();
+    std::vector<TokenLogprob> rest_logprobs;
+    if (call->req.logprobs) {
+      rest_logprobs.assign(r.logprobs.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                    call->streamed_tokens(), r.logprobs.size())),
+                           r.logprobs.end());
+    }
+    tail = encoder->End(r, rest, rest_logprobs);
   }
-  const CompletionResult& r = answer.result;
-  // What the non-streamed response says, minus what was already sent: the rest of the text
-  // (all of it while tool calls were possible) and the logprobs of the tokens not yet sent.
-  const size_t sent = call->streamed_bytes();
-  std::string rest = call->tools_active      ? r.text
-                     : r.text.size() >= sent ? r.text.substr(sent)
-                                             : std::string();
-  std::vector<TokenLogprob> rest_logprobs;
-  if (call->req.logprobs) {
-    rest_logprobs.assign(r.logprobs.begin() + static_cast<std::ptrdiff_t>(std::min(
-                                                  call->streamed_tokens(), r.logprobs.size())),
-                         r.logprobs.end());
-  }
-  write(encoder->End(r, rest, rest_logprobs));
+  // Recorded with the whole stream before its end goes out, and the end waits for the
+  // call's commit: a client never sees the end of an answer that is not stored (the text
+  // deltas above went out as generated). Not stored: the stream ends with the 503 instead.
+  call->sent_stream += tail;
+  const bool failed = answer.error.has_value();
+  Commit(call.get(), g, &answer);
+  if (answer.error && !failed) tail = encoder->Error(*answer.error);
+  if (!tail.empty()) sink.write(tail.data(), tail.size());  // already in sent_stream
   sink.done();
   return true;
 }
@@ -87,7 +103,8 @@ void LocalEngineApi::ReleaseStream(const std::shared_ptr<Call>& call) {
   if (!call->TryClaimFinalize()) return;
   call->gen->Cancel();
   const GenerationResult& g = call->gen->Wait();
-  Finalize(call.get(), g);
+  Answer answer = Conclude(call.get(), g);
+  Commit(call.get(), g, &answer);
 }
 
 }  // namespace trace::recorder

@@ -155,8 +155,13 @@ std::optional<ApiError> CheckApiKey(const httplib::Request& req, const std::stri
   ApiError e;
   e.http_status = 401;
   e.code = "invalid_api_key";
-  e.message = presented.empty() ? "missing API key: send 'Authorization: Bearer $OPENAI_API_KEY'"
-                                : "invalid API key in the Authorization header";
+  // OpenAI's clients send a bearer token, Anthropic's the x-api-key header.
+  const bool bearer = strncasecmp(std::string(Trim(req.get_header_value("Authorization"))).c_str(),
+                                  "bearer ", 7) == 0;
+  e.message = presented.empty() ? "missing API key: send 'Authorization: Bearer $OPENAI_API_KEY' "
+                                  "or 'x-api-key: $ANTHROPIC_API_KEY'"
+                                : std::string("invalid API key in the ") +
+                                      (bearer ? "Authorization" : "x-api-key") + " header";
   return e;
 }
 
@@ -207,6 +212,10 @@ std::optional<ApiError> CheckBodyFraming(const httplib::Request& req, size_t max
     return std::nullopt;
   }
   if (!chunked && !has_length) {
+    // A request with neither header has no body (RFC 9112 6.3). POST/PUT/PATCH must say
+    // so; a DELETE without one is the usual case (DELETE /v1/responses/{id}, as the SDKs
+    // and httplib send it).
+    if (req.method == "DELETE") return std::nullopt;
     return Framing(
         411, "length_required",
         "a " + req.method + " body needs a Content-Length header or chunked transfer encoding");

@@ -1,44 +1,47 @@
 #include "recorder/server/upstream_proxy.h"
 
-#include <algorithm>
-#include <climits>
-#include <cmath>
 #include <cstdlib>
-#include <limits>
-#include <memory>
-#include <sstream>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/tokenizer/tokenizer.h"
+#include "recorder/api/anthropic_messages.h"
 #include "recorder/api/json_body.h"
-#include "recorder/openai_api.h"
+#include "recorder/api/openai_chat.h"
+#include "recorder/api/openai_common.h"
+#include "recorder/api/openai_completions.h"
+#include "recorder/api/openai_responses.h"
 #include "recorder/secrets.h"
 #include "recorder/server/call_recording.h"
 
 namespace trace::recorder {
-namespace {
-
-// How many bytes of a relayed stream wait for the call's commit: at least its terminator
-// ("data: [DONE]\n\n").
-constexpr size_t kHeldBack = 64;
-
-}  // namespace
 
 using json = nlohmann::json;
 
 namespace {
-// The most tool calls one proxied response is reassembled into.
-constexpr size_t kMaxProxiedToolCalls = 128;
+
+// The key for the upstream from this process's environment.
+std::string UpstreamKey(bool anthropic) {
+  for (const char* name :
+       {"TRACE_UPSTREAM_API_KEY", anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY"}) {
+    if (const char* v = getenv(name); v && *v) return v;
+  }
+  return "";
+}
+
 }  // namespace
 
 UpstreamProxy::UpstreamProxy(HttpFrontend* frontend, const std::string& upstream_base_url)
-    : frontend_(frontend) {
-  UrlWithoutCredentials u = SplitUrlCredentials(upstream_base_url);
-  upstream_ = std::move(u.url);
-  user_ = std::move(u.user);
-  password_ = std::move(u.password);
-}
+    : UpstreamProxy(frontend, SplitUrlCredentials(upstream_base_url)) {}
+
+UpstreamProxy::UpstreamProxy(HttpFrontend* frontend, UrlWithoutCredentials upstream)
+    : frontend_(frontend),
+      upstream_(std::move(upstream.url)),
+      user_(std::move(upstream.user)),
+      password_(std::move(upstream.password)),
+      origin_(SplitUrl(upstream_).first),
+      prefix_(SplitUrl(upstream_).second),
+      pool_(origin_) {}
 
 std::pair<std::string, std::string> UpstreamProxy::SplitUrl(const std::string& url) {
   size_t scheme = url.find("://");
@@ -51,237 +54,201 @@ std::pair<std::string, std::string> UpstreamProxy::SplitUrl(const std::string& u
 
 void UpstreamProxy::Register() {
   httplib::Server& http = frontend_->http();
-  http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+  auto relay = [this](const httplib::Request& req, httplib::Response& res) {
     if (!frontend_->Authorized(req, res)) return;
-    Forward(req, res, "/models");
-  });
-  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!frontend_->Authorized(req, res)) return;
-    Forward(req, res, "/models/" + std::string(req.matches[1]));
-  });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!frontend_->Authorized(req, res) || !frontend_->Recordable(res)) return;
-    Forward(req, res, "/chat/completions");
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!frontend_->Authorized(req, res) || !frontend_->Recordable(res)) return;
-    Forward(req, res, "/completions");
-  });
-}
-
-void UpstreamProxy::Forward(const httplib::Request& req, httplib::Response& res,
-                            const std::string& path) {
-  RunLog* log = frontend_->log();
-  auto [origin, prefix] = SplitUrl(upstream_);
-  auto start = SteadyClock::now();
-  int64_t start_ns = NowNs();
-  json body = ParseJsonOrDiscarded(req.body);
-  bool stream = body.is_object() && body.value("stream", false) == true;
-  httplib::Headers headers;
-  const char* key = getenv("TRACE_UPSTREAM_API_KEY");
-  if (key && *key) headers.emplace("Authorization", std::string("Bearer ") + key);
-  auto client = std::make_shared<httplib::Client>(origin);
-  if (!(key && *key) && !user_.empty()) client->set_basic_auth(user_.c_str(), password_.c_str());
-  client->set_read_timeout(600, 0);
-  client->set_connection_timeout(10, 0);
-  // Small requests and SSE events go out at once, not after a delayed ACK (Nagle).
-  client->set_tcp_nodelay(true);
-  std::string endpoint = "/v1" + path;
-  if (req.method == "GET") {
-    auto r = client->Get((prefix + path).c_str(), headers);
-    if (!r) return SendUpstreamError(res, r.error());
-    res.status = r->status;
-    res.set_content(r->body, r->get_header_value("Content-Type").empty()
-                                 ? "application/json"
-                                 : r->get_header_value("Content-Type"));
-    return;
-  }
-  if (log && body.is_object()) {
-    auto parsed = ParseCompletionRequest(req.body, path == "/chat/completions");
-    if (auto* p = std::get_if<CompletionRequest>(&parsed)) RecordToolResultsFromMessages(log, *p);
-  }
-  if (!stream) {
-    auto r = client->Post((prefix + path).c_str(), headers, req.body, "application/json");
-    if (!r) return SendUpstreamError(res, r.error());
-    // Acknowledged means stored: answer once the call is committed, else 503.
-    Result<uint64_t> last =
-        RecordProxiedCall(endpoint, req.body, r->status, r->body, "", false, start, start_ns);
-    if (Status st = frontend_->Commit(last); !st.ok()) return SendError(res, ErrorFromStatus(st));
-    res.status = r->status;
-    res.set_content(r->body, "application/json");
-    return;
-  }
-  std::string full_path = prefix + path;
-  std::string request_body = req.body;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream", [this, client, full_path, request_body, headers, endpoint, start,
-                            start_ns](size_t, httplib::DataSink& sink) {
-        httplib::Request up;
-        up.method = "POST";
-        up.path = full_path;
-        up.headers = headers;
-        up.body = request_body;
-        up.set_header("Content-Type", "application/json");
-        int status = 0;
-        std::string raw;
-        up.response_handler = [&](const httplib::Response& r) {
-          status = r.status;
-          return true;
-        };
-        // The stream's last bytes (its "data: [DONE]") are held back until the call is
-        // committed: the client does not see the end of an answer that is not stored.
-        size_t sent = 0;
-        auto send_upto = [&](size_t end) {
-          bool ok = end <= sent || sink.write(raw.data() + sent, end - sent);
-          sent = std::max(sent, end);
-          return ok;
-        };
-        up.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-          raw.append(data, n);
-          return send_upto(raw.size() > kHeldBack ? raw.size() - kHeldBack : 0);
-        };
-        auto r = client->send(up);
-        if (!r) {
-          ApiError e;
-          e.http_status = 502;
-          e.type = "server_error";
-          e.message = "upstream " + upstream_ + ": " + httplib::to_string(r.error());
-          std::string chunk = "data: " + e.Body() + "\n\n";
-          send_upto(raw.size());
-          sink.write(chunk.data(), chunk.size());
-          status = 502;
-        }
-        Result<uint64_t> last =
-            RecordProxiedCall(endpoint, request_body, status, "", raw, true, start, start_ns);
-        if (Status st = frontend_->Commit(last); !st.ok()) {
-          std::string chunk = "data: " + ErrorFromStatus(st).Body() + "\n\n";
-          sink.write(chunk.data(), chunk.size());
-        } else {
-          send_upto(raw.size());
-        }
-        sink.done();
-        return true;
+    Relay(req, res, UpstreamPath(req.path));
+  };
+  http.Get("/v1/models", relay);
+  http.Get(R"(/v1/models/(.+))", relay);
+  http.Get(R"(/v1/responses/(.+))", relay);
+  http.Delete(R"(/v1/responses/(.+))", relay);
+  http.Post("/v1/messages/count_tokens", relay);
+  http.Post("/messages/count_tokens", relay);
+  for (const WireFormat* format : {&OpenAiChatFormat(), &OpenAiCompletionsFormat(),
+                                   &OpenAiResponsesFormat(), &AnthropicMessagesFormat()}) {
+    for (const std::string& route : format->routes()) {
+      http.Post(route, [this, format](const httplib::Request& req, httplib::Response& res) {
+        if (!frontend_->Authorized(req, res) || !frontend_->Recordable(req, res)) return;
+        ForwardCall(*format, req, res);
       });
+    }
+  }
 }
 
-void UpstreamProxy::SendUpstreamError(httplib::Response& res, httplib::Error error) {
+std::string UpstreamProxy::UpstreamPath(const std::string& route) const {
+  // The upstream base URL ends where our /v1 does: "https://api.anthropic.com/v1" + "/messages".
+  return prefix_ + (route.rfind("/v1/", 0) == 0 ? route.substr(3) : route);
+}
+
+httplib::Headers UpstreamProxy::UpstreamHeaders(const httplib::Request& req, bool anthropic) const {
+  httplib::Headers headers;
+  const std::string key = UpstreamKey(anthropic);
+  if (!key.empty()) {
+    if (anthropic) {
+      headers.emplace("x-api-key", key);
+    } else {
+      headers.emplace("Authorization", "Bearer " + key);
+    }
+  } else if (!user_.empty()) {
+    // https://user:pass@host/v1: the credentials go as basic auth, never into the recording.
+    headers.insert(httplib::make_basic_authentication_header(user_, password_));
+  }
+  for (const char* name : {"anthropic-version", "anthropic-beta", "openai-beta"}) {
+    if (req.has_header(name)) headers.emplace(name, req.get_header_value(name));
+  }
+  return headers;
+}
+
+ApiError UpstreamProxy::Unreachable(httplib::Error error) const {
   ApiError e;
   e.http_status = 502;
   e.type = "server_error";
   e.code = "upstream_unavailable";
   e.message = "upstream " + upstream_ + " did not answer: " + httplib::to_string(error);
-  SendError(res, e);
+  return e;
 }
 
-Result<uint64_t> UpstreamProxy::RecordProxiedCall(const std::string& endpoint,
-                                                  const std::string& request_body, int status,
-                                                  const std::string& response_body,
-                                                  const std::string& sse, bool stream,
-                                                  SteadyClock::time_point start,
-                                                  int64_t start_ns) {
+void UpstreamProxy::Relay(const httplib::Request& req, httplib::Response& res,
+                          const std::string& path) {
+  UpstreamPool::Lease lease = pool_.Acquire();
+  httplib::Headers headers = UpstreamHeaders(req, req.has_header("anthropic-version"));
+  httplib::Result r = req.method == "GET"      ? lease.client().Get(path.c_str(), headers)
+                      : req.method == "DELETE" ? lease.client().Delete(path.c_str(), headers)
+                                               : lease.client().Post(path.c_str(), headers,
+                                                                     req.body, "application/json");
+  if (!r) {
+    lease.Discard();
+    return SendError(res, Unreachable(r.error()));
+  }
+  res.status = r->status;
+  std::string type = r->get_header_value("Content-Type");
+  res.set_content(r->body, type.empty() ? "application/json" : type);
+}
+
+void UpstreamProxy::ForwardCall(const WireFormat& format, const httplib::Request& req,
+                                httplib::Response& res) {
+  auto x = std::make_shared<Exchange>();
+  x->format = &format;
+  x->endpoint = req.path;
+  x->request_body = req.body;
+  x->start = SteadyClock::now();
+  x->start_ns = NowNs();
+  json body = ParseJsonOrDiscarded(req.body);
+  x->stream = body.is_object() && body.contains("stream") && body["stream"].is_boolean() &&
+              body["stream"].get<bool>();
+  if (RunLog* log = frontend_->log()) {
+    auto parsed = format.Parse(req.body);
+    if (auto* p = std::get_if<CompletionRequest>(&parsed)) RecordToolResultsFromMessages(log, *p);
+  }
+  const std::string path = UpstreamPath(req.path);
+  httplib::Headers headers = UpstreamHeaders(req, format.api() == kApiAnthropicMessages);
+  if (x->stream) return RelayStream(format, req, res, path, headers, std::move(x));
+
+  UpstreamPool::Lease lease = pool_.Acquire();
+  httplib::Result r = lease.client().Post(path.c_str(), headers, req.body, "application/json");
+  if (!r) {
+    lease.Discard();
+    ApiError e = Unreachable(r.error());
+    x->status = e.http_status;
+    x->body = format.ErrorBody(e);
+    x->error = e.message;
+    Answer(format, res, *x, RecordProxiedCall(*x), "application/json");
+    return;
+  }
+  x->status = r->status;
+  x->body = r->body;
+  x->request_id = r->has_header("x-request-id") ? r->get_header_value("x-request-id")
+                                                : r->get_header_value("request-id");
+  if (x->status >= 400 && format.api() == kApiAnthropicMessages) {
+    // What the agent gets on this route is Anthropic's shape (the frontend converts
+    // OpenAI-shaped errors there): recorded as it is sent.
+    std::string converted = AnthropicErrorFromOpenAi(x->status, x->body);
+    if (!converted.empty()) x->body = std::move(converted);
+  }
+  std::string type = r->get_header_value("Content-Type");
+  Answer(format, res, *x, RecordProxiedCall(*x), type.empty() ? "application/json" : type);
+}
+
+void UpstreamProxy::Answer(const WireFormat& format, httplib::Response& res, const Exchange& x,
+                           const Result<uint64_t>& last_seq, const std::string& content_type) {
+  // Acknowledged means stored: the agent gets the answer once the call is committed.
+  if (Status st = frontend_->Commit(last_seq); !st.ok()) {
+    ApiError e = ErrorFromStatus(st);
+    res.status = e.http_status;
+    res.set_content(format.ErrorBody(e), "application/json");
+    return;
+  }
+  res.status = x.status;
+  res.set_content(x.body, content_type);
+}
+
+Result<uint64_t> UpstreamProxy::RecordProxiedCall(const Exchange& x) {
   RunLog* log = frontend_->log();
   if (!log) return uint64_t{0};
+  const WireFormat& format = *x.format;
   proto::LlmCall c;
-  c.set_endpoint(endpoint);
-  c.set_request_json(request_body);
-  c.set_http_status(status);
-  c.set_stream(stream);
-  json req = ParseJsonOrDiscarded(request_body);
-  if (req.is_object()) {
-    if (auto m = req.find("model"); m != req.end() && m->is_string()) c.set_model(*m);
+  c.set_api(std::string(format.api()));
+  c.set_endpoint(x.endpoint);
+  // Text fields must be UTF-8 for the store; a client or upstream could send anything.
+  c.set_request_json(engine::SanitizeUtf8(x.request_body));
+  c.set_http_status(x.status);
+  c.set_stream(x.stream);
+  c.set_upstream(upstream_);
+  c.set_upstream_request_id(engine::SanitizeUtf8(x.request_id));
+  auto parsed = format.Parse(x.request_body);
+  if (auto* req = std::get_if<CompletionRequest>(&parsed)) {
+    c.set_model(req->model);
     proto::SamplingParams* p = c.mutable_params();
-    // Numbers are range-checked before any cast: the upstream judged the request, not us,
-    // so an out-of-range value is simply not copied.
-    auto as_float = [&](const char* name, auto set) {
-      auto it = req.find(name);
-      if (it == req.end() || !it->is_number()) return;
-      const double d = it->get<double>();
-      if (std::isfinite(d) && std::abs(d) <= std::numeric_limits<float>::max()) {
-        set(static_cast<float>(d));
-      }
-    };
-    as_float("temperature", [&](float v) { p->set_temperature(v); });
-    as_float("top_p", [&](float v) { p->set_top_p(v); });
-    if (auto s = req.find("seed"); s != req.end() && s->is_number_integer()) {
-      // Signed seeds are kept as their two's-complement bits (as the local engine does).
-      const uint64_t seed =
-          s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
-      p->set_seed(seed);
-      c.set_seed_used(seed);
+    p->set_temperature(req->sampling.temperature);
+    p->set_top_p(req->sampling.top_p);
+    p->set_top_k(req->sampling.top_k);
+    if (req->max_tokens_given) p->set_max_tokens(req->sampling.max_tokens);
+    for (const std::string& s : req->sampling.stop) p->add_stop(s);
+    if (req->seed) {
+      p->set_seed(static_cast<uint64_t>(*req->seed));
+      c.set_seed_used(static_cast<uint64_t>(*req->seed));
     }
-    if (auto m = req.find("max_tokens"); m != req.end() && m->is_number_integer()) {
-      const int64_t v =
-          m->is_number_unsigned()
-              ? static_cast<int64_t>(std::min<uint64_t>(m->get<uint64_t>(), INT32_MAX))
-              : m->get<int64_t>();
-      if (v >= 0 && v <= INT32_MAX) p->set_max_tokens(static_cast<int32_t>(v));
-    }
-  }
-  std::string text, finish, id;
-  std::vector<ToolCall> calls;
-  auto take_message = [&](const json& r) {
-    if (!r.is_object()) return;
-    id = r.value("id", id);
-    if (!r.contains("choices") || !r["choices"].is_array() || r["choices"].empty()) return;
-    const json& ch = r["choices"][0];
-    if (ch.contains("finish_reason") && ch["finish_reason"].is_string()) {
-      finish = ch["finish_reason"];
-    }
-    const json* m = ch.contains("message") ? &ch["message"]
-                    : ch.contains("delta") ? &ch["delta"]
-                                           : nullptr;
-    if (ch.contains("text") && ch["text"].is_string()) text += ch["text"].get<std::string>();
-    if (!m || !m->is_object()) return;
-    if (m->contains("content") && (*m)["content"].is_string()) {
-      text += (*m)["content"].get<std::string>();
-    }
-    if (m->contains("tool_calls") && (*m)["tool_calls"].is_array()) {
-      for (const json& tc : (*m)["tool_calls"]) {
-        size_t index = calls.size();
-        if (tc.contains("index") && tc["index"].is_number_unsigned()) {
-          index = tc["index"].get<uint64_t>() < kMaxProxiedToolCalls
-                      ? static_cast<size_t>(tc["index"].get<uint64_t>())
-                      : kMaxProxiedToolCalls;
-        }
-        // An upstream's index is not trusted to size memory.
-        if (index >= kMaxProxiedToolCalls) continue;
-        if (index >= calls.size()) calls.resize(index + 1);
-        ToolCall& call = calls[index];
-        if (tc.contains("id") && tc["id"].is_string()) call.id = tc["id"];
-        if (tc.contains("function") && tc["function"].is_object()) {
-          const json& f = tc["function"];
-          if (f.contains("name") && f["name"].is_string())
-            call.name += f["name"].get<std::string>();
-          if (f.contains("arguments") && f["arguments"].is_string()) {
-            call.arguments += f["arguments"].get<std::string>();
-          }
-        }
-      }
-    }
-  };
-  if (!stream) {
-    take_message(ParseJsonOrDiscarded(response_body));
-    c.set_response_json(response_body);
+    p->set_logprobs(req->logprobs);
+    p->set_top_logprobs(req->top_logprobs);
+    p->set_n(1);
   } else {
-    std::istringstream lines(sse);
-    for (std::string line; std::getline(lines, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
-      take_message(ParseJsonOrDiscarded(line.substr(6)));
+    json body = ParseJsonOrDiscarded(x.request_body);
+    if (body.is_object() && body.contains("model") && body["model"].is_string()) {
+      c.set_model(body["model"].get<std::string>());
     }
-    c.set_response_json(sse);
   }
-  c.set_output_text(text);
-  c.set_finish_reason(status == 200 ? finish : "error");
-  c.set_request_id(id);
-  if (status != 200) c.set_error(response_body.empty() ? sse : response_body);
+  // The answer as a response object: the body, or what the stream's events amount to.
+  json object;
+  if (x.stream && !x.sent.empty()) {
+    object = format.FoldStream(x.sent);
+    if (!object.is_null()) c.set_response_json(DumpJson(object));
+    c.set_response_stream(x.sent);
+  } else {
+    object = ParseJsonOrDiscarded(x.body);
+    c.set_response_json(engine::SanitizeUtf8(x.body));
+  }
+  ResponseSummary s;
+  if (object.is_object()) s = format.ReadResponse(object);
+  c.set_output_text(s.text);
+  c.set_request_id(s.id);
+  c.set_finish_reason(x.status != 200 ? "error" : x.cancelled ? "cancelled" : s.finish_reason);
+  if (!x.error.empty()) {
+    c.set_error(x.error);
+  } else if (x.status != 200) {
+    c.set_error(engine::SanitizeUtf8(x.body));
+  }
+  if (s.has_usage) {
+    proto::Usage* u = c.mutable_usage();
+    u->set_input_tokens(s.input_tokens);
+    u->set_output_tokens(s.output_tokens);
+    u->set_cached_input_tokens(s.cached_input_tokens);
+  }
   proto::Timings* t = c.mutable_timings();
-  t->set_total_ms(std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count());
-  t->set_start_ns(start_ns);
+  t->set_total_ms(std::chrono::duration<double, std::milli>(SteadyClock::now() - x.start).count());
+  t->set_start_ns(x.start_ns);
   t->set_end_ns(NowNs());
   TRACE_ASSIGN_OR_RETURN(uint64_t seq, log->RecordLlmCall(std::move(c)));
-  return RecordModelToolCalls(log, seq, calls);
+  return RecordModelToolCalls(log, seq, s.tool_calls);
 }
 
 }  // namespace trace::recorder

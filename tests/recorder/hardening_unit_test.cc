@@ -245,6 +245,9 @@ TEST(RequestGuardTest, BodyFramingIsCheckedOnTheHead) {
       400);
   EXPECT_EQ(status(Head("POST", "/v1/x", {{"Content-Length", "5"}, {"Content-Length", "5"}})), 400);
   EXPECT_EQ(status(Head("POST", "/v1/x", {})), 411);
+  // A DELETE without a body says nothing about one (DELETE /v1/responses/{id}).
+  EXPECT_EQ(status(Head("DELETE", "/v1/responses/resp_1", {})), 0);
+  EXPECT_EQ(status(Head("DELETE", "/v1/responses/resp_1", {{"Content-Length", "1001"}})), 413);
   EXPECT_EQ(status(Head("POST", "/v1/x", {{"Content-Length", "10"}, {"Content-Encoding", "gzip"}})),
             415);
   EXPECT_EQ(status(Head("GET", "/v1/x", {{"Content-Length", "10"}})), 400);

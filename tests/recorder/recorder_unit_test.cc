@@ -212,7 +212,7 @@ TEST(OpenAiApi, ExtractsQwenToolCalls) {
   ExtractedToolCalls ex = ExtractToolCalls(
       "Let me check.\n<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"id\": 3}}\n"
       "</tool_call>\n<tool_call>\n{\"name\": \"other\", \"arguments\": \"{}\"}\n</tool_call>",
-      "x");
+      "call_x_");
   ASSERT_EQ(ex.calls.size(), 2u);
   EXPECT_EQ(ex.calls[0].name, "lookup");
   EXPECT_EQ(json::parse(ex.calls[0].arguments), json({{"id", 3}}));

@@ -15,7 +15,6 @@
 #include <map>
 #include <thread>
 
-#include "store/store.h"
 #include "tests/recorder/server_fixture.h"
 
 namespace trace::recorder {

@@ -68,6 +68,31 @@ struct RecordedRun {
   std::unique_ptr<RunLog> log;
 };
 
+// A store whose runs can be failed under a running recorder: Begin() starts a run and its
+// RunLog; Fail() deletes that run (a failure that is final, as a full disk is), so the
+// run's next commit fails and its server answers 503 from then on.
+struct FailableStore {
+  explicit FailableStore(const std::string& name) : dir(TempDir(name)) {
+    auto s = store::Store::Open(dir + "/t.db");
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    if (s.ok()) store = std::move(s).value();
+  }
+  ~FailableStore() { fs::remove_all(dir); }
+  std::unique_ptr<RunLog> Begin() {
+    auto writer = store->BeginRun(proto::RunHeader());
+    EXPECT_TRUE(writer.ok()) << writer.status().message();
+    return writer.ok() ? std::make_unique<RunLog>(std::move(writer).value(), 3) : nullptr;
+  }
+  void Fail(const RunLog& log) {
+    store::DeleteOptions force;
+    force.force = true;
+    Status st = store->DeleteRun(log.run_id(), force);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  std::string dir;
+  std::unique_ptr<store::Store> store;
+};
+
 class ServerTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() {

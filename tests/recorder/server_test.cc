@@ -415,17 +415,9 @@ TEST_F(ServerTest, ProxyModeForwardsAndRecordsAsGiven) {
 // ends with one instead of the upstream's last bytes ("data: [DONE]"), and from then on
 // model calls (local and proxied), event batches and clock reads are refused with 503.
 TEST_F(ServerTest, AnswersWaitForTheCommitAndA503FollowsAStoreThatFailed) {
-  std::string dir = TempDir("failing_store");
-  auto store = store::Store::Open(dir + "/t.db");
-  ASSERT_TRUE(store.ok()) << store.status().message();
-  auto begin = [&](std::unique_ptr<RunLog>* log) {
-    auto writer = (*store)->BeginRun(proto::RunHeader());
-    ASSERT_TRUE(writer.ok()) << writer.status().message();
-    *log = std::make_unique<RunLog>(std::move(writer).value(), 3);
-  };
-  std::unique_ptr<RunLog> local_log, proxy_log;
-  begin(&local_log);
-  begin(&proxy_log);
+  FailableStore failable("failing_store");
+  std::unique_ptr<RunLog> local_log = failable.Begin(), proxy_log = failable.Begin();
+  ASSERT_TRUE(local_log && proxy_log);
   auto server = StartServer({}, local_log.get());
   ASSERT_TRUE(server);
   auto upstream = StartServer();
@@ -450,17 +442,15 @@ TEST_F(ServerTest, AnswersWaitForTheCommitAndA503FollowsAStoreThatFailed) {
   auto ok = Post(*server, "/v1/chat/completions", req);
   ASSERT_EQ(answered(ok), 200) << (ok ? ok->body : "");
   EXPECT_GE(local_log->writer().durable_seq(), 1u);
-  auto stored = (*store)->LoadEvents(local_log->run_id());
+  auto stored = failable.store->LoadEvents(local_log->run_id());
   ASSERT_TRUE(stored.ok()) << stored.status().message();
   EXPECT_EQ(stored->size(), 1u);
   if (!stored->empty()) {
     EXPECT_EQ(stored->at(0).llm_call().request_id(), json::parse(ok->body)["id"]);
   }
 
-  store::DeleteOptions force;
-  force.force = true;
-  ASSERT_TRUE((*store)->DeleteRun(local_log->run_id(), force).ok());
-  ASSERT_TRUE((*store)->DeleteRun(proxy_log->run_id(), force).ok());
+  failable.Fail(*local_log);
+  failable.Fail(*proxy_log);
 
   // A local stream: its text may have gone out, its end waits for the commit that fails.
   req["stream"] = true;
@@ -506,7 +496,6 @@ TEST_F(ServerTest, AnswersWaitForTheCommitAndA503FollowsAStoreThatFailed) {
   EXPECT_EQ(answered(Post(*upstream, "/v1/chat/completions", req)), 200);
   (*proxy)->Stop();
   server->Stop();
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -8,33 +8,16 @@
 //   node openai_sdk_e2e.js TRACE_BIN
 // Prints "N passed, N failed" and exits non-zero on any failure.
 "use strict";
-const { spawn, spawnSync } = require("child_process");
-const fs = require("fs");
-const os = require("os");
 const path = require("path");
+const { Tally, scratch, startServe } = require("./e2e_common");
 
 const modules = path.resolve(__dirname, "../../../tools/js/node_modules");
 const OpenAI = require(path.join(modules, "openai")).default;
 
 const trace = process.argv[2];
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "trace-openai-sdk-"));
-const env = { ...process.env, XDG_DATA_HOME: path.join(dir, "xdg"), TRACE_STORE: path.join(dir, "t.db") };
-let passed = 0, failed = 0;
-
-function check(ok, what, detail) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    console.error(`FAIL ${what}${detail ? ": " + detail : ""}`);
-  }
-  return ok;
-}
-
-function run(args, opts = {}) {
-  const r = spawnSync(trace, args, { env, encoding: "utf8", maxBuffer: 256 << 20, ...opts });
-  return { code: r.status, out: r.stdout || "", err: r.stderr || "" };
-}
+const { env, run, remove } = scratch(trace, "trace-openai-sdk-");
+const tally = new Tally();
+const check = tally.check;
 
 async function recordAndReplay() {
   const agent = path.join(__dirname, "openai_agent.js");
@@ -70,17 +53,9 @@ async function recordAndReplay() {
 
 async function serveWithNames() {
   // The key comes from the environment (a key on the command line shows in `ps`).
-  const child = spawn(trace, ["serve", "--port", "0", "--served-model-name", "alpha",
-                              "--served-model-name", "beta"], { env: { ...env, TRACE_API_KEY: "k" } });
-  const origin = await new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-      const m = out.match(/serving on (\S+)/);
-      if (m) resolve(m[1]);
-    });
-    child.on("exit", (code) => reject(new Error("trace serve exited " + code)));
-  });
+  const { origin, stop } = await startServe(trace, ["--served-model-name", "alpha",
+                                                    "--served-model-name", "beta"],
+                                            { ...env, TRACE_API_KEY: "k" });
   const client = new OpenAI({ baseURL: origin, apiKey: "k", maxRetries: 0 });
   const ids = (await client.models.list()).data.map((m) => m.id);
   check(JSON.stringify(ids) === JSON.stringify(["alpha", "beta"]), "models.list names the served names", JSON.stringify(ids));
@@ -93,9 +68,7 @@ async function serveWithNames() {
   }
   const r = await client.chat.completions.create({ model: "beta", messages: [{ role: "user", content: "hi" }], max_tokens: 2 });
   check(r.model === "beta", "chat with a served name");
-  const done = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
-  child.kill("SIGTERM");
-  check((await done) === 0, "trace serve stops cleanly on SIGTERM");
+  check((await stop()) === 0, "trace serve stops cleanly on SIGTERM");
 }
 
 (async () => {
@@ -105,8 +78,7 @@ async function serveWithNames() {
   } catch (e) {
     check(false, "no exception", e && e.stack);
   } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
+    remove();
   }
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(failed ? 1 : 0);
+  tally.finish();
 })();
