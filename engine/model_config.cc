@@ -92,7 +92,8 @@ Status ParseMoe(const json& j, const std::string& path, ModelConfig* c) {
   if (c->architecture == "mixtral") {
     // Mixtral: every layer is sparse, experts as wide as intermediate_size, and the top-k
     // probabilities always renormalised (softmax over the k chosen logits).
-    TRACE_ASSIGN_OR_RETURN(c->num_experts, GetInt(j, "num_local_experts", path, kMaxCount, int64_t{8}));
+    TRACE_ASSIGN_OR_RETURN(c->num_experts,
+                           GetInt(j, "num_local_experts", path, kMaxCount, int64_t{8}));
     TRACE_ASSIGN_OR_RETURN(c->num_experts_per_tok,
                            GetInt(j, "num_experts_per_tok", path, kMaxCount, int64_t{2}));
     c->moe_intermediate_size = c->intermediate_size;
@@ -105,8 +106,10 @@ Status ParseMoe(const json& j, const std::string& path, ModelConfig* c) {
     }
   } else if (c->architecture == "qwen3_moe") {
     TRACE_ASSIGN_OR_RETURN(c->num_experts, GetInt(j, "num_experts", path, kMaxCount));
-    TRACE_ASSIGN_OR_RETURN(c->num_experts_per_tok, GetInt(j, "num_experts_per_tok", path, kMaxCount));
-    TRACE_ASSIGN_OR_RETURN(c->moe_intermediate_size, GetInt(j, "moe_intermediate_size", path, kMaxWidth));
+    TRACE_ASSIGN_OR_RETURN(c->num_experts_per_tok,
+                           GetInt(j, "num_experts_per_tok", path, kMaxCount));
+    TRACE_ASSIGN_OR_RETURN(c->moe_intermediate_size,
+                           GetInt(j, "moe_intermediate_size", path, kMaxWidth));
     TRACE_ASSIGN_OR_RETURN(c->norm_topk_prob, GetBool(j, "norm_topk_prob", path, false));
     TRACE_ASSIGN_OR_RETURN(c->decoder_sparse_step,
                            GetInt(j, "decoder_sparse_step", path, kMaxCount, int64_t{1}));

@@ -1,8 +1,8 @@
 // The arithmetic of the numerics contract canonical-v2 (docs/numerics.md), written once and
 // compiled by g++ for the CPU and by nvcc for CUDA (every function is __host__ __device__
 // there). Every CPU reference (kernels/cpu/ref_*.cc), every SIMD path (kernels/cpu/avx2_*.cc,
-// kernels/cpu/avx512_*.cc) and every canonical CUDA kernel (kernels/cuda/schedule/) computes through
-// these functions, so each rounding and the order of every reduction exist in one place.
+// kernels/cpu/avx512_*.cc) and every canonical CUDA kernel (kernels/cuda/schedule/) computes
+// through these functions, so each rounding and the order of every reduction exist in one place.
 //
 // How to use it
 // -------------

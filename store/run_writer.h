@@ -6,8 +6,8 @@
 // Commit failures: a lock held by another connection is waited out and retried for as
 // long as it takes (WriterHealth::kWaitingForLock; the batch stays whole; a transaction
 // the database aborted, e.g. a PostgreSQL deadlock, is redone whole); anything else
-// (disk full, file size limit, read-only file, server gone, the run deleted) fails the writer for good
-// (kFailed): its waiters and later Appends get Unavailable naming the cause.
+// (disk full, file size limit, read-only file, server gone, the run deleted) fails the writer for
+// good (kFailed): its waiters and later Appends get Unavailable naming the cause.
 //
 // Ownership: the writer owns its connection and thread. Thread safety: as RunWriter.
 // Errors: as above.

@@ -332,7 +332,8 @@ int main(int argc, char** argv) {
       "keep-alive 1-token requests: p50 %.2f ms, p99 %.2f ms with TCP_NODELAY; p50 %.2f ms, "
       "p99 %.2f ms without: p50 %.1fx, p99 %.1fx\n",
       Percentile(fast, 0.5), Percentile(fast, 0.99), Percentile(slow, 0.5), Percentile(slow, 0.99),
-      Percentile(slow, 0.5) / Percentile(fast, 0.5), Percentile(slow, 0.99) / Percentile(fast, 0.99));
+      Percentile(slow, 0.5) / Percentile(fast, 0.5),
+      Percentile(slow, 0.99) / Percentile(fast, 0.99));
   with_nagle.reset();
   on.reset();
   (void)log.writer().End(proto::RunEnd());

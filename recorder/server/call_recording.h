@@ -24,8 +24,8 @@ namespace trace::recorder {
 // set when the generation failed; finish_reason "cancelled" when its client went away),
 // then the tool calls in `r` pointing at it. Every token sampled is recorded, so a replay
 // verifies a cancelled call as far as it went. Returns the last seq appended.
-Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g, const CompletionResult& r,
-                                 int status, const std::string& body,
+Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g,
+                                 const CompletionResult& r, int status, const std::string& body,
                                  const std::string& error, const std::string& numerics);
 
 // ToolCall events (source "model") for calls the model made in the LlmCall at `seq`.
