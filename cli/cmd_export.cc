@@ -11,7 +11,6 @@
 #include <set>
 #include <sstream>
 
-#include <google/protobuf/stubs/logging.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
@@ -146,8 +145,7 @@ int Run(const Options& o) {
   }
   rules.AddSecretEnvironment(environ);
 
-  // A damaged row is reported once, by us; not also by protobuf's logger.
-  google::protobuf::SetLogHandler(nullptr);
+  SilenceProtobufLog();
   store::StoreOptions open;
   open.create_if_missing = false;
   open.read_only = true;

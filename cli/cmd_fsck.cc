@@ -4,8 +4,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include <google/protobuf/stubs/logging.h>
-
 #include "cli/command.h"
 #include "store/fsck.h"
 
@@ -89,8 +87,7 @@ void PrintText(const store::FsckReport& r) {
 }
 
 int Run(const Options& options) {
-  // Damaged rows are reported by the report, not also by protobuf's logger.
-  google::protobuf::SetLogHandler(nullptr);
+  SilenceProtobufLog();
   store::FsckOptions fo;
   fo.run = options.run;
   fo.full_sqlite_check = !options.quick;

@@ -5,8 +5,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include <google/protobuf/stubs/logging.h>
-
 #include "base/escape.h"
 #include "cli/command.h"
 #include "store/store.h"
@@ -73,8 +71,7 @@ struct Options {
 };
 
 int Run(const Options& options) {
-  // A damaged row is reported once, by us; not also by protobuf's logger.
-  google::protobuf::SetLogHandler(nullptr);
+  SilenceProtobufLog();
   store::StoreOptions open;
   open.read_only = true;
   auto st = store::Store::Open(ResolveStorePath(), open);

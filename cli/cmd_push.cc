@@ -6,7 +6,6 @@
 
 #include <iostream>
 
-#include <google/protobuf/stubs/logging.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
@@ -38,8 +37,7 @@ int Run(const Options& o) {
     if (Status s = rules.AddRulesFile(o.rules_file); !s.ok()) return ReportError(s);
   }
   rules.AddSecretEnvironment(environ);
-  // A damaged row is reported once, by us; not also by protobuf's logger.
-  google::protobuf::SetLogHandler(nullptr);
+  SilenceProtobufLog();
 
   const std::string here = ResolveStorePath();
   const std::string& from_location = o.push ? here : o.other;

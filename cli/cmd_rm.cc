@@ -1,8 +1,6 @@
 // `trace rm RUN...`: delete runs (and the stored blobs no other run uses).
 #include <iostream>
 
-#include <google/protobuf/stubs/logging.h>
-
 #include "cli/command.h"
 #include "store/store.h"
 
@@ -16,8 +14,7 @@ struct Options {
 
 int Run(const Options& options) {
   const std::vector<std::string>& ids = options.ids;
-  // A damaged row is reported once, by us; not also by protobuf's logger.
-  google::protobuf::SetLogHandler(nullptr);
+  SilenceProtobufLog();
   store::StoreOptions open;
   open.create_if_missing = false;
   auto st = store::Store::Open(ResolveStorePath(), open);

@@ -5,7 +5,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include <google/protobuf/stubs/logging.h>
 #include "base/escape.h"
 #include "base/hash.h"
 
@@ -207,8 +206,7 @@ nlohmann::json EventSummaryJson(const proto::Event& e, int64_t start_ns) {
 }
 
 int Run(const Options& options) {
-  // A damaged row is reported once, by us; not also by protobuf's logger.
-  google::protobuf::SetLogHandler(nullptr);
+  SilenceProtobufLog();
   store::StoreOptions open;
   open.read_only = true;
   auto st = store::Store::Open(ResolveStorePath(), open);

@@ -43,6 +43,10 @@ std::string ResolveStorePath();
 // Prints "trace: <status message>" to stderr and returns kExitError.
 int ReportError(const Status& status);
 
+// For commands that read stored rows: a damaged row is reported once, by the command (one
+// line naming the run and seq), not also by protobuf's logger.
+void SilenceProtobufLog();
+
 // A command's setup: adds the subcommand to `app`; the subcommand's final callback must
 // set `*exit_code`.
 using CommandSetup = std::function<void(CLI::App& app, int* exit_code)>;

@@ -1,4 +1,6 @@
 // The `trace` binary: parses global options and dispatches to the registered commands.
+#include <google/protobuf/stubs/logging.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -45,6 +47,10 @@ std::string ResolveStorePath() {
   }
   const char* home = std::getenv("HOME");
   return std::string(home && *home ? home : ".") + "/.local/share/trace/traces.db";
+}
+
+void SilenceProtobufLog() {
+  google::protobuf::SetLogHandler(nullptr);
 }
 
 int ReportError(const Status& status) {
