@@ -234,10 +234,6 @@ Isa ResolveIsa(Impl impl) {
   return std::min(BestIsa(), Requested(CpuIsaOverride()));
 }
 
-bool UseAvx2(const KernelContext& ctx) {
-  return ResolveIsa(ctx.impl) >= Isa::kAvx2;
-}
-
 }  // namespace
 
 const char* CpuIsaPathName(Impl impl) {
@@ -298,9 +294,11 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
 
 void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
              const WeightView& weight, float eps, float* out) {
-  const bool avx2 = UseAvx2(ctx);
+  const Isa isa = ResolveIsa(ctx.impl);
   ParallelFor(ctx.pool, M, [&](int64_t begin, int64_t end) {
-    if (avx2) {
+    if (isa == Isa::kAvx512) {
+      avx512::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
+    } else if (isa == Isa::kAvx2) {
       avx2::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
     } else {
       ref::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
@@ -310,7 +308,10 @@ void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
 
 void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
                float* out) {
-  if (UseAvx2(ctx)) {
+  const Isa isa = ResolveIsa(ctx.impl);
+  if (isa == Isa::kAvx512) {
+    avx512::Embedding(table, ids, M, out);
+  } else if (isa == Isa::kAvx2) {
     avx2::Embedding(table, ids, M, out);
   } else {
     ref::Embedding(table, ids, M, out);
@@ -319,7 +320,10 @@ void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t*
 
 void Rope(const KernelContext& ctx, float* x, int64_t M, int64_t n_heads, int64_t head_dim,
           const int32_t* positions, const float* cos_table, const float* sin_table) {
-  if (UseAvx2(ctx)) {
+  const Isa isa = ResolveIsa(ctx.impl);
+  if (isa == Isa::kAvx512) {
+    avx512::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
+  } else if (isa == Isa::kAvx2) {
     avx2::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
   } else {
     ref::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
@@ -327,13 +331,15 @@ void Rope(const KernelContext& ctx, float* x, int64_t M, int64_t n_heads, int64_
 }
 
 void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n, float* out) {
-  const bool avx2 = UseAvx2(ctx);
+  const Isa isa = ResolveIsa(ctx.impl);
   // Elementwise: chunks of 4096 over the pool; any split gives the same bits.
   constexpr int64_t kChunk = 4096;
   ParallelFor(ctx.pool, (n + kChunk - 1) / kChunk, [&](int64_t c_begin, int64_t c_end) {
     const int64_t begin = c_begin * kChunk;
     const int64_t end = std::min(n, c_end * kChunk);
-    if (avx2) {
+    if (isa == Isa::kAvx512) {
+      avx512::SiluMul(gate + begin, up + begin, end - begin, out + begin);
+    } else if (isa == Isa::kAvx2) {
       avx2::SiluMul(gate + begin, up + begin, end - begin, out + begin);
     } else {
       ref::SiluMul(gate + begin, up + begin, end - begin, out + begin);
@@ -342,7 +348,10 @@ void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64
 }
 
 void ExpArray(const KernelContext& ctx, const float* x, int64_t n, float* out) {
-  if (UseAvx2(ctx)) {
+  const Isa isa = ResolveIsa(ctx.impl);
+  if (isa == Isa::kAvx512) {
+    avx512::Exp16(x, n, out);
+  } else if (isa == Isa::kAvx2) {
     avx2::Exp8(x, n, out);
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = Exp(x[i]);
@@ -350,7 +359,10 @@ void ExpArray(const KernelContext& ctx, const float* x, int64_t n, float* out) {
 }
 
 void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, float* y) {
-  if (UseAvx2(ctx)) {
+  const Isa isa = ResolveIsa(ctx.impl);
+  if (isa == Isa::kAvx512) {
+    avx512::Add(a, b, n, y);
+  } else if (isa == Isa::kAvx2) {
     avx2::Add(a, b, n, y);
   } else {
     ref::Add(a, b, n, y);
@@ -360,7 +372,8 @@ void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, fl
 void Attention(const KernelContext& ctx, const float* q, const float* k_cache, const float* v_cache,
                int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
                float* out) {
-  const bool avx2 = UseAvx2(ctx);
+  const Isa isa = ResolveIsa(ctx.impl);
+  const bool avx2 = isa >= Isa::kAvx2;  // fast attention has no AVX-512 path
   const bool canonical = ctx.numerics == Numerics::kCanonical;
   const bool split = ctx.pool != nullptr && ctx.pool->num_threads() > 1 && n_heads > 1;
   ParallelFor(split ? ctx.pool : nullptr, n_heads, [&](int64_t h_begin, int64_t h_end) {
@@ -372,7 +385,10 @@ void Attention(const KernelContext& ctx, const float* q, const float* k_cache, c
       own_scratch.resize(static_cast<size_t>(2 * (pos + 1)));
       buffer = own_scratch.data();
     }
-    if (canonical) {
+    if (canonical && isa == Isa::kAvx512) {
+      avx512::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, buffer,
+                                 out, h_begin, h_end);
+    } else if (canonical) {
       avx2 ? avx2::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
                                       buffer, out, h_begin, h_end)
            : ref::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,

@@ -2,9 +2,10 @@
 // bf16 weights: memory-bound, reported in GB/s of weights) and prefill (M = 64..512,
 // GFLOP/s; lm_head, 272 MB, is the DRAM-bound decode case), plus attention decode at a few context
 // lengths. Each figure is the best of several repetitions; the ratio canonical / fast is what the
-// numerics cost.
+// numerics cost. Then the canonical ops besides MatMul on every CPU path (reference, AVX2,
+// AVX-512, each forced) with the ratio AVX2 time / AVX-512 time (--paths only that part).
 //
-// Usage: kernels_bench [--threads N] [--quick]
+// Usage: kernels_bench [--threads N] [--quick] [--paths]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,18 +43,121 @@ struct Shape {
   int64_t K, N;
 };
 
+// One op timed on every CPU path this machine has: microseconds per call, best of several.
+void PathRow(const char* name, const std::vector<tk::Impl>& paths, double min_s,
+             const std::function<void(const tk::KernelContext&)>& op, tk::ThreadPool* pool) {
+  std::printf("%-34s", name);
+  double t_avx2 = 0, t_avx512 = 0;
+  for (tk::Impl impl : paths) {
+    tk::KernelContext ctx;
+    ctx.impl = impl;
+    ctx.pool = pool;
+    const double t = Seconds([&] { op(ctx); }, min_s);
+    if (impl == tk::Impl::kAvx2) t_avx2 = t;
+    if (impl == tk::Impl::kAvx512) t_avx512 = t;
+    std::printf(" %10.1f", t * 1e6);
+  }
+  if (t_avx2 > 0 && t_avx512 > 0) std::printf(" %9.2f", t_avx2 / t_avx512);
+  std::printf("\n");
+}
+
+// Canonical attention, RmsNorm, RoPE, SiluMul, Add and Exp on each path, the shapes of one
+// decode step of qwen2.5-0.5b (14/2 heads, d 64, hidden 896, ffn 4864) and qwen3-0.6b
+// (16/8 heads, d 128), and a 128-token prefill for the row-wise ops.
+void OpsOnEveryPath(tk::ThreadPool* pool, double min_s, std::mt19937_64& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& e : v) e = dist(rng);
+    return v;
+  };
+  const std::vector<tk::Impl> paths = tk::AvailableCpuIsaPaths();
+  std::printf("\n%-34s", "canonical op, us per call");
+  for (tk::Impl impl : paths) std::printf(" %10s", tk::CpuIsaPathName(impl));
+  std::printf(" %9s\n", "avx2/512");
+  struct Heads {
+    const char* name;
+    int64_t heads, kv_heads, dim;
+  };
+  for (const Heads& hs :
+       {Heads{"14/2 heads d 64", 14, 2, 64}, Heads{"16/8 heads d 128", 16, 8, 128}}) {
+    for (int64_t ctx_len : {128, 1024, 4096}) {
+      const auto k = random(ctx_len * hs.kv_heads * hs.dim), v = random(k.size());
+      const auto q = random(hs.heads * hs.dim);
+      std::vector<float> out(q.size()), scratch(static_cast<size_t>(2 * ctx_len));
+      const std::string name =
+          std::string("attention ") + hs.name + " ctx " + std::to_string(ctx_len);
+      PathRow(
+          name.c_str(), paths, min_s,
+          [&](const tk::KernelContext& ctx) {
+            tk::Attention(ctx, q.data(), k.data(), v.data(), ctx_len - 1, hs.heads, hs.kv_heads,
+                          hs.dim, scratch.data(), out.data());
+          },
+          pool);
+    }
+  }
+  const int64_t hidden = 896, ffn = 4864;
+  std::vector<float> norm_w(hidden, 1.0f);
+  const tk::WeightView norm_view{norm_w.data(), tk::DType::kF32, 1, hidden};
+  const int64_t max_pos = 256, half = 32;
+  std::vector<float> cos_t(max_pos * half), sin_t(cos_t.size());
+  tk::MakeRopeTables(max_pos, 2 * half, 1000000.0, cos_t.data(), sin_t.data());
+  for (int64_t M : {1, 128}) {
+    const auto x = random(M * hidden);
+    std::vector<float> y(x.size());
+    const std::string rows = " M " + std::to_string(M);
+    PathRow(("rmsnorm 896" + rows).c_str(), paths, min_s,
+            [&](const tk::KernelContext& ctx) {
+              tk::RmsNorm(ctx, x.data(), M, hidden, norm_view, 1e-6f, y.data());
+            },
+            pool);
+    auto qk = random(M * 16 * 64);
+    std::vector<int32_t> positions(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) positions[m] = static_cast<int32_t>(m % max_pos);
+    PathRow(("rope 16 heads d 64" + rows).c_str(), paths, min_s,
+            [&](const tk::KernelContext& ctx) {
+              tk::Rope(ctx, qk.data(), M, 16, 64, positions.data(), cos_t.data(), sin_t.data());
+            },
+            pool);
+    const auto gate = random(M * ffn), up = random(M * ffn);
+    std::vector<float> act(gate.size());
+    PathRow(("silu_mul 4864" + rows).c_str(), paths, min_s,
+            [&](const tk::KernelContext& ctx) {
+              tk::SiluMul(ctx, gate.data(), up.data(), M * ffn, act.data());
+            },
+            pool);
+    PathRow(("add 896" + rows).c_str(), paths, min_s,
+            [&](const tk::KernelContext& ctx) {
+              tk::Add(ctx, x.data(), x.data(), M * hidden, y.data());
+            },
+            pool);
+  }
+  const auto logits = random(151936);
+  std::vector<float> e(logits.size());
+  PathRow(
+      "exp 151936 (sampler)", paths, min_s,
+      [&](const tk::KernelContext& ctx) {
+        tk::ExpArray(ctx, logits.data(), static_cast<int64_t>(logits.size()), e.data());
+      },
+      pool);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 1;
   bool quick = false;
+  bool paths_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--paths") == 0) {
+      paths_only = true;
     } else {
-      std::fprintf(stderr, "kernels_bench: unknown argument %s (use --threads N, --quick)\n",
+      std::fprintf(stderr,
+                   "kernels_bench: unknown argument %s (use --threads N, --quick, --paths)\n",
                    argv[i]);
       return 2;
     }
@@ -64,6 +168,10 @@ int main(int argc, char** argv) {
               tk::HaveAvx2() ? "yes" : "no");
   std::mt19937_64 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
+  if (paths_only) {
+    OpsOnEveryPath(pool.get(), min_s, rng);
+    return 0;
+  }
 
   const Shape shapes[] = {{"q_proj 896x896", 896, 896},
                           {"k_proj 896x128", 896, 128},
@@ -134,5 +242,6 @@ int main(int argc, char** argv) {
   std::printf(
       "\nratios = fast row-major time / canonical time (1.00: canonical costs "
       "nothing; 0.80: canonical runs at 0.8x the fast speed)\n");
+  OpsOnEveryPath(pool.get(), min_s, rng);
   return 0;
 }

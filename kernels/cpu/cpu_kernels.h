@@ -88,6 +88,18 @@ void AttentionFast(const float* q, const float* k_cache, const float* v_cache, i
 namespace avx512 {
 void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
                      int64_t n_begin, int64_t n_end);
+float CanonicalDot(const float* a, const float* b, int64_t n);
+void RmsNorm(const float* x, int64_t M, int64_t n, const WeightView& weight, float eps, float* out);
+void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* out);
+void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+          const float* cos_table, const float* sin_table);
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void Add(const float* a, const float* b, int64_t n, float* y);
+void Exp16(const float* x, int64_t n, float* out);  // out[i] = Exp(x[i]), vectorised
+// Canonical only: fast attention runs avx2::AttentionFast on the AVX-512 path.
+void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
+                        float* out, int64_t h_begin, int64_t h_end);
 }  // namespace avx512
 
 }  // namespace trace::kernels
