@@ -5,12 +5,16 @@
 // Thread safety: none (one engine, one caller). Errors: Measure returns the engine's.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace trace::bench {
 
@@ -46,6 +50,29 @@ struct Timing {
 // then `decode_tokens` greedy decode steps of all of them together. Only Forward is timed.
 Status Measure(engine::Engine* engine, const std::vector<std::vector<int32_t>>& prompts,
                int decode_tokens, Timing* t);
+
+// The sweep behind `trace bench throughput`: for each batch size B, B sequences of
+// prompt_len random tokens (the same for both engines; no special token of the tokenizer)
+// measured with Measure on a canonical and a fast engine alternately (so that load drifting
+// on the machine hits both), `repeat` times, keeping the best prefill and the best decode.
+struct SweepOptions {
+  std::vector<int64_t> batches = {1, 8, 64};
+  int prompt_len = 128;
+  int decode_tokens = 32;
+  int repeat = 1;
+  uint64_t seed = 0;
+};
+struct SweepRow {
+  int64_t batch = 0;
+  Timing t[2];  // [0] the first engine (canonical), [1] the second (fast)
+};
+// engines: {canonical, fast}, both warmed up here first (first touch of the weights, thread
+// pool start). Tokens are drawn in [0, token_upper); `tokenizer` may be null. `progress`
+// (may be empty) gets a line saying what runs now. Errors: the engines', with the batch.
+Result<std::vector<SweepRow>> RunThroughputSweep(
+    std::array<engine::Engine*, 2> engines, const SweepOptions& options, int64_t token_upper,
+    const engine::Tokenizer* tokenizer,
+    const std::function<void(const std::string&)>& progress = {});
 
 // Flops of one prefill token through every layer's matrices (2 per weight element: the
 // LM head and attention's score work are not counted), and the bytes of weights one decode
