@@ -40,22 +40,17 @@ float CanonicalDot(const float* a, const float* b, int64_t n) {
 
 void RmsNorm(const float* x, int64_t M, int64_t n, const WeightView& weight, float eps,
              float* out) {
-  thread_local std::vector<float> w;
-  w.resize(static_cast<size_t>(n));
-  WeightRowToF32(weight, 0, n, w.data());
-  for (int64_t m = 0; m < M; ++m) {
-    const float* xr = x + m * n;
-    float* orow = out + m * n;
-    const float sum_sq = CanonicalDot(xr, xr, n);
-    const float inv = canonical::RmsInverse(sum_sq, n, eps);
-    const __m256 vinv = _mm256_set1_ps(inv);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(orow + i, canonical::RmsScale<Arith>(_mm256_loadu_ps(xr + i), vinv,
-                                                            _mm256_loadu_ps(w.data() + i)));
-    }
-    for (; i < n; ++i) orow[i] = canonical::RmsScale(xr[i], inv, w[i]);
-  }
+  RmsNormRows(x, M, n, weight, eps, out, CanonicalDot,
+              [](const float* xr, float inv, const float* w, float* orow, int64_t len) {
+                const __m256 vinv = _mm256_set1_ps(inv);
+                int64_t i = 0;
+                for (; i + 8 <= len; i += 8) {
+                  _mm256_storeu_ps(orow + i,
+                                   canonical::RmsScale<Arith>(_mm256_loadu_ps(xr + i), vinv,
+                                                              _mm256_loadu_ps(w + i)));
+                }
+                for (; i < len; ++i) orow[i] = canonical::RmsScale(xr[i], inv, w[i]);
+              });
 }
 
 namespace {
@@ -86,25 +81,21 @@ void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* ou
 
 void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
           const float* cos_table, const float* sin_table) {
-  const int64_t half = head_dim / 2;
-  for (int64_t m = 0; m < M; ++m) {
-    const float* c = cos_table + static_cast<int64_t>(positions[m]) * half;
-    const float* s = sin_table + static_cast<int64_t>(positions[m]) * half;
-    for (int64_t h = 0; h < n_heads; ++h) {
-      float* v = x + (m * n_heads + h) * head_dim;
-      int64_t i = 0;
-      for (; i + 8 <= half; i += 8) {
-        __m256 y1, y2;
-        canonical::RopeRotate<Arith>(_mm256_loadu_ps(v + i), _mm256_loadu_ps(v + i + half),
-                                     _mm256_loadu_ps(c + i), _mm256_loadu_ps(s + i), &y1, &y2);
-        _mm256_storeu_ps(v + i, y1);
-        _mm256_storeu_ps(v + i + half, y2);
-      }
-      for (; i < half; ++i) {
-        canonical::RopeRotate(v[i], v[i + half], c[i], s[i], &v[i], &v[i + half]);
-      }
-    }
-  }
+  RopeHeads(x, M, n_heads, head_dim, positions, cos_table, sin_table,
+            [](float* v, const float* c, const float* s, int64_t half) {
+              int64_t i = 0;
+              for (; i + 8 <= half; i += 8) {
+                __m256 y1, y2;
+                canonical::RopeRotate<Arith>(_mm256_loadu_ps(v + i), _mm256_loadu_ps(v + i + half),
+                                             _mm256_loadu_ps(c + i), _mm256_loadu_ps(s + i), &y1,
+                                             &y2);
+                _mm256_storeu_ps(v + i, y1);
+                _mm256_storeu_ps(v + i + half, y2);
+              }
+              for (; i < half; ++i) {
+                canonical::RopeRotate(v[i], v[i + half], c[i], s[i], &v[i], &v[i + half]);
+              }
+            });
 }
 
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {

@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
+#include "kernels/canonical.h"
 #include "kernels/kernels.h"
 
 namespace trace::kernels {
@@ -36,6 +38,36 @@ decltype(auto) WithDType(DType dtype, Fn&& fn) {
       break;
   }
   return fn(std::integral_constant<DType, DType::kF32>{});
+}
+
+// The row loops every CPU path of RmsNorm, RoPE and Embedding shares; a path supplies only
+// the per-row arithmetic (scalar, AVX2 or AVX-512), so the loops are written once.
+
+// RmsNorm: the weight row as f32 (thread-local), then per row m: inv = RmsInverse(dot(x_m,
+// x_m)) and scale(x_m, inv, w, out_m, n). x and out may alias (row by row, read then write).
+template <class Dot, class ScaleRow>
+void RmsNormRows(const float* x, int64_t M, int64_t n, const WeightView& weight, float eps,
+                 float* out, Dot dot, ScaleRow scale) {
+  thread_local std::vector<float> w;
+  w.resize(static_cast<size_t>(n));
+  WeightRowToF32(weight, 0, n, w.data());
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * n;
+    scale(xr, canonical::RmsInverse(dot(xr, xr, n), n, eps), w.data(), out + m * n, n);
+  }
+}
+
+// RoPE: rotate(v, c, s, half) for every head v of every row, with row m's cos / sin table
+// rows (position positions[m]).
+template <class RotateHead>
+void RopeHeads(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+               const float* cos_table, const float* sin_table, RotateHead rotate) {
+  const int64_t half = head_dim / 2;
+  for (int64_t m = 0; m < M; ++m) {
+    const float* c = cos_table + static_cast<int64_t>(positions[m]) * half;
+    const float* s = sin_table + static_cast<int64_t>(positions[m]) * half;
+    for (int64_t h = 0; h < n_heads; ++h) rotate(x + (m * n_heads + h) * head_dim, c, s, half);
+  }
 }
 
 bool HaveAvx2();    // AVX2, FMA and F16C, checked once with __builtin_cpu_supports

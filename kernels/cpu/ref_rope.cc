@@ -28,17 +28,12 @@ namespace ref {
 
 void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
           const float* cos_table, const float* sin_table) {
-  const int64_t half = head_dim / 2;
-  for (int64_t m = 0; m < M; ++m) {
-    const float* c = cos_table + static_cast<int64_t>(positions[m]) * half;
-    const float* s = sin_table + static_cast<int64_t>(positions[m]) * half;
-    for (int64_t h = 0; h < n_heads; ++h) {
-      float* v = x + (m * n_heads + h) * head_dim;
-      for (int64_t i = 0; i < half; ++i) {
-        canonical::RopeRotate(v[i], v[i + half], c[i], s[i], &v[i], &v[i + half]);
-      }
-    }
-  }
+  RopeHeads(x, M, n_heads, head_dim, positions, cos_table, sin_table,
+            [](float* v, const float* c, const float* s, int64_t half) {
+              for (int64_t i = 0; i < half; ++i) {
+                canonical::RopeRotate(v[i], v[i + half], c[i], s[i], &v[i], &v[i + half]);
+              }
+            });
 }
 
 }  // namespace ref

@@ -18,10 +18,12 @@
 namespace trace::kernels {
 namespace {
 
+using testing::AttentionCase;
 using testing::Bits;
 using testing::FirstBitDifference;
 using testing::RandomVector;
 using testing::RandomWeights;
+using testing::RunAttention;
 
 constexpr double kUnitRoundoff = 0x1p-24;
 const DType kDTypes[] = {DType::kBF16, DType::kF16, DType::kF32};
@@ -480,19 +482,6 @@ TEST(KernelsAdd, Avx2EqualsReference) {
     ASSERT_EQ(FirstBitDifference(ref.data(), simd.data(), n), "");
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(ref[i], a[i] + b[i]);
   }
-}
-
-struct AttentionCase {
-  int64_t n_heads, n_kv_heads, head_dim, pos;
-};
-
-std::vector<float> RunAttention(const KernelContext& ctx, const std::vector<float>& q,
-                                const std::vector<float>& k, const std::vector<float>& v,
-                                const AttentionCase& c) {
-  std::vector<float> out(c.n_heads * c.head_dim, NAN), scratch(2 * (c.pos + 1));
-  Attention(ctx, q.data(), k.data(), v.data(), c.pos, c.n_heads, c.n_kv_heads, c.head_dim,
-            scratch.data(), out.data());
-  return out;
 }
 
 // float64 two-pass softmax attention.

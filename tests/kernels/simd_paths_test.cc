@@ -22,9 +22,11 @@
 namespace trace::kernels {
 namespace {
 
+using testing::AttentionCase;
 using testing::FirstBitDifference;
 using testing::RandomVector;
 using testing::RandomWeights;
+using testing::RunAttention;
 
 const DType kDTypes[] = {DType::kBF16, DType::kF16, DType::kF32};
 const float kInf = std::numeric_limits<float>::infinity();
@@ -209,19 +211,6 @@ TEST(KernelsSimdPaths, AddEqualsReference) {
           << "n " << n << " " << CpuIsaPathName(impl);
     }
   }
-}
-
-struct AttentionCase {
-  int64_t n_heads, n_kv_heads, head_dim, pos;
-};
-
-std::vector<float> RunAttention(const KernelContext& ctx, const std::vector<float>& q,
-                                const std::vector<float>& k, const std::vector<float>& v,
-                                const AttentionCase& c) {
-  std::vector<float> out(c.n_heads * c.head_dim, NAN), scratch(2 * (c.pos + 1));
-  Attention(ctx, q.data(), k.data(), v.data(), c.pos, c.n_heads, c.n_kv_heads, c.head_dim,
-            scratch.data(), out.data());
-  return out;
 }
 
 TEST(KernelsSimdPaths, AttentionEqualsReference) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -65,6 +66,22 @@ inline std::string FirstBitDifference(const float* a, const float* b, size_t n) 
     }
   }
   return "";
+}
+
+// One attention call's shape, and the call itself (output NaN-filled first, so that an
+// element the kernel does not write shows).
+struct AttentionCase {
+  int64_t n_heads, n_kv_heads, head_dim, pos;
+};
+
+inline std::vector<float> RunAttention(const KernelContext& ctx, const std::vector<float>& q,
+                                       const std::vector<float>& k, const std::vector<float>& v,
+                                       const AttentionCase& c) {
+  std::vector<float> out(static_cast<size_t>(c.n_heads * c.head_dim), NAN);
+  std::vector<float> scratch(static_cast<size_t>(2 * (c.pos + 1)));
+  Attention(ctx, q.data(), k.data(), v.data(), c.pos, c.n_heads, c.n_kv_heads, c.head_dim,
+            scratch.data(), out.data());
+  return out;
 }
 
 }  // namespace trace::kernels::testing
