@@ -488,7 +488,9 @@ int RunThroughput(const ThroughputArgs& args) {
     progress.Done();
   }
   const double flops_per_token = bench::CostOf(*loaded->model).flops_per_prefill_token;
-  auto prefill_gflops = [&](const bench::Timing& t) { return t.prefill_tps * flops_per_token / 1e9; };
+  auto prefill_gflops = [&](const bench::Timing& t) {
+    return t.prefill_tps * flops_per_token / 1e9;
+  };
 
   if (args.json) {
     nlohmann::ordered_json j;

@@ -83,8 +83,8 @@ class ThreadPool;  // kernels/thread_pool.h; nullptr means run on the calling th
 enum class Impl : uint8_t { kAuto = 0, kReference = 1, kAvx2 = 2, kAvx512 = 3 };
 
 // The CPU instruction-set path that `impl` runs on this machine: "avx512" (AVX-512 F/BW/DQ/VL
-// canonical ops; fast MatMul and fast attention on AVX2), "avx2" (AVX2+FMA+F16C) or "reference" (the scalar
-// references). Recorded in every run's fingerprint: the bits are the same either way
+// canonical ops; fast MatMul and fast attention on AVX2), "avx2" (AVX2+FMA+F16C) or "reference"
+// (the scalar references). Recorded in every run's fingerprint: the bits are the same either way
 // (tested), but a replay says what ran.
 const char* CpuIsaPathName(Impl impl);
 // The paths this CPU can run, best first, each as the Impl that forces it (kAvx512, kAvx2,
