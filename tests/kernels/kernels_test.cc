@@ -24,6 +24,7 @@ using testing::FirstBitDifference;
 using testing::RandomVector;
 using testing::RandomWeights;
 using testing::RunAttention;
+using testing::SimdPaths;
 
 constexpr double kUnitRoundoff = 0x1p-24;
 const DType kDTypes[] = {DType::kBF16, DType::kF16, DType::kF32};
@@ -127,15 +128,6 @@ std::vector<float> RunMatMul(const KernelContext& ctx, const std::vector<float>&
   std::vector<float> y(static_cast<size_t>(M * w.rows), NAN);
   MatMul(ctx, x.data(), M, w, bias, y.data());
   return y;
-}
-
-// The SIMD paths this machine has (AVX-512 and AVX2 where present), each forced by its Impl.
-std::vector<Impl> SimdPaths() {
-  std::vector<Impl> paths;
-  for (Impl impl : AvailableCpuIsaPaths()) {
-    if (impl != Impl::kReference) paths.push_back(impl);
-  }
-  return paths;
 }
 
 TEST(KernelsMatMul, Avx2EqualsReferenceBitwise) {

@@ -27,6 +27,7 @@ using testing::FirstBitDifference;
 using testing::RandomVector;
 using testing::RandomWeights;
 using testing::RunAttention;
+using testing::SimdPaths;
 
 const DType kDTypes[] = {DType::kBF16, DType::kF16, DType::kF32};
 const float kInf = std::numeric_limits<float>::infinity();
@@ -38,15 +39,6 @@ KernelContext Ctx(Impl impl, ThreadPool* pool = nullptr) {
   ctx.impl = impl;
   ctx.pool = pool;
   return ctx;
-}
-
-// The SIMD paths this machine has, each forced (the reference is what they are held to).
-std::vector<Impl> SimdPaths() {
-  std::vector<Impl> paths;
-  for (Impl impl : AvailableCpuIsaPaths()) {
-    if (impl != Impl::kReference) paths.push_back(impl);
-  }
-  return paths;
 }
 
 // Random values with special ones sprinkled in: every 5th element one of subnormal (of

@@ -51,6 +51,16 @@ inline TestWeights RandomWeights(std::mt19937_64& rng, DType dtype, int64_t rows
   return w;
 }
 
+// The SIMD paths this machine has (AVX-512 and AVX2 where present), each as the Impl that
+// forces it; the scalar reference is what they are held to.
+inline std::vector<Impl> SimdPaths() {
+  std::vector<Impl> paths;
+  for (Impl impl : AvailableCpuIsaPaths()) {
+    if (impl != Impl::kReference) paths.push_back(impl);
+  }
+  return paths;
+}
+
 inline uint32_t Bits(float f) {
   uint32_t b;
   std::memcpy(&b, &f, 4);
