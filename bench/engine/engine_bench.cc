@@ -5,9 +5,10 @@
 //                [--no-speed-of-light]
 //
 // Without --model it writes the qwen2.5-0.5b preset (seed 1) to $TMPDIR once and reuses it.
-// Throughput: prefill tokens/s (one sequence of --prefill tokens), decode tokens/s at batch 1
-// and at batch 8 (--decode steps after a 32-token prompt each), for canonical and fast;
-// figures are reported as the ratio canonical / fast. Memory: a child process loads the
+// Throughput (bench::RunThroughputSweep, shared with `trace bench throughput`): prefill
+// tokens/s (one sequence of --prefill tokens), decode tokens/s at batch 1 (--decode steps
+// after it) and at batch 8 (--decode steps after a 32-token prompt each), canonical and fast
+// alternately; figures are reported as the ratio canonical / fast. Memory: a child process loads the
 // model, fills one sequence to --context tokens and decodes 4 more; its peak RSS is
 // compared with the size of the weights (target <= 1.3x at 4096). Speed of light (skip with
 // --no-speed-of-light): canonical prefill and batch-1 decode on each SIMD path (AVX-512, AVX2)
@@ -18,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -82,45 +84,33 @@ struct Figures {
   double prefill = 0, decode1 = 0, decode8 = 0;  // tokens/s
 };
 
-Figures Throughput(std::shared_ptr<const engine::Model> model, kernels::Numerics numerics,
-                   const Options& opt) {
-  Figures f;
-  const int64_t vocab = model->config().vocab_size;
-  auto engine = MakeEngine(model, numerics, opt.threads, opt.prefill + opt.decode + 64);
-  std::mt19937_64 rng(1);
-  engine::ForwardOutput out;
-  {  // prefill
-    auto tokens = Tokens(&rng, opt.prefill, vocab);
-    engine::SeqId seq = engine->NewSequence();
-    engine::BatchItem item{seq, tokens, {opt.prefill - 1}};
-    auto start = Clock::now();
-    Check(engine->Forward(std::span<const engine::BatchItem>(&item, 1), &out));
-    f.prefill = opt.prefill / Seconds(start);
-    engine->FreeSequence(seq);
-  }
+// Canonical and fast through bench::RunThroughputSweep (the sweep of `trace bench
+// throughput`: both engines alternately, so drifting load hits both): one sequence of
+// --prefill tokens then --decode steps at batch 1, and 8 sequences of 32 tokens then --decode
+// steps at batch 8. Returns {canonical, fast}.
+std::array<Figures, 2> Throughput(std::shared_ptr<const engine::Model> model, const Options& opt) {
+  const int64_t context = opt.prefill + opt.decode + 64;
+  auto canonical = MakeEngine(model, kernels::Numerics::kCanonical, opt.threads, context);
+  auto fast = MakeEngine(model, kernels::Numerics::kFast, opt.threads, context);
+  std::array<Figures, 2> f;
+  const int64_t vocab = std::min<int64_t>(model->config().vocab_size, 150000);
   for (int batch : {1, 8}) {
-    std::vector<engine::SeqId> seqs;
-    std::vector<std::vector<int32_t>> prompts;
-    std::vector<engine::BatchItem> items;
-    for (int b = 0; b < batch; ++b) {
-      seqs.push_back(engine->NewSequence());
-      prompts.push_back(Tokens(&rng, 32, vocab));
-    }
-    for (int b = 0; b < batch; ++b) items.push_back({seqs[b], prompts[b], {31}});
-    Check(engine->Forward(items, &out));
-    std::vector<int32_t> next(batch);
-    auto start = Clock::now();
-    for (int step = 0; step < opt.decode; ++step) {
-      items.clear();
-      for (int b = 0; b < batch; ++b) {
-        next[b] = static_cast<int32_t>(rng() % 150000);
-        items.push_back({seqs[b], std::span<const int32_t>(&next[b], 1), {0}});
+    bench::SweepOptions sweep;
+    sweep.batches = {batch};
+    sweep.prompt_len = batch == 1 ? opt.prefill : 32;
+    sweep.decode_tokens = opt.decode;
+    sweep.seed = 1;
+    auto rows = bench::RunThroughputSweep({canonical.get(), fast.get()}, sweep, vocab, nullptr);
+    Check(rows.status());
+    for (int m = 0; m < 2; ++m) {
+      const bench::Timing& t = (*rows)[0].t[m];
+      if (batch == 1) {
+        f[static_cast<size_t>(m)].prefill = t.prefill_tps;
+        f[static_cast<size_t>(m)].decode1 = t.decode_tps;
+      } else {
+        f[static_cast<size_t>(m)].decode8 = t.decode_tps;
       }
-      Check(engine->Forward(items, &out));
     }
-    double tps = static_cast<double>(batch) * opt.decode / Seconds(start);
-    (batch == 1 ? f.decode1 : f.decode8) = tps;
-    for (auto s : seqs) engine->FreeSequence(s);
   }
   return f;
 }
@@ -318,8 +308,7 @@ int main(int argc, char** argv) {
   std::printf("model %s: %s, %lld layers, hidden %lld, %.0f MB weights; threads %d\n",
               opt.model.c_str(), c.architecture.c_str(), static_cast<long long>(c.num_layers),
               static_cast<long long>(c.hidden_size), model->weights().bytes / 1e6, opt.threads);
-  Figures canonical = Throughput(model, kernels::Numerics::kCanonical, opt);
-  Figures fast = Throughput(model, kernels::Numerics::kFast, opt);
+  const auto [canonical, fast] = Throughput(model, opt);
   std::printf("%-22s %12s %12s %10s\n", "tokens/s", "canonical", "fast", "ratio");
   auto row = [](const char* name, double a, double b) {
     std::printf("%-22s %12.2f %12.2f %9.2fx\n", name, a, b, a / b);
