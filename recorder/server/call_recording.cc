@@ -49,6 +49,18 @@ Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult
       }
     }
   }
+  // Routes (MoE models with --layer-digests): the same rule, route_width ids per token.
+  if (!g.steps.empty() && !g.steps[0].route.empty()) {
+    const size_t width = g.steps[0].route.size();
+    bool uniform = true;
+    for (const TokenStep& s : g.steps) uniform = uniform && s.route.size() == width;
+    if (uniform) {
+      c.set_route_width(static_cast<int32_t>(width));
+      for (const TokenStep& s : g.steps) {
+        for (int32_t id : s.route) c.add_route_ids(id);
+      }
+    }
+  }
   c.set_finish_reason(status == 200 ? r.finish_reason : "error");
   c.set_output_text(call.FinalText());
   c.set_response_json(body);
