@@ -88,6 +88,7 @@ int RunInfo(const InfoArgs& args) {
                 {"num_experts_per_tok", c.num_experts_per_tok},
                 {"moe_intermediate_size", c.moe_intermediate_size},
                 {"norm_topk_prob", c.norm_topk_prob},
+                {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
                 {"moe_layers", moe_layers}};
   }
   j["weight_files"] = files;
@@ -116,6 +117,10 @@ int RunInfo(const InfoArgs& args) {
                 static_cast<long long>(c.num_layers), static_cast<long long>(c.num_experts_per_tok),
                 static_cast<long long>(c.moe_intermediate_size),
                 c.norm_topk_prob ? ", top-k renormalised" : "");
+    if (c.shared_expert_intermediate_size > 0) {
+      std::printf("shared expert  width %lld, on every row, sigmoid-gated\n",
+                  static_cast<long long>(c.shared_expert_intermediate_size));
+    }
   }
   std::printf("attention      %lld heads, %lld kv heads, head_dim %lld%s%s\n",
               static_cast<long long>(c.num_heads), static_cast<long long>(c.num_kv_heads),
@@ -147,7 +152,8 @@ void Setup(CLI::App& app, int* exit_code) {
       "init", "Write a model folder with seeded random weights in the real formats");
   init->add_option("--preset", init_args->preset,
                    "tiny | qwen3-0.6b | qwen2.5-0.5b | qwen3-moe-tiny | "
-                   "qwen3-moe-a3b-narrow (128 experts, 8 per token) | mixtral-tiny")
+                   "qwen3-moe-a3b-narrow (128 experts, 8 per token) | mixtral-tiny |\n"
+                   "qwen2-moe-tiny (top 4 + a shared expert)")
       ->check(CLI::IsMember(engine::ModelPresetNames()));
   init->add_option("--seed", init_args->seed, "Seed of the random weights");
   init->add_option("--shards", init_args->shards,

@@ -90,7 +90,8 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-batch", args->engine.max_batch,
                   "Most sequences batched together (1: one request at a time)");
   cmd->add_flag("--layer-digests", args->engine.layer_digests,
-                "Also record a digest of every layer's hidden state per sampled token, so\n"
+                "Also record a digest of every layer's hidden state per sampled token (and on\n"
+                "a mixture-of-experts model the experts it was routed to in every layer), so\n"
                 "`trace replay` can name the first differing layer (costs a little)");
   cmd->add_option("--served-model-name", args->engine.served_model_names,
                   "Serve the model only under this name (repeatable; the first is OPENAI_MODEL).\n"

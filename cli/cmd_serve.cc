@@ -107,8 +107,9 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-batch", args->max_batch,
                   "Most sequences batched together (1: one request at a time)");
   cmd->add_flag("--layer-digests", args->layer_digests,
-                "Record a digest of every layer's hidden state per sampled token (with\n"
-                "--record), so `trace replay` can name the first differing layer");
+                "Record a digest of every layer's hidden state per sampled token, and an MoE\n"
+                "model's route (with --record), so `trace replay` can name the first\n"
+                "differing layer");
   cmd->callback([args, exit_code] { *exit_code = Run(*args); });
 }
 

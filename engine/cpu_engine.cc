@@ -13,11 +13,6 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Model> mode
                                                const EngineOptions& options) {
   if (model == nullptr) return InvalidArgument("engine: no model");
   if (IsCudaDevice(options.device)) {
-    if (model->config().num_experts > 0) {
-      return Unsupported(model->dir() + ": mixture-of-experts models (" +
-                         model->config().architecture +
-                         ") run on the CPU engine only so far; use --device cpu");
-    }
     return CreateCudaEngine(std::move(model), options);
   }
   if (options.device != "cpu") {

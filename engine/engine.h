@@ -24,7 +24,7 @@ namespace trace::engine {
 
 // config.json, as far as the engine needs it.
 struct ModelConfig {
-  std::string architecture;  // "qwen3" | "qwen2" | "llama" | "qwen3_moe" | "mixtral"
+  std::string architecture;  // "qwen3" | "qwen2" | "llama" | "qwen3_moe" | "qwen2_moe" | "mixtral"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -41,7 +41,7 @@ struct ModelConfig {
   kernels::DType dtype = kernels::DType::kBF16;  // torch_dtype of the stored weights
   std::vector<int32_t> eos_token_ids;            // from config.json / generation_config.json
 
-  // Mixture of experts (qwen3_moe, mixtral; docs/models.md "Mixture of experts"). Dense
+  // Mixture of experts (qwen3_moe, qwen2_moe, mixtral; docs/models.md "Mixture of experts"). Dense
   // models have num_experts == 0. A layer is an MoE layer when IsMoeLayer says so; the others
   // keep the dense SwiGLU of width intermediate_size.
   int64_t num_experts = 0;            // num_experts (qwen3_moe) / num_local_experts (mixtral)
@@ -50,6 +50,9 @@ struct ModelConfig {
   bool norm_topk_prob = false;        // divide the k probabilities by their sum (mixtral: always)
   int64_t decoder_sparse_step = 1;    // MoE in layers with (layer + 1) % step == 0
   std::vector<int64_t> mlp_only_layers;  // layers that stay dense whatever the step says
+  // qwen2_moe: the shared expert's width (0: none). Every MoE layer then also runs one
+  // shared SwiGLU expert on every row, scaled by sigmoid(shared_expert_gate(h)).
+  int64_t shared_expert_intermediate_size = 0;
 
   bool IsMoeLayer(int64_t layer) const {
     if (num_experts <= 0 || decoder_sparse_step <= 0) return false;
@@ -121,6 +124,12 @@ struct ForwardOutput {
 // the hidden state after that layer [hidden_size]) for rows whose logits were asked for.
 using LayerProbe =
     std::function<void(size_t item, int32_t token_index, int layer, std::span<const float>)>;
+// Optional route probe (mixture-of-experts models): called after each MoE layer with (item
+// index, token index within the item, layer, the experts that row was routed to: the
+// config's num_experts_per_tok ids, ascending; -1 for a slot dropped by fast numerics'
+// capacity) for rows whose logits were asked for. Dense layers are not reported.
+using RouteProbe =
+    std::function<void(size_t item, int32_t token_index, int layer, std::span<const int32_t>)>;
 
 class Engine {
  public:
@@ -145,7 +154,8 @@ class Engine {
   // steps, any lengths). Canonical numerics: each item's logits are bitwise independent
   // of the other items and of how its tokens were chunked across calls.
   virtual Status Forward(std::span<const BatchItem> items, ForwardOutput* out,
-                         const LayerProbe* probe = nullptr) = 0;
+                         const LayerProbe* probe = nullptr,
+                         const RouteProbe* route_probe = nullptr) = 0;
 };
 
 }  // namespace trace::engine

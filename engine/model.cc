@@ -184,7 +184,8 @@ Result<const float*> LoadedModel::Bias(const std::string& name, int64_t n) {
 
 // Hugging Face names: qwen3_moe `mlp.gate` + `mlp.experts.E.{gate,up,down}_proj`; mixtral
 // `block_sparse_moe.gate` + `block_sparse_moe.experts.E.{w1,w3,w2}` (w1 = gate, w3 = up,
-// w2 = down).
+// w2 = down); qwen2_moe as qwen3_moe plus `mlp.shared_expert.{gate,up,down}_proj` and
+// `mlp.shared_expert_gate` [1, hidden].
 Status LoadedModel::LoadMoe(const std::string& prefix, MoeWeights* moe) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, W = c.moe_intermediate_size;
@@ -201,6 +202,15 @@ Status LoadedModel::LoadMoe(const std::string& prefix, MoeWeights* moe) {
                            Tensor(x + (mixtral ? "w3.weight" : "up_proj.weight"), {W, H}));
     TRACE_ASSIGN_OR_RETURN(ew.down_proj,
                            Tensor(x + (mixtral ? "w2.weight" : "down_proj.weight"), {H, W}));
+  }
+  const int64_t S = c.shared_expert_intermediate_size;
+  if (S > 0) {
+    ExpertWeights& se = moe->shared_expert;
+    TRACE_ASSIGN_OR_RETURN(se.gate_proj, Tensor(block + "shared_expert.gate_proj.weight", {S, H}));
+    TRACE_ASSIGN_OR_RETURN(se.up_proj, Tensor(block + "shared_expert.up_proj.weight", {S, H}));
+    TRACE_ASSIGN_OR_RETURN(se.down_proj, Tensor(block + "shared_expert.down_proj.weight", {H, S}));
+    TRACE_ASSIGN_OR_RETURN(moe->shared_expert_gate,
+                           Tensor(block + "shared_expert_gate.weight", {1, H}));
   }
   return Status::Ok();
 }

@@ -87,7 +87,8 @@ std::string FloatText(float v) {
   return buf;
 }
 
-// The mixture-of-experts fields of qwen3_moe and mixtral (Hugging Face names and defaults).
+// The mixture-of-experts fields of qwen3_moe, qwen2_moe and mixtral (Hugging Face names and
+// defaults; Qwen2MoeConfig's: 60 experts, top 4, unnormalised, step 1, shared expert 5632).
 Status ParseMoe(const json& j, const std::string& path, ModelConfig* c) {
   if (c->architecture == "mixtral") {
     // Mixtral: every layer is sparse, experts as wide as intermediate_size, and the top-k
@@ -104,12 +105,18 @@ Status ParseMoe(const json& j, const std::string& path, ModelConfig* c) {
                          ": field 'sliding_window' (sliding-window attention) is not "
                          "supported; only null is");
     }
-  } else if (c->architecture == "qwen3_moe") {
-    TRACE_ASSIGN_OR_RETURN(c->num_experts, GetInt(j, "num_experts", path, kMaxCount));
+  } else if (c->architecture == "qwen3_moe" || c->architecture == "qwen2_moe") {
+    const bool qwen2 = c->architecture == "qwen2_moe";
+    TRACE_ASSIGN_OR_RETURN(c->num_experts,
+                           qwen2 ? GetInt(j, "num_experts", path, kMaxCount, int64_t{60})
+                                 : GetInt(j, "num_experts", path, kMaxCount));
     TRACE_ASSIGN_OR_RETURN(c->num_experts_per_tok,
-                           GetInt(j, "num_experts_per_tok", path, kMaxCount));
+                           qwen2 ? GetInt(j, "num_experts_per_tok", path, kMaxCount, int64_t{4})
+                                 : GetInt(j, "num_experts_per_tok", path, kMaxCount));
     TRACE_ASSIGN_OR_RETURN(c->moe_intermediate_size,
-                           GetInt(j, "moe_intermediate_size", path, kMaxWidth));
+                           qwen2
+                               ? GetInt(j, "moe_intermediate_size", path, kMaxWidth, int64_t{1408})
+                               : GetInt(j, "moe_intermediate_size", path, kMaxWidth));
     TRACE_ASSIGN_OR_RETURN(c->norm_topk_prob, GetBool(j, "norm_topk_prob", path, false));
     TRACE_ASSIGN_OR_RETURN(c->decoder_sparse_step,
                            GetInt(j, "decoder_sparse_step", path, kMaxCount, int64_t{1}));
@@ -128,8 +135,13 @@ Status ParseMoe(const json& j, const std::string& path, ModelConfig* c) {
     if (c->num_experts > 0 && c->decoder_sparse_step <= 0) {
       return InvalidArgument(path + ": field 'decoder_sparse_step' must be positive");
     }
+    if (qwen2) {
+      TRACE_ASSIGN_OR_RETURN(
+          c->shared_expert_intermediate_size,
+          GetInt(j, "shared_expert_intermediate_size", path, kMaxWidth, int64_t{5632}));
+    }
     auto shared = j.find("shared_expert_intermediate_size");
-    if (shared != j.end() && shared->is_number_integer() && shared->get<int64_t>() > 0) {
+    if (!qwen2 && shared != j.end() && shared->is_number_integer() && shared->get<int64_t>() > 0) {
       // Qwen3-MoE's modelling code has no shared expert; a config asking for one is another
       // architecture (qwen2_moe) under this model_type.
       return Unsupported(path +
@@ -176,9 +188,11 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
   }
   c.architecture = mt->get<std::string>();
   if (c.architecture != "qwen3" && c.architecture != "qwen2" && c.architecture != "llama" &&
-      c.architecture != "qwen3_moe" && c.architecture != "mixtral") {
-    return Unsupported(path + ": unknown architecture '" + EscapeForDisplay(c.architecture) +
-                       "' (model_type; supported: qwen3, qwen2, llama, qwen3_moe, mixtral)");
+      c.architecture != "qwen3_moe" && c.architecture != "qwen2_moe" &&
+      c.architecture != "mixtral") {
+    return Unsupported(
+        path + ": unknown architecture '" + EscapeForDisplay(c.architecture) +
+        "' (model_type; supported: qwen3, qwen2, llama, qwen3_moe, qwen2_moe, mixtral)");
   }
   TRACE_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, "vocab_size", path, kMaxVocab));
   TRACE_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, "hidden_size", path, kMaxWidth));
@@ -244,10 +258,14 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
     }
   }
   TRACE_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, "tie_word_embeddings", path, false));
-  // Qwen2 always carries q/k/v biases; the others say so with attention_bias.
+  // Qwen2 always carries q/k/v biases; Qwen2-MoE too unless its qkv_bias says otherwise;
+  // the others say so with attention_bias.
   TRACE_ASSIGN_OR_RETURN(c.attention_bias,
                          GetBool(j, "attention_bias", path, c.architecture == "qwen2"));
   if (c.architecture == "qwen2") c.attention_bias = true;
+  if (c.architecture == "qwen2_moe") {
+    TRACE_ASSIGN_OR_RETURN(c.attention_bias, GetBool(j, "qkv_bias", path, true));
+  }
   c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3_moe";
   TRACE_RETURN_IF_ERROR(ParseMoe(j, path, &c));
   std::string dtype = "float32";
@@ -285,6 +303,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   std::string arch = c.architecture == "qwen3"       ? "Qwen3ForCausalLM"
                      : c.architecture == "qwen2"     ? "Qwen2ForCausalLM"
                      : c.architecture == "qwen3_moe" ? "Qwen3MoeForCausalLM"
+                     : c.architecture == "qwen2_moe" ? "Qwen2MoeForCausalLM"
                      : c.architecture == "mixtral"   ? "MixtralForCausalLM"
                                                      : "LlamaForCausalLM";
   j["architectures"] = {arch};
@@ -301,15 +320,23 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   j["rms_norm_eps"] = std::stod(FloatText(c.rms_norm_eps));
   j["hidden_act"] = "silu";
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  if (c.architecture != "qwen2") j["attention_bias"] = c.attention_bias;
+  if (c.architecture == "qwen2_moe") {
+    j["qkv_bias"] = c.attention_bias;
+  } else if (c.architecture != "qwen2") {
+    j["attention_bias"] = c.attention_bias;
+  }
   j["rope_scaling"] = nullptr;
-  if (c.architecture == "qwen3_moe") {
+  if (c.architecture == "qwen3_moe" || c.architecture == "qwen2_moe") {
     j["num_experts"] = c.num_experts;
     j["num_experts_per_tok"] = c.num_experts_per_tok;
     j["moe_intermediate_size"] = c.moe_intermediate_size;
     j["norm_topk_prob"] = c.norm_topk_prob;
     j["decoder_sparse_step"] = c.decoder_sparse_step;
     j["mlp_only_layers"] = c.mlp_only_layers;
+    if (c.architecture == "qwen2_moe") {
+      j["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
+      j["use_sliding_window"] = false;
+    }
     j["output_router_logits"] = false;
     j["router_aux_loss_coef"] = 0.001;
   } else if (c.architecture == "mixtral") {

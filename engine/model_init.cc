@@ -98,6 +98,12 @@ std::vector<InitSpec> ModelTensors(const ModelConfig& c) {
         matrix(x + (mixtral ? "w2.weight" : "down_proj.weight"), H, W);
         matrix(x + (mixtral ? "w3.weight" : "up_proj.weight"), W, H);
       }
+      if (const int64_t S = c.shared_expert_intermediate_size; S > 0) {  // qwen2_moe
+        matrix(block + "shared_expert.gate_proj.weight", S, H);
+        matrix(block + "shared_expert.up_proj.weight", S, H);
+        matrix(block + "shared_expert.down_proj.weight", H, S);
+        matrix(block + "shared_expert_gate.weight", 1, H);
+      }
     } else {
       matrix(p + "mlp.gate_proj.weight", c.intermediate_size, H);
       matrix(p + "mlp.up_proj.weight", c.intermediate_size, H);
@@ -134,13 +140,15 @@ Status CopyFile(const std::string& from, const std::string& to) {
 
 namespace {
 
-// The shape of each preset. MoE presets: every layer sparse, top-k renormalised.
+// The shape of each preset. MoE presets: every layer sparse, top-k renormalised except for
+// qwen2_moe (Qwen2MoeConfig's norm_topk_prob default, false).
 struct PresetShape {
   const char* name;
   const char* architecture;
   int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, max_positions;
   int64_t experts = 0, experts_per_token = 0, expert_width = 0;
   bool tied = true;
+  int64_t shared_expert_width = 0;
 };
 
 constexpr PresetShape kPresets[] = {
@@ -155,6 +163,10 @@ constexpr PresetShape kPresets[] = {
     // Mixtral's layout (block_sparse_moe, w1/w2/w3, 8 experts, top-2, no q/k norm) at the
     // tiny width, over the bundled Qwen3 vocabulary.
     {"mixtral-tiny", "mixtral", 64, 64, 2, 4, 2, 16, 8192, 8, 2, 64, false},
+    // Qwen1.5-MoE-A2.7B's layout (qwen2_moe: q/k/v biases, no q/k norm, top 4 of the
+    // experts unnormalised, a shared expert 4x an expert's width behind a sigmoid gate) at the
+    // tiny width.
+    {"qwen2-moe-tiny", "qwen2_moe", 64, 128, 2, 4, 2, 16, 8192, 8, 4, 32, true, 128},
 };
 
 }  // namespace
@@ -193,8 +205,9 @@ Result<ModelConfig> PresetConfig(const std::string& preset) {
   c.num_experts = shape->experts;
   c.num_experts_per_tok = shape->experts_per_token;
   c.moe_intermediate_size = shape->expert_width;
-  c.norm_topk_prob = shape->experts > 0;
-  c.attention_bias = c.architecture == "qwen2";
+  c.shared_expert_intermediate_size = shape->shared_expert_width;
+  c.norm_topk_prob = shape->experts > 0 && c.architecture != "qwen2_moe";
+  c.attention_bias = c.architecture == "qwen2" || c.architecture == "qwen2_moe";
   c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3_moe";
   return c;
 }

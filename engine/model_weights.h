@@ -25,6 +25,11 @@ struct ExpertWeights {
 struct MoeWeights {
   kernels::WeightView router;  // [num_experts, hidden]: `mlp.gate` / `block_sparse_moe.gate`
   std::vector<ExpertWeights> experts;  // by expert id
+  // qwen2_moe's shared expert (data null without one): `mlp.shared_expert.{gate,up,down}_proj`
+  // of width shared_expert_intermediate_size, and its gate `mlp.shared_expert_gate` [1, hidden].
+  ExpertWeights shared_expert;
+  kernels::WeightView shared_expert_gate;
+  bool has_shared_expert() const { return shared_expert_gate.data != nullptr; }
 };
 
 struct LayerWeights {

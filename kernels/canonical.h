@@ -480,4 +480,14 @@ TRACE_HD typename A::V CombineStep(typename A::V acc, typename A::V weight, type
   return A::Add(acc, A::Mul(weight, y));
 }
 
+// qwen2_moe's shared expert: its weight is the sigmoid of its gate logit (a dot of the row
+// with the [1, hidden] shared_expert_gate, by the canonical MatMul),
+//   SharedExpertWeight(x) = 1 / (1 + Exp(-x))   (exact negation, Exp, rounded add, divide),
+// and its term is added after the routed experts' sum, as one more CombineStep:
+//   out = CombineStep(routed sum, SharedExpertWeight(gate logit), shared expert's output).
+// (Hugging Face: final = routed + sigmoid(shared_expert_gate(h)) * shared_expert(h).)
+TRACE_HD float SharedExpertWeight(float gate_logit) {
+  return Div(1.0f, Add(1.0f, Exp(-gate_logit)));
+}
+
 }  // namespace trace::kernels::canonical

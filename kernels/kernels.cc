@@ -445,4 +445,11 @@ void MoeCombine(const KernelContext& ctx, const float* expert_out, const int32_t
   });
 }
 
+void MoeAddShared(const KernelContext& ctx, const float* shared_out, const float* gate_logits,
+                  int64_t M, int64_t n, float* out) {
+  ParallelFor(ctx.pool, M, [&](int64_t begin, int64_t end) {
+    ref::MoeAddShared(shared_out + begin * n, gate_logits + begin, end - begin, n, out + begin * n);
+  });
+}
+
 }  // namespace trace::kernels

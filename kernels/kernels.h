@@ -180,4 +180,10 @@ void MoeRoute(const KernelContext& ctx, const float* logits, int64_t M, int64_t 
 void MoeCombine(const KernelContext& ctx, const float* expert_out, const int32_t* ids,
                 const float* weights, int64_t M, int64_t k, int64_t n, float* out);
 
+// The shared expert's term (qwen2_moe), after MoeCombine: out[m, i] =
+// canonical::CombineStep(out[m, i], canonical::SharedExpertWeight(gate_logits[m]),
+// shared_out[m * n + i]). shared_out: [M, n]; gate_logits: [M]; out: [M, n] (in place).
+void MoeAddShared(const KernelContext& ctx, const float* shared_out, const float* gate_logits,
+                  int64_t M, int64_t n, float* out);
+
 }  // namespace trace::kernels

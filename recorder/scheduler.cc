@@ -237,18 +237,31 @@ class SchedulerImpl : public Scheduler {
     engine::ForwardOutput out;
     // Per item: the layer digests of its (only) logits row, [layer].
     std::vector<std::vector<uint64_t>> layer_digests;
+    // Per item: the route of that row, MoE layers in order (the probe is called layer by
+    // layer, so appending keeps the order).
+    std::vector<std::vector<int32_t>> routes;
     engine::LayerProbe probe;
+    engine::RouteProbe route_probe;
+    auto asked = [&](size_t item, int32_t token_index) {
+      return item < items.size() && !items[item].logits_at.empty() &&
+             items[item].logits_at.back() == token_index;
+    };
     if (options_.layer_digests) {
       layer_digests.resize(items.size());
+      routes.resize(items.size());
       probe = [&](size_t item, int32_t token_index, int layer, std::span<const float> hidden) {
-        if (item >= items.size() || layer < 0) return;
-        if (items[item].logits_at.empty() || items[item].logits_at.back() != token_index) return;
+        if (layer < 0 || !asked(item, token_index)) return;
         auto& v = layer_digests[item];
         if (static_cast<int>(v.size()) <= layer) v.resize(layer + 1);
         v[layer] = Digest64(hidden.data(), hidden.size_bytes());
       };
+      route_probe = [&](size_t item, int32_t token_index, int, std::span<const int32_t> ids) {
+        if (asked(item, token_index))
+          routes[item].insert(routes[item].end(), ids.begin(), ids.end());
+      };
     }
-    Status st = engine_->Forward(items, &out, options_.layer_digests ? &probe : nullptr);
+    Status st = options_.layer_digests ? engine_->Forward(items, &out, &probe, &route_probe)
+                                       : engine_->Forward(items, &out);
     {
       std::lock_guard<std::mutex> lock(stats_mu_);
       ++stats_.forward_calls;
@@ -282,7 +295,8 @@ class SchedulerImpl : public Scheduler {
       }
       std::span<const float> logits = out.row(row++);
       SampleOne(a, logits, &mask,
-                options_.layer_digests ? std::move(layer_digests[i]) : std::vector<uint64_t>{});
+                options_.layer_digests ? std::move(layer_digests[i]) : std::vector<uint64_t>{},
+                options_.layer_digests ? std::move(routes[i]) : std::vector<int32_t>{});
     }
     for (auto& a : active_) {
       if (a && !a->result.finish_reason.empty()) Retire(a, /*keep_cache=*/true);
@@ -291,7 +305,7 @@ class SchedulerImpl : public Scheduler {
   }
 
   void SampleOne(Active* a, std::span<const float> logits, std::vector<uint8_t>* mask,
-                 std::vector<uint64_t> layer_digests) {
+                 std::vector<uint64_t> layer_digests, std::vector<int32_t> route) {
     uint64_t step_index = a->result.steps.size();
     std::span<const uint8_t> allowed;
     if (a->req.constraint) {
@@ -308,6 +322,7 @@ class SchedulerImpl : public Scheduler {
     step.runner_up = s.runner_up;
     step.runner_up_logit = s.runner_up_logit;
     step.layer_digests = std::move(layer_digests);
+    step.route = std::move(route);
     if (a->req.want_logprobs && s.token >= 0) {
       ModelLogprobs(logits, s.token, a->req.top_logprobs, &step);
     }

@@ -43,6 +43,10 @@ struct TokenStep {
   // SchedulerOptions::layer_digests: Digest64 of the float32 hidden state after each layer
   // at the row whose logits this token was sampled from ([num_layers]); else empty.
   std::vector<uint64_t> layer_digests;
+  // With layer_digests, on a mixture-of-experts model: the row's route, the expert ids of
+  // every MoE layer in layer order (num_experts_per_tok each, ascending; -1 for a slot
+  // dropped by fast numerics' capacity); else empty.
+  std::vector<int32_t> route;
 };
 
 struct GenerationResult;
@@ -106,8 +110,9 @@ struct SchedulerOptions {
   int prefill_chunk = 256;        // most prompt tokens of one sequence per Forward
   int max_cached_sequences = 16;  // finished sequences kept for prefix reuse
   bool prefix_reuse = true;
-  // Record per-layer hidden-state digests for every sampled token (TokenStep::layer_digests),
-  // through the engine's LayerProbe; read-only, so logits and tokens are unchanged.
+  // Record per-layer hidden-state digests for every sampled token (TokenStep::layer_digests)
+  // and, on an MoE model, its route (TokenStep::route), through the engine's LayerProbe and
+  // RouteProbe; read-only, so logits and tokens are unchanged.
   bool layer_digests = false;
 };
 

@@ -406,6 +406,8 @@ void Redactor::RedactEvent(proto::Event* event, RedactionReport* report) const {
     c->clear_runner_up_logits();
     c->clear_layer_digests();
     c->set_num_layers(0);
+    c->clear_route_ids();
+    c->set_route_width(0);
     if (report) report->sampled_tokens_removed.push_back(event->seq());
   }
 }

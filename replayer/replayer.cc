@@ -173,6 +173,11 @@ Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
       (layers <= 0 || call.layer_digests_size() != static_cast<int64_t>(n) * layers)) {
     return where("layer_digests (num_layers x tokens)", call.layer_digests_size());
   }
+  const int route_width = call.route_width();
+  if (call.route_ids_size() != 0 &&
+      (route_width <= 0 || call.route_ids_size() != static_cast<int64_t>(n) * route_width)) {
+    return where("route_ids (route_width x tokens)", call.route_ids_size());
+  }
   for (int i = 0; i < n; ++i) {
     RecordedToken t;
     t.id = call.token_ids(i);
@@ -185,6 +190,10 @@ Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
     if (call.layer_digests_size() != 0) {
       t.layer_digests.assign(call.layer_digests().begin() + static_cast<int64_t>(i) * layers,
                              call.layer_digests().begin() + static_cast<int64_t>(i + 1) * layers);
+    }
+    if (call.route_ids_size() != 0) {
+      t.route.assign(call.route_ids().begin() + static_cast<int64_t>(i) * route_width,
+                     call.route_ids().begin() + static_cast<int64_t>(i + 1) * route_width);
     }
     out.output.push_back(std::move(t));
   }
@@ -334,6 +343,8 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
     auto call_report = VerifyCall(*eng, tokenizer.get(), c, vopts);
     if (!call_report.ok()) return call_report.status().WithContext("run " + run_id);
     report.tokens_verified += call_report->tokens_verified;
+    report.routes_checked += call_report->routes_checked;
+    report.routes_differ += call_report->routes_differ;
     report.level = std::max(report.level, call_report->level);
     report.calls.push_back(std::move(*call_report));
     ++progress.calls_done;

@@ -78,6 +78,9 @@ struct RunReport {
   std::string upstream;           // the upstream such a run was recorded against
   Level level = Level::kBitwise;  // the worst level over the calls (kRecordedOnly if any)
   int64_t tokens_verified = 0;
+  // Over the calls: tokens whose MoE route was recorded and compared, and those that differ.
+  int64_t routes_checked = 0;
+  int64_t routes_differ = 0;
   double seconds = 0.0;
 
   // The first divergence in call order, or nullptr.

@@ -53,6 +53,20 @@ nlohmann::json DivergenceJson(const Divergence& d) {
   return j;
 }
 
+nlohmann::json RouteDifferenceJson(const RouteDifference& d) {
+  return {{"step", d.step},
+          {"layer", d.layer >= 0 ? nlohmann::json(d.layer) : nlohmann::json(nullptr)},
+          {"recorded", d.recorded},
+          {"replayed", d.replayed}};
+}
+
+// "[1, 5]": a layer's experts (-1: a slot dropped by fast numerics' capacity).
+std::string RouteText(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
 // Background colour for a margin: fragile tokens (small margin) red, then orange, yellow;
 // comfortable margins stay uncoloured.
 const char* MarginClass(float margin) {
@@ -192,6 +206,14 @@ std::string RenderReplayText(const RunReport& r) {
         }
       }
     }
+    if (c.routes_checked > 0) {
+      if (c.routes_differ == 0) {
+        o << ", expert routes identical at " << c.routes_checked << " tokens";
+      } else {
+        o << ", expert routes differ at " << c.routes_differ << " of " << c.routes_checked
+          << " tokens";
+      }
+    }
     o << ", " << secs << "\n";
   }
   o << "result: " << LevelName(r.level);
@@ -232,6 +254,19 @@ std::string RenderReplayText(const RunReport& r) {
     }
     o << "  the replay continues: " << QuoteToken(d->replay_continuation_text) << "\n";
   }
+  for (const auto& c : r.calls) {
+    if (!c.first_route_difference) continue;
+    const RouteDifference& rd = *c.first_route_difference;
+    o << "\nfirst route difference: call " << c.call << ", step " << rd.step << ", ";
+    if (rd.layer >= 0) {
+      o << "layer " << rd.layer << " (0-based): recorded experts " << RouteText(rd.recorded)
+        << ", replayed " << RouteText(rd.replayed) << "\n";
+    } else {
+      o << "the replayed model routes fewer layers (recorded experts " << RouteText(rd.recorded)
+        << " left over)\n";
+    }
+    break;
+  }
   return o.str();
 }
 
@@ -257,6 +292,8 @@ nlohmann::json ReplayJson(const RunReport& r) {
   j["batch"] = r.batch;
   j["calls_in_run"] = r.calls_in_run;
   j["tokens_verified"] = r.tokens_verified;
+  j["routes_checked"] = r.routes_checked;
+  j["routes_differ"] = r.routes_differ;
   j["seconds"] = r.seconds;
   nlohmann::json skipped = nlohmann::json::array();
   for (const auto& s : r.skipped) {
@@ -279,8 +316,13 @@ nlohmann::json ReplayJson(const RunReport& r) {
                          {"digests_differ", c.digests_differ},
                          {"max_logit_diff", c.max_logit_diff},
                          {"max_logit_diff_step", c.max_logit_diff_step},
+                         {"routes_checked", c.routes_checked},
+                         {"routes_differ", c.routes_differ},
                          {"seconds", c.seconds}};
     cj["divergence"] = c.divergence ? DivergenceJson(*c.divergence) : nullptr;
+    cj["first_route_difference"] = c.first_route_difference
+                                       ? RouteDifferenceJson(*c.first_route_difference)
+                                       : nlohmann::json(nullptr);
     calls.push_back(cj);
   }
   j["calls"] = calls;

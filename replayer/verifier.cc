@@ -129,6 +129,31 @@ struct SequenceGuard {
   ~SequenceGuard() { engine.FreeSequence(seq); }
 };
 
+// A replayed row's route: (layer, experts) per MoE layer, in layer order.
+using RouteLayers = std::vector<std::pair<int, std::vector<int32_t>>>;
+
+// Compares a recorded route (flat, layer order) with the replayed one; the first layer whose
+// experts differ, or nothing when they are equal. A replayed model with a different mixture
+// (other layers, other k) differs at its first layer that does not line up.
+std::optional<RouteDifference> CompareRoute(const std::vector<int32_t>& recorded,
+                                            const RouteLayers& replayed, int step) {
+  size_t at = 0;
+  for (const auto& [layer, ids] : replayed) {
+    const size_t end = std::min(recorded.size(), at + ids.size());
+    std::vector<int32_t> rec(recorded.begin() + static_cast<ptrdiff_t>(at),
+                             recorded.begin() + static_cast<ptrdiff_t>(end));
+    if (rec != ids) return RouteDifference{step, layer, std::move(rec), ids};
+    at = end;
+  }
+  if (at == recorded.size()) return std::nullopt;
+  // Recorded experts beyond what the replay routed (a model with fewer MoE layers).
+  return RouteDifference{
+      step,
+      -1,
+      std::vector<int32_t>(recorded.begin() + static_cast<ptrdiff_t>(at), recorded.end()),
+      {}};
+}
+
 }  // namespace
 
 const char* LevelName(Level level) {
@@ -244,6 +269,15 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
     if (static_cast<int>(v.size()) <= layer) v.resize(layer + 1);
     v[layer] = Digest64(hidden.data(), hidden.size_bytes());
   };
+  const bool want_routes = std::any_of(call.output.begin(), call.output.end(),
+                                       [](const RecordedToken& t) { return !t.route.empty(); });
+  // Routes of the rows of the current chunk: [row] -> (layer, experts) in layer order.
+  std::map<int32_t, std::vector<std::pair<int, std::vector<int32_t>>>> routes;
+  engine::RouteProbe route_probe = [&](size_t item, int32_t token_index, int layer,
+                                       std::span<const int32_t> ids) {
+    if (item == 0)
+      routes[token_index].emplace_back(layer, std::vector<int32_t>(ids.begin(), ids.end()));
+  };
 
   // Masks: rebuilt from the recorded constraint when a factory is given, else the explicit
   // per-step masks, else none.
@@ -291,7 +325,9 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
     }
     TRACE_RETURN_IF_ERROR(companions.AddItems(end - fed, &items));
     layer_digests.clear();
-    Status st = engine.Forward(items, &out, want_layers ? &probe : nullptr);
+    routes.clear();
+    Status st = engine.Forward(items, &out, want_layers ? &probe : nullptr,
+                               want_routes ? &route_probe : nullptr);
     if (!st.ok()) return st.WithContext("replaying " + CallName(call));
     for (size_t r = 0; r < rows; ++r, ++step) {
       std::span<const float> logits = out.row(r);
@@ -322,6 +358,16 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
         if (sampled.token != rec.id && unknown_constraint && outcome.digest_checked &&
             outcome.digest_equal) {
           outcome.replayed_id = rec.id;  // same logits, same prefix: the same constrained draw
+        }
+      }
+      if (!rec.route.empty()) {
+        ++report.routes_checked;
+        auto it = routes.find(items[0].logits_at[r]);
+        std::optional<RouteDifference> diff = CompareRoute(
+            rec.route, it == routes.end() ? RouteLayers{} : it->second, static_cast<int>(step));
+        if (diff) {
+          ++report.routes_differ;
+          if (!report.first_route_difference) report.first_route_difference = std::move(diff);
         }
       }
       report.tokens.push_back(outcome);

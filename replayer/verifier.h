@@ -42,6 +42,17 @@ struct RecordedToken {
   float runner_up_logit = 0.0f;
   std::vector<Candidate> top;           // further candidates, when recorded
   std::vector<uint64_t> layer_digests;  // XXH3-64 of each layer's output, when recorded
+  // Mixture-of-experts models, when recorded (with layer digests): the expert ids of every
+  // MoE layer in layer order, num_experts_per_tok each (LlmCall.route_ids).
+  std::vector<int32_t> route;
+};
+
+// The first token of a call whose replayed route differs from the recorded one.
+struct RouteDifference {
+  int step = 0;                   // output token index within the call
+  int layer = -1;                 // the first MoE layer whose experts differ (0-based)
+  std::vector<int32_t> recorded;  // that layer's experts as recorded
+  std::vector<int32_t> replayed;  // and as replayed (empty: the layer routed nothing)
 };
 
 // What replay needs of one recorded model call, independent of the on-disk format.
@@ -121,6 +132,11 @@ struct CallReport {
   int digests_differ = 0;       // tokens whose logits digest differs but token agrees
   float max_logit_diff = 0.0f;  // largest |recorded - replayed| logit of a chosen token
   int max_logit_diff_step = -1;
+  // Routes (MoE models recorded with --layer-digests): tokens whose route was compared,
+  // those whose replayed route differs, and the first such token.
+  int routes_checked = 0;
+  int routes_differ = 0;
+  std::optional<RouteDifference> first_route_difference;
   std::vector<TokenOutcome> tokens;
   std::optional<Divergence> divergence;
   double seconds = 0.0;

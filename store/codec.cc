@@ -204,6 +204,13 @@ Status CheckTokenArrays(const proto::LlmCall& call) {
         "LlmCall.layer_digests has " + std::to_string(call.layer_digests_size()) +
         " entries, expected num_layers * token_ids = " + std::to_string(layer_count));
   }
+  if (call.route_width() < 0) return InvalidArgument("LlmCall.route_width is negative");
+  const size_t route_count = static_cast<size_t>(call.route_width()) * n;
+  if (call.route_ids_size() != 0 && static_cast<size_t>(call.route_ids_size()) != route_count) {
+    return InvalidArgument(
+        "LlmCall.route_ids has " + std::to_string(call.route_ids_size()) +
+        " entries, expected route_width * token_ids = " + std::to_string(route_count));
+  }
   return Status::Ok();
 }
 
@@ -229,6 +236,10 @@ Status PackTokenColumns(const proto::LlmCall& call, proto::TokenColumns* out) {
   if (call.layer_digests_size() > 0) {
     AppendShuffled(call.layer_digests().data(), layer_count, out->mutable_layer_digests());
   }
+  if (call.route_ids_size() > 0) {
+    AppendShuffled(call.route_ids().data(), static_cast<size_t>(call.route_ids_size()),
+                   out->mutable_route_ids());
+  }
   return Status::Ok();
 }
 
@@ -245,6 +256,12 @@ Status UnpackTokenColumns(const proto::TokenColumns& columns, int32_t num_layers
   if (!columns.layer_digests().empty() && columns.layer_digests().size() != layer_count * 8) {
     return Corruption("layer digests hold " + std::to_string(columns.layer_digests().size()) +
                       " bytes, expected " + std::to_string(layer_count * 8));
+  }
+  if (call->route_width() < 0) return Corruption("route_width is negative");
+  const size_t route_count = static_cast<size_t>(call->route_width()) * n;
+  if (!columns.route_ids().empty() && columns.route_ids().size() != route_count * 4) {
+    return Corruption("routes hold " + std::to_string(columns.route_ids().size()) +
+                      " bytes, expected " + std::to_string(route_count * 4));
   }
   const char* p = columns.columns().data();
   call->mutable_token_ids()->Resize(n, 0);
@@ -272,6 +289,11 @@ Status UnpackTokenColumns(const proto::TokenColumns& columns, int32_t num_layers
     call->mutable_layer_digests()->Resize(layer_count, 0);
     ReadShuffled(columns.layer_digests().data(), layer_count,
                  call->mutable_layer_digests()->mutable_data());
+  }
+  if (!columns.route_ids().empty()) {
+    call->mutable_route_ids()->Resize(route_count, 0);
+    ReadShuffled(columns.route_ids().data(), route_count,
+                 call->mutable_route_ids()->mutable_data());
   }
   return Status::Ok();
 }

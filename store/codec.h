@@ -46,12 +46,14 @@ std::string CompressWithPrefix(std::string_view data, std::string_view dict, int
 Result<std::string> Decompress(std::string_view data, int encoding, std::string_view dict = {});
 
 // Fails when the per-sampled-token arrays of `call` have different lengths, or
-// layer_digests is not num_layers * token_ids long (naming the field).
+// layer_digests is not num_layers * token_ids long, or route_ids not route_width *
+// token_ids (naming the field).
 Status CheckTokenArrays(const proto::LlmCall& call);
 // The per-sampled-token arrays of `call` as byte-shuffled columns (TokenColumns).
 // Fails when the arrays have different lengths (naming the field).
 Status PackTokenColumns(const proto::LlmCall& call, proto::TokenColumns* out);
-// Inverts PackTokenColumns into `call`'s arrays (which must be empty).
+// Inverts PackTokenColumns into `call`'s arrays (which must be empty; call->route_width()
+// says how many route ids each token has).
 Status UnpackTokenColumns(const proto::TokenColumns& columns, int32_t num_layers,
                           proto::LlmCall* call);
 

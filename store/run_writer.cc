@@ -351,6 +351,7 @@ class RunWriterImpl final : public RunWriter {
       call->clear_runner_up_ids();
       call->clear_runner_up_logits();
       call->clear_layer_digests();
+      call->clear_route_ids();
       auto prompt = std::make_shared<std::vector<int32_t>>(call->prompt_token_ids().begin(),
                                                            call->prompt_token_ids().end());
       call->clear_prompt_token_ids();

@@ -83,6 +83,11 @@ void CpuOps::RepackWeights() {
     for (ExpertWeights& ew : lw.moe.experts) {
       for (kernels::WeightView* w : {&ew.gate_proj, &ew.up_proj, &ew.down_proj}) repack(w);
     }
+    ExpertWeights& se = lw.moe.shared_expert;
+    for (kernels::WeightView* w :
+         {&se.gate_proj, &se.up_proj, &se.down_proj, &lw.moe.shared_expert_gate}) {
+      repack(w);
+    }
   }
 }
 
@@ -111,9 +116,11 @@ Status CpuOps::CopyCache(const Seq& from, Seq* to, int64_t n) {
   return Status::Ok();
 }
 
-Status CpuOps::BeginPass(const PassT& pass, const LayerProbe* probe, graph::PassBuffers* b) {
+Status CpuOps::BeginPass(const PassT& pass, const LayerProbe* probe, const RouteProbe* route_probe,
+                         graph::PassBuffers* b) {
   pass_ = &pass;
   probe_ = probe != nullptr && *probe ? probe : nullptr;
+  route_probe_ = route_probe != nullptr && *route_probe ? route_probe : nullptr;
   const int64_t M = pass.size();
   tokens_.resize(static_cast<size_t>(M));
   positions_.resize(static_cast<size_t>(M));
@@ -121,7 +128,8 @@ Status CpuOps::BeginPass(const PassT& pass, const LayerProbe* probe, graph::Pass
     tokens_[r] = pass.rows[r].token;
     positions_[r] = pass.rows[r].position;
   }
-  const int64_t H = config_.hidden_size, I = config_.intermediate_size;
+  const int64_t H = config_.hidden_size;
+  const int64_t I = std::max(config_.intermediate_size, config_.shared_expert_intermediate_size);
   const int64_t QD = config_.num_heads * config_.head_dim, KVD = KvWidth();
   for (auto [buffer, width] : {std::pair{&x_, H},
                                {&h_, H},
@@ -145,6 +153,12 @@ Status CpuOps::BeginPass(const PassT& pass, const LayerProbe* probe, graph::Pass
     b->route_ids = route_ids_.data();
     b->route_weights = route_weights_.data();
     b->expert_out = expert_out_.data();
+    if (config_.shared_expert_intermediate_size > 0) {
+      Fit(&shared_out_, M * H);
+      Fit(&shared_gate_, M);
+      b->shared_out = shared_out_.data();
+      b->shared_gate = shared_gate_.data();
+    }
   }
   return Status::Ok();
 }
@@ -252,14 +266,25 @@ void CpuOps::MoeCombine(const float* expert_out, const int32_t* ids, const float
                       config_.hidden_size, out);
 }
 
-Status CpuOps::AfterLayer(int64_t layer, const float* x) {
-  if (probe_ == nullptr) return Status::Ok();
-  const int64_t H = config_.hidden_size;
+void CpuOps::MoeAddShared(const float* shared_out, const float* gate_logits, int64_t rows,
+                          float* out) {
+  kernels::MoeAddShared(ctx_, shared_out, gate_logits, rows, config_.hidden_size, out);
+}
+
+Status CpuOps::AfterLayer(int64_t layer, const float* x, const int32_t* route_ids) {
+  if (probe_ == nullptr && (route_probe_ == nullptr || route_ids == nullptr)) return Status::Ok();
+  const int64_t H = config_.hidden_size, k = config_.num_experts_per_tok;
   for (int64_t r = 0; r < pass_->size(); ++r) {
     const auto& row = pass_->rows[r];
     if (row.out_row < 0) continue;
-    (*probe_)(row.item, row.index, static_cast<int>(layer),
-              std::span<const float>(x + r * H, static_cast<size_t>(H)));
+    if (probe_ != nullptr) {
+      (*probe_)(row.item, row.index, static_cast<int>(layer),
+                std::span<const float>(x + r * H, static_cast<size_t>(H)));
+    }
+    if (route_probe_ != nullptr && route_ids != nullptr) {
+      (*route_probe_)(row.item, row.index, static_cast<int>(layer),
+                      std::span<const int32_t>(route_ids + r * k, static_cast<size_t>(k)));
+    }
   }
   return Status::Ok();
 }

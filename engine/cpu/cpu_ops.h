@@ -45,7 +45,8 @@ class CpuOps {
   // Rows per pass: bounds the activation memory of a long prefill.
   int64_t MaxRowsPerPass() const { return 256; }
   bool PassFits(int64_t, int64_t) const { return true; }
-  Status BeginPass(const PassT& pass, const LayerProbe* probe, graph::PassBuffers* buffers);
+  Status BeginPass(const PassT& pass, const LayerProbe* probe, const RouteProbe* route_probe,
+                   graph::PassBuffers* buffers);
   template <class F>
   Status RunPass(F&& run_layers) {
     return run_layers();
@@ -75,7 +76,8 @@ class CpuOps {
                   float* expert_out);
   void MoeCombine(const float* expert_out, const int32_t* ids, const float* weights, int64_t rows,
                   float* out);
-  Status AfterLayer(int64_t layer, const float* x);
+  void MoeAddShared(const float* shared_out, const float* gate_logits, int64_t rows, float* out);
+  Status AfterLayer(int64_t layer, const float* x, const int32_t* route_ids);
 
  private:
   int64_t KvWidth() const { return config_.num_kv_heads * config_.head_dim; }
@@ -92,12 +94,13 @@ class CpuOps {
   // The current pass (BeginPass .. EndPass).
   const PassT* pass_ = nullptr;
   const LayerProbe* probe_ = nullptr;
+  const RouteProbe* route_probe_ = nullptr;
   std::vector<int32_t> tokens_, positions_;
   // Activations of one pass, reused; the final hidden state of each asked-for row.
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_;
   std::vector<float> final_hidden_;
   // Mixture of experts: the pass's routes and expert outputs, and one expert's block.
-  std::vector<float> router_, route_weights_, expert_out_;
+  std::vector<float> router_, route_weights_, expert_out_, shared_out_, shared_gate_;
   std::vector<int32_t> route_ids_;
   std::vector<float> block_x_, block_gate_, block_up_, block_y_;
   std::vector<std::vector<int64_t>> expert_slots_;  // per expert: row * k + slot

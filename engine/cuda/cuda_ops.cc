@@ -130,6 +130,7 @@ Status CudaOps::Init() {
     TRACE_ASSIGN_OR_RETURN(dl.q_bias, UploadBias(hl.q_bias, qd, p + "q bias"));
     TRACE_ASSIGN_OR_RETURN(dl.k_bias, UploadBias(hl.k_bias, KvWidth(), p + "k bias"));
     TRACE_ASSIGN_OR_RETURN(dl.v_bias, UploadBias(hl.v_bias, KvWidth(), p + "v bias"));
+    if (!hl.moe.experts.empty()) TRACE_RETURN_IF_ERROR(UploadMoe(hl.moe, p, &dl.moe));
   }
   // RoPE tables: computed once on the host in double (the CPU engine's function), shared.
   const int64_t half = config_.head_dim / 2;
@@ -141,6 +142,44 @@ Status CudaOps::Init() {
   TRACE_ASSIGN_OR_RETURN(sin_, kc::DeviceBuffer::Allocate(sin_host.size() * 4, "rope sin table"));
   TRACE_RETURN_IF_ERROR(kc::CopyToDevice(cos_.data(), cos_host.data(), cos_host.size() * 4));
   TRACE_RETURN_IF_ERROR(kc::CopyToDevice(sin_.data(), sin_host.data(), sin_host.size() * 4));
+  return Status::Ok();
+}
+
+Status CudaOps::UploadMoe(const MoeWeights& host, const std::string& what, MoeWeights* dev) {
+  TRACE_ASSIGN_OR_RETURN(dev->router, Upload(host.router, what + "router"));
+  dev->experts.resize(host.experts.size());
+  const size_t E = host.experts.size();
+  std::vector<const void*> gate(E), up(E), down(E);
+  bool aligned = true;
+  for (size_t e = 0; e < E; ++e) {
+    const ExpertWeights& he = host.experts[e];
+    ExpertWeights& de = dev->experts[e];
+    const std::string x = what + "expert " + std::to_string(e) + " ";
+    TRACE_ASSIGN_OR_RETURN(de.gate_proj, Upload(he.gate_proj, x + "gate_proj"));
+    TRACE_ASSIGN_OR_RETURN(de.up_proj, Upload(he.up_proj, x + "up_proj"));
+    TRACE_ASSIGN_OR_RETURN(de.down_proj, Upload(he.down_proj, x + "down_proj"));
+    gate[e] = de.gate_proj.data;
+    up[e] = de.up_proj.data;
+    down[e] = de.down_proj.data;
+    for (const void* p : {gate[e], up[e], down[e]}) {
+      aligned = aligned && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+    }
+  }
+  const ExpertWeights& hs = host.shared_expert;
+  TRACE_ASSIGN_OR_RETURN(dev->shared_expert.gate_proj,
+                         Upload(hs.gate_proj, what + "shared gate_proj"));
+  TRACE_ASSIGN_OR_RETURN(dev->shared_expert.up_proj, Upload(hs.up_proj, what + "shared up_proj"));
+  TRACE_ASSIGN_OR_RETURN(dev->shared_expert.down_proj,
+                         Upload(hs.down_proj, what + "shared down_proj"));
+  TRACE_ASSIGN_OR_RETURN(dev->shared_expert_gate,
+                         Upload(host.shared_expert_gate, what + "shared_expert_gate"));
+  ExpertTables& t = expert_tables_[dev];
+  t.vector_ok = aligned;
+  for (auto [table, ptrs] : {std::pair{&t.gate, &gate}, {&t.up, &up}, {&t.down, &down}}) {
+    TRACE_ASSIGN_OR_RETURN(*table,
+                           kc::DeviceBuffer::Allocate(E * sizeof(const void*), "expert table"));
+    TRACE_RETURN_IF_ERROR(kc::CopyToDevice(table->data(), ptrs->data(), E * sizeof(const void*)));
+  }
   return Status::Ok();
 }
 
@@ -196,13 +235,16 @@ Status CudaOps::Reserve(DeviceScratch* s, size_t bytes, const char* what) {
   return Status::Ok();
 }
 
-Status CudaOps::BeginPass(const PassT& pass, const LayerProbe* probe, graph::PassBuffers* b) {
+Status CudaOps::BeginPass(const PassT& pass, const LayerProbe* probe, const RouteProbe* route_probe,
+                          graph::PassBuffers* b) {
   pass_ = &pass;
   probe_ = probe != nullptr && *probe ? probe : nullptr;
+  route_probe_ = route_probe != nullptr && *route_probe ? route_probe : nullptr;
   const int64_t M = pass.size();
   rows_ = M;
   scratch_stride_ = AttentionStride(pass.max_position);
-  const int64_t L = config_.num_layers, H = config_.hidden_size, I = config_.intermediate_size;
+  const int64_t L = config_.num_layers, H = config_.hidden_size;
+  const int64_t I = std::max(config_.intermediate_size, config_.shared_expert_intermediate_size);
   const int64_t QD = config_.num_heads * config_.head_dim, KVD = KvWidth();
   const size_t f = sizeof(float);
   TRACE_RETURN_IF_ERROR(Reserve(&x_, M * H * f, "activations x"));
@@ -248,6 +290,32 @@ Status CudaOps::BeginPass(const PassT& pass, const LayerProbe* probe, graph::Pas
                                               host_cache_ptrs_.size() * sizeof(float*), stream));
   *b = graph::PassBuffers{x_.as<float>(), h_.as<float>(),    q_.as<float>(),    k_.as<float>(),
                           v_.as<float>(), attn_.as<float>(), gate_.as<float>(), up_.as<float>()};
+  if (config_.num_experts > 0) {
+    const int64_t E = config_.num_experts, K = config_.num_experts_per_tok;
+    const int64_t W = config_.moe_intermediate_size, S = M * K;
+    const size_t i32 = sizeof(int32_t);
+    TRACE_RETURN_IF_ERROR(Reserve(&router_, M * E * f, "router logits"));
+    TRACE_RETURN_IF_ERROR(Reserve(&probs_, M * E * f, "router probabilities"));
+    TRACE_RETURN_IF_ERROR(Reserve(&route_ids_, S * i32, "routes"));
+    TRACE_RETURN_IF_ERROR(Reserve(&route_weights_, S * f, "route weights"));
+    TRACE_RETURN_IF_ERROR(Reserve(&rank_, S * i32, "route ranks"));
+    TRACE_RETURN_IF_ERROR(Reserve(&load_, E * i32, "expert loads"));
+    TRACE_RETURN_IF_ERROR(Reserve(&offsets_, (E + 1) * i32, "expert offsets"));
+    TRACE_RETURN_IF_ERROR(Reserve(&order_, S * i32, "expert order"));
+    TRACE_RETURN_IF_ERROR(Reserve(&expert_gate_, S * W * f, "expert gate"));
+    TRACE_RETURN_IF_ERROR(Reserve(&expert_up_, S * W * f, "expert up"));
+    TRACE_RETURN_IF_ERROR(Reserve(&expert_out_, S * H * f, "expert outputs"));
+    b->router = router_.as<float>();
+    b->route_ids = route_ids_.as<int32_t>();
+    b->route_weights = route_weights_.as<float>();
+    b->expert_out = expert_out_.as<float>();
+    if (config_.shared_expert_intermediate_size > 0) {
+      TRACE_RETURN_IF_ERROR(Reserve(&shared_out_, M * H * f, "shared expert output"));
+      TRACE_RETURN_IF_ERROR(Reserve(&shared_gate_, M * f, "shared expert gate"));
+      b->shared_out = shared_out_.as<float>();
+      b->shared_gate = shared_gate_.as<float>();
+    }
+  }
   return Status::Ok();
 }
 
@@ -293,19 +361,73 @@ void CudaOps::SiluMul(const float* gate, const float* up, int64_t n, float* out)
   kc::SiluMul(ctx_, gate, up, n, out);
 }
 
-Status CudaOps::AfterLayer(int64_t layer, const float* x) {
+void CudaOps::MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights) {
+  kc::MoeRoute(ctx_, logits, rows, config_.num_experts, config_.num_experts_per_tok,
+               config_.norm_topk_prob,
+               kc::MoeRouteScratch{probs_.as<float>(), rank_.as<int32_t>(), load_.as<int32_t>()},
+               ids, weights);
+}
+
+// Group the pass's (row, slot) pairs by expert on the device, then each expert's SwiGLU of
+// its slots: gate and up from the slot's row of h, SiluMul, down. Rows are independent, so
+// the bits are those of the CPU's grouped MatMuls. (Canonical and fast alike: fast numerics
+// differ in routing, by capacity, not in the experts' matrices.)
+void CudaOps::MoeExperts(const MoeWeights& moe, const float* h, int64_t rows, const int32_t* ids,
+                         float* expert_out) {
+  const int64_t K = config_.num_experts_per_tok, S = rows * K;
+  const int64_t H = config_.hidden_size, W = config_.moe_intermediate_size;
+  const ExpertTables& t = expert_tables_.at(&moe);
+  const kernels::DType dtype = moe.experts[0].gate_proj.dtype;
+  const int32_t* order = order_.as<int32_t>();
+  const int64_t elem = static_cast<int64_t>(kernels::DTypeSize(dtype));
+  const bool in_ok = t.vector_ok && (H * elem) % 16 == 0 && H % 4 == 0;
+  const bool mid_ok = t.vector_ok && (W * elem) % 16 == 0 && W % 4 == 0;
+  kc::MoeGroup(ctx_, ids, S, config_.num_experts, offsets_.as<int32_t>(), order_.as<int32_t>());
+  kc::MoeExpertMatMul(ctx_, h, K, order, ids, S, t.gate.as<const void*>(), dtype, W, H, in_ok,
+                      expert_gate_.as<float>());
+  kc::MoeExpertMatMul(ctx_, h, K, order, ids, S, t.up.as<const void*>(), dtype, W, H, in_ok,
+                      expert_up_.as<float>());
+  kc::SiluMul(ctx_, expert_gate_.as<float>(), expert_up_.as<float>(), S * W,
+              expert_gate_.as<float>());
+  kc::MoeExpertMatMul(ctx_, expert_gate_.as<float>(), 1, order, ids, S, t.down.as<const void*>(),
+                      dtype, H, W, mid_ok, expert_out);
+}
+
+void CudaOps::MoeCombine(const float* expert_out, const int32_t* ids, const float* weights,
+                         int64_t rows, float* out) {
+  kc::MoeCombine(ctx_, expert_out, ids, weights, rows, config_.num_experts_per_tok,
+                 config_.hidden_size, out);
+}
+
+void CudaOps::MoeAddShared(const float* shared_out, const float* gate_logits, int64_t rows,
+                           float* out) {
+  kc::MoeAddShared(ctx_, shared_out, gate_logits, rows, config_.hidden_size, out);
+}
+
+Status CudaOps::AfterLayer(int64_t layer, const float* x, const int32_t* route_ids) {
   TRACE_RETURN_IF_ERROR(kc::CheckLastLaunch("layer kernels"));
-  if (probe_ == nullptr) return Status::Ok();
-  const int64_t H = config_.hidden_size;
+  const bool routes = route_probe_ != nullptr && route_ids != nullptr;
+  if (probe_ == nullptr && !routes) return Status::Ok();
+  const int64_t H = config_.hidden_size, k = config_.num_experts_per_tok;
   host_row_.resize(static_cast<size_t>(H));
+  host_route_.resize(static_cast<size_t>(k));
   for (int64_t r = 0; r < rows_; ++r) {
     const auto& row = pass_->rows[r];
     if (row.out_row < 0) continue;
-    TRACE_RETURN_IF_ERROR(
-        kc::CopyToHostAsync(host_row_.data(), x + r * H, H * sizeof(float), stream_.get()));
-    TRACE_RETURN_IF_ERROR(stream_.Synchronize());
-    (*probe_)(row.item, row.index, static_cast<int>(layer),
-              std::span<const float>(host_row_.data(), static_cast<size_t>(H)));
+    if (probe_ != nullptr) {
+      TRACE_RETURN_IF_ERROR(
+          kc::CopyToHostAsync(host_row_.data(), x + r * H, H * sizeof(float), stream_.get()));
+      TRACE_RETURN_IF_ERROR(stream_.Synchronize());
+      (*probe_)(row.item, row.index, static_cast<int>(layer),
+                std::span<const float>(host_row_.data(), static_cast<size_t>(H)));
+    }
+    if (routes) {
+      TRACE_RETURN_IF_ERROR(kc::CopyToHostAsync(host_route_.data(), route_ids + r * k,
+                                                k * sizeof(int32_t), stream_.get()));
+      TRACE_RETURN_IF_ERROR(stream_.Synchronize());
+      (*route_probe_)(row.item, row.index, static_cast<int>(layer),
+                      std::span<const int32_t>(host_route_.data(), static_cast<size_t>(k)));
+    }
   }
   return Status::Ok();
 }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/cuda/graph_cache.h"
@@ -67,10 +68,12 @@ class CudaOps {
 
   int64_t MaxRowsPerPass() const { return 1024; }
   bool PassFits(int64_t rows, int64_t max_position) const;
-  Status BeginPass(const PassT& pass, const LayerProbe* probe, graph::PassBuffers* buffers);
+  Status BeginPass(const PassT& pass, const LayerProbe* probe, const RouteProbe* route_probe,
+                   graph::PassBuffers* buffers);
   template <class F>
   Status RunPass(F&& run_layers) {
-    if (probe_ != nullptr) return run_layers();  // the probe copies to the host per layer
+    if (probe_ != nullptr || route_probe_ != nullptr)
+      return run_layers();  // the probe copies to the host per layer
     return graphs_.Run(stream_.get(), cuda::GraphKey{rows_, scratch_stride_, generation_},
                        [&]() { return run_layers(); });
   }
@@ -90,7 +93,15 @@ class CudaOps {
   void Attention(int64_t layer, const float* q, int64_t rows, float* out);
   void Add(const float* a, const float* b, int64_t n, float* y);
   void SiluMul(const float* gate, const float* up, int64_t n, float* out);
-  Status AfterLayer(int64_t layer, const float* x);
+  // Mixture of experts (graph/layers.h MoeFeedForward; kernels/cuda/schedule/moe.h): the
+  // route, the grouping by expert and the experts' matrices all stay on the device.
+  void MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights);
+  void MoeExperts(const MoeWeights& moe, const float* h, int64_t rows, const int32_t* ids,
+                  float* expert_out);
+  void MoeCombine(const float* expert_out, const int32_t* ids, const float* weights, int64_t rows,
+                  float* out);
+  void MoeAddShared(const float* shared_out, const float* gate_logits, int64_t rows, float* out);
+  Status AfterLayer(int64_t layer, const float* x, const int32_t* route_ids);
 
   const cuda::GraphStats& graph_stats() const { return graphs_.stats(); }
 
@@ -103,6 +114,14 @@ class CudaOps {
   Result<kernels::WeightView> Upload(const kernels::WeightView& host, const std::string& what);
   Result<const float*> UploadBias(const float* host, int64_t n, const std::string& what);
   Status Reserve(DeviceScratch* s, size_t bytes, const char* what);
+  Status UploadMoe(const MoeWeights& host, const std::string& what, MoeWeights* dev);
+
+  // One MoE layer's experts as device arrays of matrix pointers (for MoeExpertMatMul).
+  struct ExpertTables {
+    kernels::cuda::DeviceBuffer gate, up, down;  // [E] const void*
+    bool vector_ok = false;  // every expert matrix 16-byte aligned (GemvVectorOk's part)
+  };
+  std::unordered_map<const MoeWeights*, ExpertTables> expert_tables_;  // by device MoeWeights
 
   std::shared_ptr<const Model> model_;
   const ModelConfig& config_;
@@ -121,15 +140,20 @@ class CudaOps {
   // The current pass: its shape, per-row metadata on the device, activations.
   const PassT* pass_ = nullptr;
   const LayerProbe* probe_ = nullptr;
+  const RouteProbe* route_probe_ = nullptr;
   int64_t rows_ = 0;
   int64_t scratch_stride_ = 0;
   int64_t generation_ = 0;  // bumped when a buffer captured by a graph moves
   std::vector<int32_t> host_tokens_, host_positions_;
   std::vector<float*> host_cache_ptrs_;
   std::vector<int32_t> host_gather_;
-  std::vector<float> host_row_;  // probe copies
+  std::vector<float> host_row_;      // probe copies
+  std::vector<int32_t> host_route_;  // route probe copies
   DeviceScratch x_, h_, q_, k_, v_, attn_, gate_, up_, work_, attn_scratch_;
   DeviceScratch tokens_, positions_, cache_ptrs_, hidden_out_, gather_index_, logits_;
+  // Mixture of experts: routes, grouping, expert activations, the shared expert.
+  DeviceScratch router_, probs_, route_ids_, route_weights_, rank_, load_, offsets_, order_;
+  DeviceScratch expert_gate_, expert_up_, expert_out_, shared_out_, shared_gate_;
 };
 
 }  // namespace trace::engine

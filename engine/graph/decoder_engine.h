@@ -12,7 +12,8 @@
 //   Status CopyCache(const Sequence<Cache>& from, Sequence<Cache>* to, int64_t n)
 //   int64_t MaxRowsPerPass() const
 //   bool PassFits(int64_t rows, int64_t max_position) const  memory bounds of one pass
-//   Status BeginPass(const Pass<Cache>& pass, const LayerProbe* probe, PassBuffers* buffers)
+//   Status BeginPass(const Pass<Cache>& pass, const LayerProbe* probe,
+//                    const RouteProbe* route_probe, PassBuffers* buffers)
 //   Status RunPass(F run_layers)                    runs run_layers() (CUDA: through a graph)
 //   Status EndPass(const Pass<Cache>& pass, const float* x)  asked-for rows -> output rows
 //   Status ReserveOutputRows(int64_t rows)
@@ -132,8 +133,8 @@ class DecoderEngine final : public Engine {
     return it == seqs_.end() ? -1 : it->second.length;
   }
 
-  Status Forward(std::span<const BatchItem> items, ForwardOutput* out,
-                 const LayerProbe* probe) override;
+  Status Forward(std::span<const BatchItem> items, ForwardOutput* out, const LayerProbe* probe,
+                 const RouteProbe* route_probe) override;
 
  private:
   Status Reserve(Sequence<Cache>* s, int64_t n) {
@@ -150,7 +151,7 @@ class DecoderEngine final : public Engine {
 
 template <class Ops>
 Status DecoderEngine<Ops>::Forward(std::span<const BatchItem> items, ForwardOutput* out,
-                                   const LayerProbe* probe) {
+                                   const LayerProbe* probe, const RouteProbe* route_probe) {
   TRACE_RETURN_IF_ERROR(ops_->Activate());
   const ModelConfig& c = model_->config();
   // Validate everything before any cache changes, so a bad request leaves no trace.
@@ -195,7 +196,7 @@ Status DecoderEngine<Ops>::Forward(std::span<const BatchItem> items, ForwardOutp
     }
     Pass<Cache> pass{std::span<const Row<Cache>>(rows.data() + begin, end - begin), max_position};
     PassBuffers buffers;
-    TRACE_RETURN_IF_ERROR(ops_->BeginPass(pass, probe, &buffers));
+    TRACE_RETURN_IF_ERROR(ops_->BeginPass(pass, probe, route_probe, &buffers));
     TRACE_RETURN_IF_ERROR(ops_->RunPass(
         [&]() { return RunLayers(*ops_, c, ops_->weights(), pass.size(), buffers); }));
     TRACE_RETURN_IF_ERROR(ops_->EndPass(pass, buffers.x));

@@ -16,7 +16,9 @@
 //   void Attention(int64_t layer, const float* q, int64_t rows, float* out)
 //   void Add(const float* a, const float* b, int64_t n, float* y)
 //   void SiluMul(const float* gate, const float* up, int64_t n, float* out)
-//   Status AfterLayer(int64_t layer, const float* x)         launch checks, the layer probe
+//   Status AfterLayer(int64_t layer, const float* x, const int32_t* route_ids)
+//                                    launch checks, the layer and route probes; route_ids is
+//                                    the layer's route ([rows, k]) after an MoE layer, else null
 // and, for mixture-of-experts models (a backend without them refuses such models at
 // Engine::Create; see SupportsMoe):
 //   void MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights)
@@ -24,6 +26,8 @@
 //                   float* expert_out)             every (row, slot)'s expert SwiGLU
 //   void MoeCombine(const float* expert_out, const int32_t* ids, const float* weights,
 //                   int64_t rows, float* out)
+//   void MoeAddShared(const float* shared_out, const float* gate_logits, int64_t rows,
+//                     float* out)                    qwen2_moe's shared expert term
 //
 // Ownership: the graph owns nothing; Ops owns its buffers. Thread safety: as the engine
 // (one thread drives it). Errors: from AfterLayer (a failed launch, a failed copy).
@@ -52,6 +56,10 @@ struct PassBuffers {
   int32_t* route_ids = nullptr;    // [rows, k]: chosen experts, ascending id
   float* route_weights = nullptr;  // [rows, k]
   float* expert_out = nullptr;     // [rows, k, hidden]: each chosen expert's output
+  // qwen2_moe's shared expert (gate/up hold its intermediate: they are at least
+  // max(intermediate, shared_expert_intermediate_size) wide).
+  float* shared_out = nullptr;   // [rows, hidden]
+  float* shared_gate = nullptr;  // [rows]: its gate logit
 };
 
 // Whether a backend implements the MoE ops.
@@ -61,6 +69,7 @@ concept SupportsMoe = requires(Ops& ops, const MoeWeights& moe, const float* f, 
   ops.MoeRoute(f, n, ids, o);
   ops.MoeExperts(moe, f, n, cids, o);
   ops.MoeCombine(f, cids, f, n, o);
+  ops.MoeAddShared(f, f, n, o);
 };
 
 template <class Ops>
@@ -87,14 +96,26 @@ void AttentionBlock(Ops& ops, const ModelConfig& c, const LayerWeights& lw, int6
 // canonical MatMul, the route of each row (softmax, top-k by probability desc then id asc,
 // optional renormalisation), each chosen expert's SwiGLU of its row (a backend may group
 // rows by expert: every row's MatMul is computed from that row alone), and the weighted sum
-// in ascending expert id. In = b.h, out = b.h. Every row's result is a function of its own
-// hidden state in canonical numerics; nothing is capped or dropped.
+// in ascending expert id; with a shared expert (qwen2_moe), its SwiGLU of every row and its
+// gate logit, added last with weight sigmoid(gate logit). In = b.h, out = b.h. Every row's
+// result is a function of its own hidden state in canonical numerics; nothing is capped or
+// dropped.
 template <class Ops>
-void MoeFeedForward(Ops& ops, const MoeWeights& moe, int64_t rows, const PassBuffers& b) {
+void MoeFeedForward(Ops& ops, const ModelConfig& c, const MoeWeights& moe, int64_t rows,
+                    const PassBuffers& b) {
   ops.MatMul(b.h, rows, moe.router, nullptr, b.router);
   ops.MoeRoute(b.router, rows, b.route_ids, b.route_weights);
   ops.MoeExperts(moe, b.h, rows, b.route_ids, b.expert_out);
+  if (moe.has_shared_expert()) {  // from b.h, before the combine overwrites it
+    const ExpertWeights& se = moe.shared_expert;
+    ops.MatMul(b.h, rows, se.gate_proj, nullptr, b.gate);
+    ops.MatMul(b.h, rows, se.up_proj, nullptr, b.up);
+    ops.SiluMul(b.gate, b.up, rows * c.shared_expert_intermediate_size, b.gate);
+    ops.MatMul(b.gate, rows, se.down_proj, nullptr, b.shared_out);
+    ops.MatMul(b.h, rows, moe.shared_expert_gate, nullptr, b.shared_gate);
+  }
   ops.MoeCombine(b.expert_out, b.route_ids, b.route_weights, rows, b.h);
+  if (moe.has_shared_expert()) ops.MoeAddShared(b.shared_out, b.shared_gate, rows, b.h);
 }
 
 // The feed-forward network of one layer: in = the post-attention-normed rows (b.h), out =
@@ -105,7 +126,7 @@ void FeedForward(Ops& ops, const ModelConfig& c, const LayerWeights& lw, int64_t
                  const PassBuffers& b) {
   if constexpr (SupportsMoe<Ops>) {
     if (!lw.moe.experts.empty()) {
-      MoeFeedForward(ops, lw.moe, rows, b);
+      MoeFeedForward(ops, c, lw.moe, rows, b);
       return;
     }
   }
@@ -133,7 +154,8 @@ Status RunLayers(Ops& ops, const ModelConfig& c, const ModelWeights& w, int64_t 
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     AttentionBlock(ops, c, lw, l, rows, b);
     FeedForwardBlock(ops, c, lw, rows, b);
-    TRACE_RETURN_IF_ERROR(ops.AfterLayer(l, b.x));
+    const bool routed = SupportsMoe<Ops> && !lw.moe.experts.empty();
+    TRACE_RETURN_IF_ERROR(ops.AfterLayer(l, b.x, routed ? b.route_ids : nullptr));
   }
   return Status::Ok();
 }

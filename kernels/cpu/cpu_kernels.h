@@ -88,6 +88,8 @@ void MoeRouteRows(const float* logits, int64_t M, int64_t E, int64_t k, bool nor
                   int32_t* ids, float* weights);
 void MoeCombine(const float* expert_out, const int32_t* ids, const float* weights, int64_t M,
                 int64_t k, int64_t n, float* out);
+void MoeAddShared(const float* shared_out, const float* gate_logits, int64_t M, int64_t n,
+                  float* out);
 void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
                         int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
                         float* out, int64_t h_begin, int64_t h_end);

@@ -76,4 +76,30 @@ void AttentionRows(const CudaContext& ctx, const float* q, int64_t rows,
                    const int32_t* positions, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                    float* scratch, int64_t scratch_stride, float* out);
 
+// ---- mixture of experts (kernels/cuda/schedule/moe.h; docs/cuda.md) ------------------------
+// The route of M rows over E experts (kernels::MoeRoute: canonical, or fast's capacity-limited
+// routing). Scratch (device): probs [M, E]; fast numerics also rank [M, k] and load [E].
+struct MoeRouteScratch {
+  float* probs = nullptr;
+  int32_t* rank = nullptr;
+  int32_t* load = nullptr;
+};
+void MoeRoute(const CudaContext& ctx, const float* logits, int64_t M, int64_t E, int64_t k,
+              bool normalize, const MoeRouteScratch& scratch, int32_t* ids, float* weights);
+// Groups the `slots` (row, slot) pairs by expert: offsets [E + 1], order [slots] (device).
+void MoeGroup(const CudaContext& ctx, const int32_t* ids, int64_t slots, int64_t E,
+              int32_t* offsets, int32_t* order);
+// y[s, :] = expert ids[s]'s matrix times x's row s / x_per_row, for every slot s placed in
+// `order` (dropped slots are left alone). weights: device array [E] of [N, K] matrices in
+// `dtype`; vector_ok: schedule::GemvVectorOk holds for all of them and x.
+void MoeExpertMatMul(const CudaContext& ctx, const float* x, int64_t x_per_row,
+                     const int32_t* order, const int32_t* ids, int64_t slots,
+                     const void* const* weights, DType dtype, int64_t N, int64_t K, bool vector_ok,
+                     float* y);
+// kernels::MoeCombine and kernels::MoeAddShared on the device.
+void MoeCombine(const CudaContext& ctx, const float* expert_out, const int32_t* ids,
+                const float* weights, int64_t M, int64_t k, int64_t n, float* out);
+void MoeAddShared(const CudaContext& ctx, const float* shared_out, const float* gate_logits,
+                  int64_t M, int64_t n, float* out);
+
 }  // namespace trace::kernels::cuda

@@ -3,6 +3,23 @@
 #include <algorithm>
 
 namespace trace::recorder {
+namespace {
+
+// Appends every step's `field` (a per-token vector) to `out`, token-major, and reports the
+// per-token count through `set_width`; only when every token has the same, non-zero count.
+template <class T, class SetWidth>
+void StoreUniform(const std::vector<TokenStep>& steps, std::vector<T> TokenStep::*field,
+                  SetWidth set_width, google::protobuf::RepeatedField<T>* out) {
+  if (steps.empty() || (steps[0].*field).empty()) return;
+  const size_t width = (steps[0].*field).size();
+  for (const TokenStep& s : steps) {
+    if ((s.*field).size() != width) return;
+  }
+  set_width(width);
+  for (const TokenStep& s : steps) out->Add((s.*field).begin(), (s.*field).end());
+}
+
+}  // namespace
 
 Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g,
                                  const CompletionResult& r, int status, const std::string& body,
@@ -36,19 +53,15 @@ Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult
     c.add_runner_up_ids(s.runner_up);
     c.add_runner_up_logits(s.runner_up_logit);
   }
-  // Layer digests (--layer-digests): token-major, num_layers per sampled token; stored
-  // only when every token has the same, non-zero count.
-  if (!g.steps.empty() && !g.steps[0].layer_digests.empty()) {
-    const size_t layers = g.steps[0].layer_digests.size();
-    bool uniform = true;
-    for (const TokenStep& s : g.steps) uniform = uniform && s.layer_digests.size() == layers;
-    if (uniform) {
-      c.set_num_layers(static_cast<int32_t>(layers));
-      for (const TokenStep& s : g.steps) {
-        for (uint64_t d : s.layer_digests) c.add_layer_digests(d);
-      }
-    }
-  }
+  // Layer digests and, on MoE models, routes (--layer-digests): token-major, num_layers
+  // digests / route_width expert ids per sampled token.
+  StoreUniform(
+      g.steps, &TokenStep::layer_digests,
+      [&](size_t layers) { c.set_num_layers(static_cast<int32_t>(layers)); },
+      c.mutable_layer_digests());
+  StoreUniform(
+      g.steps, &TokenStep::route,
+      [&](size_t width) { c.set_route_width(static_cast<int32_t>(width)); }, c.mutable_route_ids());
   c.set_finish_reason(status == 200 ? r.finish_reason : "error");
   c.set_output_text(call.FinalText());
   c.set_response_json(body);

@@ -204,7 +204,8 @@ TEST(MoeConfig, ParsesQwen3MoeAndMixtralFields) {
   EXPECT_TRUE(m->IsMoeLayer(0) && m->IsMoeLayer(1));
 
   // Every preset's config.json reads back to the same MoE shape.
-  for (const std::string preset : {"qwen3-moe-tiny", "qwen3-moe-a3b-narrow", "mixtral-tiny"}) {
+  for (const std::string preset :
+       {"qwen3-moe-tiny", "qwen3-moe-a3b-narrow", "mixtral-tiny", "qwen2-moe-tiny"}) {
     auto p = PresetConfig(preset);
     ASSERT_TRUE(p.ok());
     auto back = ParseModelConfig(ModelConfigToJson(*p), "config.json");
@@ -214,10 +215,68 @@ TEST(MoeConfig, ParsesQwen3MoeAndMixtralFields) {
     EXPECT_EQ(back->num_experts_per_tok, p->num_experts_per_tok);
     EXPECT_EQ(back->moe_intermediate_size, p->moe_intermediate_size);
     EXPECT_EQ(back->norm_topk_prob, p->norm_topk_prob);
+    EXPECT_EQ(back->shared_expert_intermediate_size, p->shared_expert_intermediate_size);
+    EXPECT_EQ(back->attention_bias, p->attention_bias);
+    EXPECT_EQ(back->qk_norm, p->qk_norm);
   }
   auto a3b = PresetConfig("qwen3-moe-a3b-narrow");
   EXPECT_EQ(a3b->num_experts, 128);
   EXPECT_EQ(a3b->num_experts_per_tok, 8);
+}
+
+// qwen2_moe with Qwen2MoeConfig's defaults: 60 experts, top 4, width 1408, a shared expert of
+// 5632, unnormalised top-k, every layer sparse, q/k/v biases (qkv_bias), no q/k norm.
+TEST(MoeConfig, ParsesQwen2MoeWithHuggingFaceDefaults) {
+  const std::string base = R"("model_type": "qwen2_moe", "vocab_size": 100, "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4)";
+  auto c = ParseModelConfig("{" + base + "}", "/m/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->num_experts, 60);
+  EXPECT_EQ(c->num_experts_per_tok, 4);
+  EXPECT_EQ(c->moe_intermediate_size, 1408);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 5632);
+  EXPECT_FALSE(c->norm_topk_prob);
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_FALSE(c->qk_norm);
+  EXPECT_TRUE(c->IsMoeLayer(0) && c->IsMoeLayer(1));
+  auto d = ParseModelConfig("{" + base + R"(, "num_experts": 8, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 96, "norm_topk_prob": true,
+    "qkv_bias": false, "mlp_only_layers": [0]})",
+                            "/m/config.json");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->num_experts, 8);
+  EXPECT_EQ(d->shared_expert_intermediate_size, 96);
+  EXPECT_TRUE(d->norm_topk_prob);
+  EXPECT_FALSE(d->attention_bias);
+  EXPECT_FALSE(d->IsMoeLayer(0));
+  EXPECT_TRUE(d->IsMoeLayer(1));
+}
+
+// The shared expert's term: added after the routed sum as one more CombineStep with weight
+// 1 / (1 + Exp(-gate logit)); within float rounding of the float64 value.
+TEST(KernelsMoe, SharedExpertTermIsAddedWithSigmoidWeight) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  const int64_t M = 7, n = 45;
+  std::vector<float> shared(M * n), gate(M), out(M * n);
+  for (float& v : shared) v = u(rng);
+  for (float& v : gate) v = u(rng);
+  for (float& v : out) v = u(rng);
+  const std::vector<float> routed = out;
+  auto pool = kernels::ThreadPool::Create(2);
+  kernels::KernelContext ctx;
+  ctx.pool = pool.get();
+  kernels::MoeAddShared(ctx, shared.data(), gate.data(), M, n, out.data());
+  for (int64_t m = 0; m < M; ++m) {
+    const float w = kernels::canonical::SharedExpertWeight(gate[m]);
+    EXPECT_NEAR(w, 1.0 / (1.0 + std::exp(-static_cast<double>(gate[m]))), 1e-6);
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = routed[m * n + i] + w * shared[m * n + i];  // rounded mul, then add
+      ASSERT_EQ(Bits(std::span<const float>(&want, 1)),
+                Bits(std::span<const float>(&out[m * n + i], 1)))
+          << m << ", " << i;
+    }
+  }
 }
 
 TEST(MoeConfig, BadFieldsAreOneLineErrorsNamingTheField) {
@@ -278,7 +337,9 @@ TEST(MoeLoad, MissingOrMisshapedExpertTensorsNameTheTensor) {
   for (const auto& [preset, drop, want] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {"qwen3-moe-tiny", "model.layers.1.mlp.experts.5.up_proj.weight", ""},
-           {"mixtral-tiny", "model.layers.0.block_sparse_moe.experts.7.w2.weight", ""}}) {
+           {"mixtral-tiny", "model.layers.0.block_sparse_moe.experts.7.w2.weight", ""},
+           {"qwen2-moe-tiny", "model.layers.1.mlp.shared_expert.down_proj.weight", ""},
+           {"qwen2-moe-tiny", "model.layers.0.mlp.shared_expert_gate.weight", ""}}) {
     const std::string dir = tmp.path() + "/" + preset;
     ASSERT_TRUE(InitModel(preset, 3, dir).ok());
     ASSERT_TRUE(Model::Load(dir, false).ok()) << preset;
@@ -302,16 +363,20 @@ TEST(MoeLoad, MissingOrMisshapedExpertTensorsNameTheTensor) {
       << bad.status().ToString();
 }
 
-TEST(MoeLoad, CudaDeviceRefusesMoeModelsClearly) {
+// MoE models run on the CUDA engine too (engine/cuda, kernels/cuda/moe.cu): Engine::Create
+// no longer refuses them; without a device the error is the device's, not the model's.
+TEST(MoeLoad, CudaDeviceTakesMoeModels) {
   testing::TempDir tmp;
-  ASSERT_TRUE(InitModel("qwen3-moe-tiny", 3, tmp.path() + "/m").ok());
+  ASSERT_TRUE(InitModel("qwen2-moe-tiny", 3, tmp.path() + "/m").ok());
   auto model = testing::LoadOrDie(tmp.path() + "/m");
   EngineOptions options;
   options.device = "cuda";
   auto engine = Engine::Create(model, options);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().ToString().find("CPU engine only"), std::string::npos)
-      << engine.status().ToString();
+  if (!engine.ok()) {
+    EXPECT_EQ(engine.status().ToString().find("mixture-of-experts"), std::string::npos)
+        << engine.status().ToString();
+    EXPECT_EQ(engine.status().ToString().find("CPU engine only"), std::string::npos);
+  }
 }
 
 // ---- the forward pass ----------------------------------------------------------------------
@@ -398,6 +463,77 @@ TEST_P(MoeModelTest, BatchCompanionsDoNotChangeAnyBit) {
   }
 }
 
+// Every position's route through the RouteProbe: [position] -> (layer, experts) per MoE
+// layer. `others` companions (random lengths, some mid-sequence) share each Forward call;
+// the prompt goes in chunks of `chunk` tokens (0: one chunk).
+using Routes = std::vector<std::vector<std::pair<int, std::vector<int32_t>>>>;
+Routes RoutesOf(Engine* engine, const std::vector<int32_t>& tokens, size_t chunk, int others,
+                std::mt19937_64* rng, int32_t vocab) {
+  Routes routes(tokens.size());
+  const SeqId seq = engine->NewSequence();
+  std::vector<SeqId> companions;
+  std::uniform_int_distribution<int> len(1, 30);
+  for (size_t begin = 0; begin < tokens.size();) {
+    const size_t n = chunk == 0 ? tokens.size() : std::min(chunk, tokens.size() - begin);
+    std::vector<std::vector<int32_t>> contents;
+    std::vector<BatchItem> items;
+    for (int i = 0; i < others; ++i) contents.push_back(RandomTokens(rng, len(*rng), vocab));
+    for (int i = 0; i < others; ++i) {
+      companions.push_back(engine->NewSequence());
+      items.push_back(
+          {companions.back(), contents[i], {static_cast<int32_t>(contents[i].size() - 1)}});
+    }
+    const size_t target = items.size();
+    items.push_back({seq, std::span<const int32_t>(tokens.data() + begin, n), {}});
+    for (size_t i = 0; i < n; ++i) items.back().logits_at.push_back(static_cast<int32_t>(i));
+    RouteProbe probe = [&](size_t item, int32_t index, int layer, std::span<const int32_t> ids) {
+      if (item == target) {
+        routes[begin + index].emplace_back(layer, std::vector<int32_t>(ids.begin(), ids.end()));
+      }
+    };
+    ForwardOutput out;
+    EXPECT_TRUE(engine->Forward(items, &out, nullptr, &probe).ok());
+    begin += n;
+  }
+  for (SeqId s : companions) engine->FreeSequence(s);
+  engine->FreeSequence(seq);
+  return routes;
+}
+
+// The route (expert ids per token per MoE layer), as `trace record --layer-digests` records
+// it, is bitwise the same alone, chunked, token by token and with 1..31 companions, and it
+// is the route of the float64 reference.
+TEST_P(MoeModelTest, RouteIsTheSameAloneBatchedAndChunked) {
+  std::mt19937_64 rng(8);
+  const auto tokens = RandomTokens(&rng, 10, vocab());
+  auto engine = EngineOrDie(model(), Numerics::kCanonical, Impl::kAuto, 2);
+  const Routes alone = RoutesOf(engine.get(), tokens, 0, 0, &rng, vocab());
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < model()->config().num_layers; ++l) {
+    moe_layers += model()->config().IsMoeLayer(l);
+  }
+  testing::ReferenceForward reference(*model());
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    reference.Step(tokens[t]);
+    ASSERT_EQ(static_cast<int64_t>(alone[t].size()), moe_layers) << "position " << t;
+  }
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    for (int64_t j = 0; j < moe_layers; ++j) {
+      const auto& [layer, ids] = alone[t][j];
+      const auto& [ref_layer, ref_ids] = reference.routes()[t * moe_layers + j];
+      EXPECT_EQ(layer, ref_layer);
+      EXPECT_EQ(std::vector<int>(ids.begin(), ids.end()), ref_ids)
+          << "position " << t << " layer " << layer;
+    }
+  }
+  EXPECT_EQ(RoutesOf(engine.get(), tokens, 1, 0, &rng, vocab()), alone) << "token by token";
+  EXPECT_EQ(RoutesOf(engine.get(), tokens, 3, 5, &rng, vocab()), alone) << "chunks of 3, 5 others";
+  for (int others : {1, 31}) {
+    EXPECT_EQ(RoutesOf(engine.get(), tokens, 0, others, &rng, vocab()), alone)
+        << others << " companions";
+  }
+}
+
 TEST_P(MoeModelTest, ThreadsAndKernelImplementationDoNotChangeAnyBit) {
   std::mt19937_64 rng(3);
   const auto tokens = RandomTokens(&rng, 12, vocab());
@@ -477,10 +613,9 @@ TEST_P(MoeModelTest, FastCapacityRoutingMovesWithTheBatch) {
 // change of the contract's routing (docs/numerics.md "MoE routing"): bump the version.
 TEST_P(MoeModelTest, PinnedLogitsDigest) {
   static const std::map<std::string, std::string> pinned = {
-      {"qwen3-moe-tiny", "9d92b04e886aa6c3"},
-      {"mixtral-tiny", "542244a7aa4528a8"},
-      {"mixed", "66c6b6ef4322a76f"},
-      {"qwen3-moe-a3b-narrow", "12445b7fabc2737f"},
+      {"qwen3-moe-tiny", "9d92b04e886aa6c3"}, {"mixtral-tiny", "542244a7aa4528a8"},
+      {"mixed", "66c6b6ef4322a76f"},          {"qwen3-moe-a3b-narrow", "12445b7fabc2737f"},
+      {"qwen2-moe-tiny", "9aaf17e75880c459"},
   };
   const std::vector<int32_t> tokens = {9707, 11, 1879, 0};
   for (Impl impl : {Impl::kAuto, Impl::kReference}) {
@@ -496,7 +631,7 @@ TEST_P(MoeModelTest, PinnedLogitsDigest) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, MoeModelTest,
                          ::testing::Values("qwen3-moe-tiny", "mixtral-tiny", "mixed",
-                                           "qwen3-moe-a3b-narrow"),
+                                           "qwen3-moe-a3b-narrow", "qwen2-moe-tiny"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s) ch = std::isalnum(ch) ? ch : '_';

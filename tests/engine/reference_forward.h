@@ -1,7 +1,7 @@
 // An independent float64 forward pass over a loaded model's tensors, written from the
-// Hugging Face modelling code (Qwen2/Qwen3/Llama, Qwen3-MoE/Mixtral), for the accuracy tests. It
-// shares no code with the engine or the kernels: its own bf16/f16 decoding, RoPE and softmax.
-// Ownership: reads the model's mapped tensors. Thread safety: none needed. Errors: none.
+// Hugging Face modelling code (Qwen2/Qwen3/Llama, Qwen3-MoE/Qwen2-MoE/Mixtral), for the accuracy
+// tests. It shares no code with the engine or the kernels: its own bf16/f16 decoding, RoPE and
+// softmax. Ownership: reads the model's mapped tensors. Thread safety: none needed. Errors: none.
 #pragma once
 
 #include <algorithm>
@@ -110,8 +110,9 @@ class ReferenceForward {
     for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
     return Linear(down_proj, gate, nullptr);
   }
-  // The Hugging Face Qwen3-MoE / Mixtral sparse block: softmax over the router logits,
-  // top-k (ties: lower id first), optional renormalisation, the weighted sum of the experts.
+  // The Hugging Face Qwen3-MoE / Qwen2-MoE / Mixtral sparse block: softmax over the router
+  // logits, top-k (ties: lower id first), optional renormalisation, the weighted sum of the
+  // experts, and Qwen2-MoE's gated shared expert.
   std::vector<double> Mixture(const MoeWeights& moe, const std::vector<double>& h, int layer) {
     std::vector<double> logits = Linear(moe.router, h, nullptr);
     const double mx = *std::max_element(logits.begin(), logits.end());
@@ -136,6 +137,13 @@ class ReferenceForward {
     }
     std::sort(route.begin(), route.end());
     routes_.push_back({layer, route});
+    if (moe.has_shared_expert()) {
+      // Qwen2-MoE: + sigmoid(shared_expert_gate(h)) * shared_expert(h).
+      const ExpertWeights& se = moe.shared_expert;
+      std::vector<double> y = SwiGlu(se.gate_proj, se.up_proj, se.down_proj, h);
+      const double gate = 1.0 / (1.0 + std::exp(-Linear(moe.shared_expert_gate, h, nullptr)[0]));
+      for (size_t i = 0; i < out.size(); ++i) out[i] += gate * y[i];
+    }
     return out;
   }
   std::vector<double> Norm(std::vector<double> x, const kernels::WeightView& w) const {

@@ -52,8 +52,8 @@ JOBS="$(nproc)"
 
 # name -> binary; the order in which they run; their argument lists.
 declare -A BIN
-ORDER=(gpu_device_errors_test gpu_kernels_test gpu_engine_test replayer_gpu_test trace_doctor
-       gpu_kernel_bench gpu_engine_bench)
+ORDER=(gpu_device_errors_test gpu_kernels_test gpu_engine_test gpu_moe_test replayer_gpu_test
+       trace_doctor gpu_kernel_bench gpu_engine_bench)
 MODE=""
 if [[ -n "$PREBUILT" ]]; then
   PREBUILT="$(cd "$PREBUILT" && pwd)"
@@ -61,8 +61,8 @@ if [[ -n "$PREBUILT" ]]; then
   [[ -f "$PREBUILT/manifest.txt" ]] && sed 's/^/   /' "$PREBUILT/manifest.txt" | head -8
   [[ -d "$PREBUILT/lib" ]] && export LD_LIBRARY_PATH="$PREBUILT/lib:$LD_LIBRARY_PATH"
   [[ -d "$PREBUILT/tokenizer" ]] && export TRACE_TOKENIZER_DIR="$PREBUILT/tokenizer"
-  for b in gpu_device_errors_test gpu_kernels_test gpu_engine_test replayer_gpu_test \
-           gpu_kernel_bench gpu_engine_bench; do
+  for b in gpu_device_errors_test gpu_kernels_test gpu_engine_test gpu_moe_test \
+           replayer_gpu_test gpu_kernel_bench gpu_engine_bench; do
     [[ -x "$PREBUILT/bin/$b" ]] && BIN[$b]="$PREBUILT/bin/$b"
   done
   [[ -x "$PREBUILT/bin/trace" ]] && BIN[trace_doctor]="$PREBUILT/bin/trace"
@@ -75,11 +75,11 @@ else
     echo "== build $(elapsed)s"
     # Targets one by one so a failure in one part does not hide the others.
     for t in gpu_kernels_test gpu_kernel_bench gpu_device_errors_test gpu_engine_test \
-             gpu_engine_bench replayer_gpu_test trace; do
+             gpu_moe_test gpu_engine_bench replayer_gpu_test trace; do
       timeout 300 cmake --build "$BUILD" --target "$t" -j"$JOBS" >>"$LOG_DIR/build.log" 2>&1 \
         || echo "   build of $t failed (see $LOG_DIR/build.log)"
     done
-    for t in gpu_kernels_test gpu_engine_test gpu_device_errors_test; do
+    for t in gpu_kernels_test gpu_engine_test gpu_moe_test gpu_device_errors_test; do
       [[ -x "$BUILD/tests/gpu/$t" ]] && BIN[$t]="$BUILD/tests/gpu/$t"
     done
     [[ -x "$BUILD/tests/replayer/replayer_gpu_test" ]] && BIN[replayer_gpu_test]="$BUILD/tests/replayer/replayer_gpu_test"
@@ -116,20 +116,21 @@ for name in "${ORDER[@]}"; do
 done
 
 declare -A CAP=([gpu_device_errors_test]=30 [gpu_kernels_test]=150 [gpu_engine_test]=240
-                [replayer_gpu_test]=120 [trace_doctor]=90 [gpu_kernel_bench]=90
+                [gpu_moe_test]=90 [replayer_gpu_test]=120 [trace_doctor]=90 [gpu_kernel_bench]=90
                 [gpu_engine_bench]=200)
 # What a step needs at least; a later test's minimum is kept out of the earlier steps' time.
 declare -A MIN=([gpu_device_errors_test]=10 [gpu_kernels_test]=40 [gpu_engine_test]=60
-                [replayer_gpu_test]=20 [trace_doctor]=15 [gpu_kernel_bench]=30
+                [gpu_moe_test]=20 [replayer_gpu_test]=20 [trace_doctor]=15 [gpu_kernel_bench]=30
                 [gpu_engine_bench]=60)
 declare -A ARGS=([gpu_device_errors_test]="" [gpu_kernels_test]="" [gpu_engine_test]=""
+                 [gpu_moe_test]=""
                  [replayer_gpu_test]="" [trace_doctor]="doctor" [gpu_kernel_bench]=""
                  [gpu_engine_bench]="")
 if [[ $QUICK == 1 ]]; then
   ARGS[gpu_kernel_bench]="--quick"
   ARGS[gpu_engine_bench]="--batches 1,8"
 fi
-KIND_TEST="gpu_device_errors_test gpu_kernels_test gpu_engine_test replayer_gpu_test trace_doctor"
+KIND_TEST="gpu_device_errors_test gpu_kernels_test gpu_engine_test gpu_moe_test replayer_gpu_test trace_doctor"
 
 for i in "${!ORDER[@]}"; do
   name="${ORDER[$i]}"

@@ -5,8 +5,9 @@
 #   1. edits a copy of the checkout (never this one),
 #   2. compiles the affected .cu with nvcc (when nvcc is here) to show the mistake is a valid
 #      CUDA program that would ship,
-#   3. rebuilds and runs the CPU-only tests (cuda_schedule_test: the kernels' bodies over a
-#      simulated grid; kernels_test for the shared definitions), which must FAIL.
+#   3. rebuilds and runs the CPU-only tests (cuda_schedule_test and cuda_moe_schedule_test:
+#      the kernels' bodies over a simulated grid; kernels_test for the shared definitions),
+#      which must FAIL.
 # It prints one table and exits 0 when every mistake was caught (and the unmutated baseline
 # passed), 1 otherwise. Not part of CI: it rebuilds for every mistake (about 1 minute each on
 # 2 cores with ccache).
@@ -51,19 +52,22 @@ cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTRACE_CUDA=OFF -DTRACE_
 # Runs the tests a mistake in `file` must fail; prints "caught: <first failure>" or "MISSED".
 run_tests() {
   local tag="$1"
-  if ! cmake --build "$BUILD" --target cuda_schedule_test kernels_test -j2 >"$LOG/$tag.build.log" 2>&1; then
+  if ! cmake --build "$BUILD" --target cuda_schedule_test cuda_moe_schedule_test kernels_test -j2 \
+       >"$LOG/$tag.build.log" 2>&1; then
     echo "build failed: $(grep -m1 -E 'error' "$LOG/$tag.build.log" | cut -c1-120)"
     return 0
   fi
   local failed=""
   "$BUILD/tests/kernels/cuda_schedule_test" >"$LOG/$tag.schedule.log" 2>&1 || failed="cuda_schedule_test"
+  "$BUILD/tests/kernels/cuda_moe_schedule_test" >"$LOG/$tag.moe.log" 2>&1 \
+    || failed="${failed:+$failed, }cuda_moe_schedule_test"
   "$BUILD/tests/kernels/kernels_test" --gtest_filter='KernelsCanonical.*:KernelsDot.*:KernelsExp.*' \
     >"$LOG/$tag.kernels.log" 2>&1 || failed="${failed:+$failed, }kernels_test"
   if [[ -z "$failed" ]]; then
     echo "MISSED"
   else
     local first
-    first=$(grep -h -m1 -E '^\[  FAILED  \] [A-Za-z]' "$LOG/$tag.schedule.log" "$LOG/$tag.kernels.log" | head -1 | sed -e 's/^\[  FAILED  \] //' -e 's/ ([0-9]* ms)$//' | cut -c1-70)
+    first=$(grep -h -m1 -E '^\[  FAILED  \] [A-Za-z]' "$LOG/$tag.schedule.log" "$LOG/$tag.moe.log" "$LOG/$tag.kernels.log" | head -1 | sed -e 's/^\[  FAILED  \] //' -e 's/ ([0-9]* ms)$//' | cut -c1-70)
     echo "caught by $failed (${first})"
   fi
 }
@@ -188,6 +192,23 @@ mutate shared-fold-tree kernels/canonical.h kernels/cuda/matmul.cu \
     for (int l = 0; l < w; ++l) t[l] = A::Add(t[l], t[l + w]);
   }
   return t[0];'
+
+mutate moe-combine-descending kernels/cuda/schedule/moe.h kernels/cuda/moe.cu \
+  "MoE combine sums the k experts in descending expert id" \
+  '    for (int64_t j = 0; j < a.k; ++j) {
+      if (a.ids[m * a.k + j] < 0) continue;  // dropped by capacity (fast only)' \
+  '    for (int64_t j = a.k - 1; j >= 0; --j) {
+      if (a.ids[m * a.k + j] < 0) continue;  // dropped by capacity (fast only)'
+
+mutate moe-shared-fma kernels/cuda/schedule/moe.h kernels/cuda/moe.cu \
+  "MoE shared expert term fused into an fma with the routed sum" \
+  'a.out[idx] = canonical::CombineStep(a.out[idx], w, a.shared_out[idx]);' \
+  'a.out[idx] = canonical::Fma(w, a.shared_out[idx], a.out[idx]);'
+
+mutate moe-expert-wrong-row kernels/cuda/schedule/moe.h kernels/cuda/moe.cu \
+  "MoE expert GEMV reads slot s's activations from row s (not row s / k)" \
+  'g.x = a.x + (s / a.x_per_row) * a.K;' \
+  'g.x = a.x + (s / a.x_per_row + s % a.x_per_row) * a.K;'
 
 echo
 echo "== mutation check ($(date -u +%Y-%m-%d), $(git -C "$ROOT" rev-parse --short=12 HEAD))"

@@ -14,7 +14,7 @@ BUILD="${BUILD:-$ROOT/build-cuda}"
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 DEST="${DEST:-$ROOT/.gpu-carry}"
 JOBS="${JOBS:-2}"
-TARGETS=(gpu_kernels_test gpu_engine_test gpu_device_errors_test replayer_gpu_test
+TARGETS=(gpu_kernels_test gpu_engine_test gpu_moe_test gpu_device_errors_test replayer_gpu_test
          gpu_kernel_bench gpu_engine_bench trace)
 
 echo "pack: configuring $BUILD (CUDA on, Release)"
@@ -26,6 +26,7 @@ cmake --build "$BUILD" --target "${TARGETS[@]}" -j"$JOBS"
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib" "$DEST/tokenizer"
 cp "$BUILD/tests/gpu/gpu_kernels_test" "$BUILD/tests/gpu/gpu_engine_test" \
+   "$BUILD/tests/gpu/gpu_moe_test" \
    "$BUILD/tests/gpu/gpu_device_errors_test" "$BUILD/tests/replayer/replayer_gpu_test" \
    "$BUILD/bin/gpu_kernel_bench" "$BUILD/bin/gpu_engine_bench" "$BUILD/bin/trace" "$DEST/bin/"
 strip --strip-unneeded "$DEST"/bin/*

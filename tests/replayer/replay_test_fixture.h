@@ -55,13 +55,15 @@ inline int RunTraceBinary(const std::string& args, const std::string& scratch, s
 // new store `db`, and puts the one run's summary in *run (fails the running test otherwise;
 // call it under ASSERT_NO_FATAL_FAILURE).
 inline void RecordExampleAgent(const std::string& db, const std::string& model_dir, int turns,
-                               int max_tokens, const std::string& scratch, store::RunSummary* run) {
+                               int max_tokens, const std::string& scratch, store::RunSummary* run,
+                               const std::string& record_flags = "") {
   const std::string agent = std::string(TRACE_SOURCE_DIR) + "/examples/support_agent/agent.py";
   std::string out, err;
-  const int rc = RunTraceBinary("--store " + db + " -q record --model " + model_dir +
-                                    " -- python3 " + agent + " --turns " + std::to_string(turns) +
-                                    " --max-tokens " + std::to_string(max_tokens),
-                                scratch, &out, &err);
+  const int rc =
+      RunTraceBinary("--store " + db + " -q record --model " + model_dir + " " + record_flags +
+                         " -- python3 " + agent + " --turns " + std::to_string(turns) +
+                         " --max-tokens " + std::to_string(max_tokens),
+                     scratch, &out, &err);
   ASSERT_EQ(rc, 0) << err << out;
   auto store = store::Store::Open(db);
   ASSERT_TRUE(store.ok()) << store.status().ToString();

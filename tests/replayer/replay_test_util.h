@@ -141,13 +141,19 @@ inline Result<proto::LlmCall> GenerateCall(engine::Engine& engine,
   engine::LayerProbe probe = [&](size_t, int32_t, int layer, std::span<const float> hidden) {
     step_layers[layer] = Digest64(hidden.data(), hidden.size_bytes());
   };
+  std::vector<int32_t> step_route;  // MoE models: the route, layer by layer
+  engine::RouteProbe route_probe = [&](size_t, int32_t, int, std::span<const int32_t> ids) {
+    step_route.insert(step_route.end(), ids.begin(), ids.end());
+  };
   engine::ForwardOutput out;
   for (int step = 0; step < params.max_tokens; ++step) {
     engine::BatchItem item;
     item.seq = seq;
     item.tokens = feed;
     item.logits_at = {static_cast<int32_t>(feed.size() - 1)};
-    Status st = engine.Forward({&item, 1}, &out, layer_digests ? &probe : nullptr);
+    step_route.clear();
+    Status st = layer_digests ? engine.Forward({&item, 1}, &out, &probe, &route_probe)
+                              : engine.Forward({&item, 1}, &out);
     if (!st.ok()) {
       engine.FreeSequence(seq);
       return st;
@@ -162,6 +168,8 @@ inline Result<proto::LlmCall> GenerateCall(engine::Engine& engine,
     call.add_runner_up_logits(s.runner_up_logit);
     if (layer_digests) {
       for (uint64_t d : step_layers) call.add_layer_digests(d);
+      call.set_route_width(static_cast<int32_t>(step_route.size()));
+      for (int32_t id : step_route) call.add_route_ids(id);
     }
     feed = {s.token};
     if (std::find(eos.begin(), eos.end(), s.token) != eos.end()) break;

@@ -101,10 +101,11 @@ inline void ClearTokenArrays(proto::LlmCall* c) {
   c->clear_runner_up_ids();
   c->clear_runner_up_logits();
   c->clear_layer_digests();
+  c->clear_route_ids();
 }
 
 // An event of the given kind with every field set; LlmCall arrays are consistent
-// (`tokens` sampled tokens, 2 layer digests each).
+// (`tokens` sampled tokens, 2 layer digests and a route of 2 experts each).
 inline proto::Event MakeFullEvent(proto::Event::KindCase kind, int salt, int tokens = 5) {
   proto::Event e;
   const auto* f = proto::Event::descriptor()->FindFieldByNumber(static_cast<int>(kind));
@@ -114,6 +115,7 @@ inline proto::Event MakeFullEvent(proto::Event::KindCase kind, int salt, int tok
     auto* c = e.mutable_llm_call();
     ClearTokenArrays(c);
     c->set_num_layers(2);
+    c->set_route_width(2);
     std::mt19937_64 rng(salt);
     for (int t = 0; t < tokens; ++t) {
       c->add_token_ids(static_cast<int32_t>(rng() % 151936));
@@ -124,6 +126,8 @@ inline proto::Event MakeFullEvent(proto::Event::KindCase kind, int salt, int tok
       c->add_runner_up_logits(static_cast<float>(rng() % 4000) / 100.0f);
       c->add_layer_digests(rng());
       c->add_layer_digests(rng());
+      c->add_route_ids(static_cast<int32_t>(rng() % 128));
+      c->add_route_ids(t % 3 == 0 ? -1 : static_cast<int32_t>(rng() % 128));
     }
     c->clear_prompt_token_ids();
     for (int t = 0; t < 40 + salt; ++t) c->add_prompt_token_ids((t * 7919 + salt) % 151936);
