@@ -241,13 +241,12 @@ int Run(const Options& options) {
     if (!header->label().empty()) std::printf("label: %s\n", shown(header->label()).c_str());
     if (header->has_rerun()) {
       const auto& r = header->rerun();
-      std::string line = (r.mode() == "fork" ? "fork of run " : "rerun of run ") +
-                         r.parent_run_id() +
-                         (r.live_from_call() ? ", live from call " + std::to_string(r.live_from_call())
-                                             : std::string()) +
-                         (r.strict() ? ", strict" : "") +
-                         (r.divergence().empty() ? ", followed the recording"
-                                                 : "; diverged: " + r.divergence());
+      std::string line =
+          (r.mode() == "fork" ? "fork of run " : "rerun of run ") + r.parent_run_id() +
+          (r.live_from_call() ? ", live from call " + std::to_string(r.live_from_call())
+                              : std::string()) +
+          (r.strict() ? ", strict" : "") +
+          (r.divergence().empty() ? ", followed the recording" : "; diverged: " + r.divergence());
       std::printf("%s\n", shown(line).c_str());
     }
     const auto& m = header->model();
@@ -306,17 +305,16 @@ int Run(const Options& options) {
         {"cwd", header->cwd()},
         {"label", header->label()},
         {"parent_run", summary->parent_run_id},
-        {"rerun",
-         header->has_rerun()
-             ? nlohmann::json{{"parent_run", header->rerun().parent_run_id()},
-                              {"mode", header->rerun().mode()},
-                              {"live_from_call", header->rerun().live_from_call()},
-                              {"strict", header->rerun().strict()},
-                              {"tools", header->rerun().tools()},
-                              {"edit_call", header->rerun().edit_call()},
-                              {"diverged_at_call", header->rerun().diverged_at_call()},
-                              {"divergence", header->rerun().divergence()}}
-             : nlohmann::json()},
+        {"rerun", header->has_rerun()
+                      ? nlohmann::json{{"parent_run", header->rerun().parent_run_id()},
+                                       {"mode", header->rerun().mode()},
+                                       {"live_from_call", header->rerun().live_from_call()},
+                                       {"strict", header->rerun().strict()},
+                                       {"tools", header->rerun().tools()},
+                                       {"edit_call", header->rerun().edit_call()},
+                                       {"diverged_at_call", header->rerun().diverged_at_call()},
+                                       {"divergence", header->rerun().divergence()}}
+                      : nlohmann::json()},
         {"recorder_pid", summary->recorder_pid},
         {"recorder_host", summary->recorder_host},
         {"model_calls", summary->model_calls},

@@ -48,8 +48,7 @@ inline Result<recorder::SessionOptions> SessionFromEngineFlags(const EngineFlags
 }
 
 inline void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
-  cmd->add_option("--model", f->model_dir,
-                  "Model folder (default: the built-in demo model)")
+  cmd->add_option("--model", f->model_dir, "Model folder (default: the built-in demo model)")
       ->type_name("DIR");
   cmd->add_option(
          "--upstream", f->upstream,

@@ -31,8 +31,7 @@ Result<std::string> ReadEditBody(const std::string& path) {
 
 // What serves the calls that go live (rerun.h); fills the header like `trace record`.
 Result<std::unique_ptr<Server>> MakeRerunServer(const RerunOptions& o, const Cassette& cassette,
-                                                const ServerOptions& so,
-                                                proto::RunHeader* header,
+                                                const ServerOptions& so, proto::RunHeader* header,
                                                 std::string* live_backend) {
   SessionOptions session = o.session;
   if (!session.upstream.empty()) {
@@ -130,15 +129,15 @@ Result<RerunOutcome> RerunCommand(const RerunOptions& o, const std::vector<std::
   hooks.before_end = [&](proto::RunHeader* h) {
     gate->Finish();
     if (auto d = gate->divergence()) {
-      h->mutable_rerun()->set_diverged_at_call(static_cast<uint64_t>(
-          d->kind == Divergence::kFewerCalls ? d->expected_call : d->call));
+      h->mutable_rerun()->set_diverged_at_call(
+          static_cast<uint64_t>(d->kind == Divergence::kFewerCalls ? d->expected_call : d->call));
       h->mutable_rerun()->set_divergence(d->Summary());
     }
   };
   hooks.gate = gate.get();
-  TRACE_ASSIGN_OR_RETURN(out.record, RunAgentRecorded(o.session, argv, *store, *server,
-                                                      std::move(header), so.api_key, hooks,
-                                                      started));
+  TRACE_ASSIGN_OR_RETURN(
+      out.record, RunAgentRecorded(o.session, argv, *store, *server, std::move(header), so.api_key,
+                                   hooks, started));
   out.parent_run_id = run_id;
   out.mode = live_from > 0 ? "fork" : "cassette";
   out.live_from = live_from;
@@ -158,54 +157,53 @@ std::string RerunReportText(const RerunOutcome& o) {
   const CassetteStats& st = o.stats;
   s << "re-ran run " << o.parent_run_id << " as run " << o.record.run_id << " ("
     << (o.mode == "fork" ? "fork at call " + std::to_string(o.live_from) : "cassette")
-    << (o.strict ? ", strict" : "") << "): " << st.calls << " model calls, "
-    << st.calls_answered << " answered from the recording, " << st.calls_live << " live ("
-    << o.live_backend << "); " << st.tools_answered << " tool results from the recording, "
-    << st.tools_live << " tools run live; " << st.clocks_answered
-    << " clock reads from the recording.\n";
+    << (o.strict ? ", strict" : "") << "): " << st.calls << " model calls, " << st.calls_answered
+    << " answered from the recording, " << st.calls_live << " live (" << o.live_backend << "); "
+    << st.tools_answered << " tool results from the recording, " << st.tools_live
+    << " tools run live; " << st.clocks_answered << " clock reads from the recording.\n";
   if (o.divergence) {
     s << "diverged: " << o.divergence->Describe();
     if (o.strict) s << "stopped at the first difference (--strict).\n";
   } else if (o.mode == "fork") {
-    s << "calls 1.." << (o.live_from - 1) << " followed the recording; from call "
-      << o.live_from << " on the run went live.\n";
+    s << "calls 1.." << (o.live_from - 1) << " followed the recording; from call " << o.live_from
+      << " on the run went live.\n";
   } else {
     s << "followed the recording: every model call asked what was recorded ("
       << st.recorded_calls - st.unused_calls << " of " << st.recorded_calls << ").\n";
   }
   s << "agent exit status " << o.record.exit_status;
   if (o.recorded_exit) {
-    s << (*o.recorded_exit == o.record.exit_status ? " (as recorded)"
-                                                   : " (recorded: " +
-                                                         std::to_string(*o.recorded_exit) + ")");
+    s << (*o.recorded_exit == o.record.exit_status
+              ? " (as recorded)"
+              : " (recorded: " + std::to_string(*o.recorded_exit) + ")");
   }
-  s << ". trace diff " << o.parent_run_id << " " << o.record.run_id
-    << " shows what differs.\n";
+  s << ". trace diff " << o.parent_run_id << " " << o.record.run_id << " shows what differs.\n";
   return s.str();
 }
 
 nlohmann::json RerunReportJson(const RerunOutcome& o) {
   const CassetteStats& st = o.stats;
-  nlohmann::json j{{"parent_run", o.parent_run_id},
-                   {"run", o.record.run_id},
-                   {"mode", o.mode},
-                   {"live_from", o.live_from},
-                   {"strict", o.strict},
-                   {"live_backend", o.live_backend},
-                   {"followed", !o.divergence.has_value() && o.exit_code == 0},
-                   {"exit_code", o.exit_code},
-                   {"agent_exit_status", o.record.exit_status},
-                   {"recorded_exit_status",
-                    o.recorded_exit ? nlohmann::json(*o.recorded_exit) : nlohmann::json()},
-                   {"calls",
-                    {{"made", st.calls},
-                     {"answered_from_recording", st.calls_answered},
-                     {"live", st.calls_live},
-                     {"recorded", st.recorded_calls},
-                     {"recorded_unused", st.unused_calls}}},
-                   {"tools", {{"answered_from_recording", st.tools_answered}, {"live", st.tools_live}}},
-                   {"clock_reads_answered_from_recording", st.clocks_answered},
-                   {"divergence", o.divergence ? o.divergence->Json() : nlohmann::json()}};
+  nlohmann::json j{
+      {"parent_run", o.parent_run_id},
+      {"run", o.record.run_id},
+      {"mode", o.mode},
+      {"live_from", o.live_from},
+      {"strict", o.strict},
+      {"live_backend", o.live_backend},
+      {"followed", !o.divergence.has_value() && o.exit_code == 0},
+      {"exit_code", o.exit_code},
+      {"agent_exit_status", o.record.exit_status},
+      {"recorded_exit_status",
+       o.recorded_exit ? nlohmann::json(*o.recorded_exit) : nlohmann::json()},
+      {"calls",
+       {{"made", st.calls},
+        {"answered_from_recording", st.calls_answered},
+        {"live", st.calls_live},
+        {"recorded", st.recorded_calls},
+        {"recorded_unused", st.unused_calls}}},
+      {"tools", {{"answered_from_recording", st.tools_answered}, {"live", st.tools_live}}},
+      {"clock_reads_answered_from_recording", st.clocks_answered},
+      {"divergence", o.divergence ? o.divergence->Json() : nlohmann::json()}};
   return j;
 }
 

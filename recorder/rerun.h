@@ -32,17 +32,17 @@ struct RerunOptions {
   int live_from = 0;       // fork at this model call (1-based); 0: cassette mode
   bool strict = false;
   bool tools_recorded_only = false;
-  int edit_call = 0;            // replace this call's request body (implies a fork there)
-  std::string edit_body_path;   // with edit_call: the JSON body file
+  int edit_call = 0;           // replace this call's request body (implies a fork there)
+  std::string edit_body_path;  // with edit_call: the JSON body file
 };
 
 struct RerunOutcome {
-  RecordOutcome record;        // the new run
+  RecordOutcome record;  // the new run
   std::string parent_run_id;
-  std::string mode;            // "cassette" | "fork"
+  std::string mode;  // "cassette" | "fork"
   int live_from = 0;
   bool strict = false;
-  std::string live_backend;    // what served live calls: "local engine (DIR)", ...
+  std::string live_backend;  // what served live calls: "local engine (DIR)", ...
   CassetteStats stats;
   std::optional<Divergence> divergence;
   std::optional<int> recorded_exit;  // the recorded agent's exit status, when it exited

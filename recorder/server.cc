@@ -90,7 +90,7 @@ Result<std::unique_ptr<Server>> Server::CreateProxy(const std::string& upstream_
 }
 
 std::unique_ptr<Server> Server::CreateOffline(const std::string& model_name,
-                                             const ServerOptions& options) {
+                                              const ServerOptions& options) {
   LocalBackend none;
   none.model_name = model_name;
   return std::make_unique<ServerImpl>(std::move(none), options, "");

@@ -83,7 +83,7 @@ Result<std::unique_ptr<Server>> MakeServer(const SessionOptions& options,
 
 // What a caller of RunAgentRecorded adds to a plain `trace record`.
 struct RecordHooks {
-  CallGate* gate = nullptr;                // set on the server before it starts
+  CallGate* gate = nullptr;                 // set on the server before it starts
   std::function<void(int pid)> on_started;  // the agent runs
   // After the agent exited and the server stopped, before the RunEnd: last header changes.
   std::function<void(proto::RunHeader*)> before_end;

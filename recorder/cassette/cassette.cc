@@ -50,9 +50,9 @@ Result<Cassette> Cassette::FromEvents(const proto::RunHeader& header,
       t.result = e.tool_result();
       t.name = t.result.name();
       auto args = arguments_by_call_id.find(t.result.call_id());
-      t.arguments_key = ToolArgumentsKey(
-          args == arguments_by_call_id.end() ? nlohmann::json::object()
-                                             : ParseJsonOrDiscarded(args->second));
+      t.arguments_key =
+          ToolArgumentsKey(args == arguments_by_call_id.end() ? nlohmann::json::object()
+                                                              : ParseJsonOrDiscarded(args->second));
       c.tools_.push_back(std::move(t));
     }
   }

@@ -47,14 +47,14 @@ struct CassetteGateOptions {
 };
 
 struct CassetteStats {
-  int64_t calls = 0;             // model calls the agent made
-  int64_t calls_answered = 0;    // answered from the recording
-  int64_t calls_live = 0;        // let through to the live model
-  int64_t tools_answered = 0;    // tool lookups answered from the recording
-  int64_t tools_live = 0;        // tool lookups the agent ran live
-  int64_t clocks_answered = 0;   // clock reads answered from the recording
-  int64_t recorded_calls = 0;    // model calls in the recording
-  int64_t unused_calls = 0;      // recorded calls no request used
+  int64_t calls = 0;            // model calls the agent made
+  int64_t calls_answered = 0;   // answered from the recording
+  int64_t calls_live = 0;       // let through to the live model
+  int64_t tools_answered = 0;   // tool lookups answered from the recording
+  int64_t tools_live = 0;       // tool lookups the agent ran live
+  int64_t clocks_answered = 0;  // clock reads answered from the recording
+  int64_t recorded_calls = 0;   // model calls in the recording
+  int64_t unused_calls = 0;     // recorded calls no request used
 };
 
 class CassetteGate : public CallGate {

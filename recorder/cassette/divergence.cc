@@ -82,12 +82,9 @@ nlohmann::json Divergence::Json() const {
                             {"recorded", c.recorded},
                             {"now", c.now}});
   }
-  nlohmann::json j{{"kind", kKinds[kind]},
-                   {"call", call},
-                   {"expected_call", expected_call},
-                   {"expected_seq", expected_seq},
-                   {"summary", Summary()},
-                   {"changes", changes_json},
+  nlohmann::json j{{"kind", kKinds[kind]},           {"call", call},
+                   {"expected_call", expected_call}, {"expected_seq", expected_seq},
+                   {"summary", Summary()},           {"changes", changes_json},
                    {"prompt_diff", prompt_diff}};
   if (kind == kTool) {
     j["tool"] = tool_name;

@@ -39,7 +39,9 @@ RecordedReply RenderRecordedAnswer(const RecordedCall& recorded, const WireForma
   r.model = summary.model.empty() ? request.model : summary.model;
   r.created = c.timings().start_ns() / 1000000000;
   r.system_fingerprint = "trace-cassette";
-  r.text = summary.text.empty() ? c.output_text() : summary.text;
+  // The text the agent got (without a tool call's markup); the decoded output only when
+  // the recorded body cannot be read back.
+  r.text = recorded_body.is_object() && format != nullptr ? summary.text : c.output_text();
   r.tool_calls = summary.tool_calls;
   r.finish_reason = summary.finish_reason.empty() || summary.finish_reason == "error"
                         ? (r.tool_calls.empty() ? "stop" : "tool_calls")

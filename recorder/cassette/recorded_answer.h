@@ -22,9 +22,9 @@ namespace trace::recorder {
 
 struct RecordedReply {
   int status = 200;
-  std::string body;          // what to send: a JSON body, or the whole event stream
-  bool stream = false;       // body is an event stream (text/event-stream)
-  std::string response_json; // the non-streamed body of the same answer, for the recording
+  std::string body;           // what to send: a JSON body, or the whole event stream
+  bool stream = false;        // body is an event stream (text/event-stream)
+  std::string response_json;  // the non-streamed body of the same answer, for the recording
   std::string output_text;
   std::string finish_reason;
   std::vector<ToolCall> tool_calls;

@@ -44,12 +44,12 @@ Result<RequestIdentity> IdentityOfRecorded(const proto::LlmCall& call, uint64_t 
 
 // One field where two identities differ.
 struct FieldChange {
-  std::string path;       // "messages[2].content", "sampling.temperature", "tools[0]"
-  int message = -1;       // the message index for a messages[...] path, else -1
-  std::string role;       // that message's role (recorded side, else the new one)
-  std::string field;      // the last path component: "content", "temperature", ...
-  std::string recorded;   // the value in the recording (JSON text; "(absent)" if none)
-  std::string now;        // the value the agent sent now
+  std::string path;      // "messages[2].content", "sampling.temperature", "tools[0]"
+  int message = -1;      // the message index for a messages[...] path, else -1
+  std::string role;      // that message's role (recorded side, else the new one)
+  std::string field;     // the last path component: "content", "temperature", ...
+  std::string recorded;  // the value in the recording (JSON text; "(absent)" if none)
+  std::string now;       // the value the agent sent now
 };
 
 // The differences between `recorded` and `now`, in field order (at most `max` of them).

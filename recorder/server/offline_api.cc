@@ -11,8 +11,8 @@ void OfflineModelApi::Register() {
   httplib::Server& http = frontend_->http();
   http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (!frontend_->Authorized(req, res)) return;
-    nlohmann::json model{{"id", model_name_}, {"object", "model"}, {"created", 0},
-                         {"owned_by", "trace-cassette"}};
+    nlohmann::json model{
+        {"id", model_name_}, {"object", "model"}, {"created", 0}, {"owned_by", "trace-cassette"}};
     res.set_content(nlohmann::json{{"object", "list"}, {"data", {model}}}.dump(),
                     "application/json");
   });

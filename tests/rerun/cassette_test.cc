@@ -100,9 +100,9 @@ TEST(RequestIdentity, TheSameConversationThroughAnotherApiMatches) {
 
 TEST(CallMatcher, EqualRequestsInAnotherOrderEachGetTheirOwnRecordedAnswer) {
   // Recorded: A, B, A (the second A answered differently).
-  Cassette cassette = MakeCassette({LlmEvent(3, ChatBody("A"), "first A"),
-                                    LlmEvent(5, ChatBody("B"), "the B"),
-                                    LlmEvent(8, ChatBody("A"), "second A")});
+  Cassette cassette =
+      MakeCassette({LlmEvent(3, ChatBody("A"), "first A"), LlmEvent(5, ChatBody("B"), "the B"),
+                    LlmEvent(8, ChatBody("A"), "second A")});
   CallMatcher matcher(cassette);
   const RequestIdentity a = IdentityOfBody(OpenAiChatFormat(), ChatBody("A"));
   const RequestIdentity b = IdentityOfBody(OpenAiChatFormat(), ChatBody("B"));
@@ -124,8 +124,8 @@ TEST(CallMatcher, EqualRequestsInAnotherOrderEachGetTheirOwnRecordedAnswer) {
 }
 
 TEST(CallMatcher, AParameterDifferenceIsADivergenceAgainstTheNextRecordedCall) {
-  Cassette cassette = MakeCassette(
-      {LlmEvent(2, ChatBody("A"), "a"), LlmEvent(4, ChatBody("B", 0.5), "b")});
+  Cassette cassette =
+      MakeCassette({LlmEvent(2, ChatBody("A"), "a"), LlmEvent(4, ChatBody("B", 0.5), "b")});
   CallMatcher matcher(cassette);
   ASSERT_EQ(matcher.Match(IdentityOfBody(OpenAiChatFormat(), ChatBody("A"))).kind,
             MatchResult::kMatched);
@@ -137,8 +137,8 @@ TEST(CallMatcher, AParameterDifferenceIsADivergenceAgainstTheNextRecordedCall) {
   EXPECT_EQ(m.expected->seq, 4u);
   // A divergence uses nothing: the recorded call is still there for the right request.
   EXPECT_EQ(matcher.used(), 1u);
-  Divergence d = RequestDivergence(2, m.expected->number, m.expected->seq, m.expected->identity,
-                                   hotter);
+  Divergence d =
+      RequestDivergence(2, m.expected->number, m.expected->seq, m.expected->identity, hotter);
   ASSERT_EQ(d.changes.size(), 1u);
   EXPECT_EQ(d.changes[0].path, "sampling.temperature");
   EXPECT_NE(d.Summary().find("call 2 differs from recorded call 2"), std::string::npos)
@@ -203,11 +203,32 @@ TEST(RecordedAnswer, SameApiNonStreamedGetsTheRecordedBytes) {
   EXPECT_EQ(reply.body, cassette.calls()[0].call.response_json());
 }
 
+TEST(RecordedAnswer, AStreamedRecordingAnswersBothShapes) {
+  proto::Event e = LlmEvent(2, ChatBody("hi", 0.5, true), "hey");
+  const std::string events =
+      "data: {\"id\":\"chatcmpl-rec\",\"object\":\"chat.completion.chunk\",\"choices\":"
+      "[{\"index\":0,\"delta\":{\"content\":\"hey\"}}]}\n\ndata: [DONE]\n\n";
+  e.mutable_llm_call()->set_stream(true);
+  e.mutable_llm_call()->set_response_stream(events);
+  Cassette cassette = MakeCassette({e});
+  // A streaming client gets the recorded events byte for byte...
+  auto streamed = OpenAiChatFormat().Parse(ChatBody("hi", 0.5, true).dump());
+  RecordedReply s = RenderRecordedAnswer(cassette.calls()[0], OpenAiChatFormat(),
+                                         std::get<CompletionRequest>(streamed));
+  EXPECT_TRUE(s.stream);
+  EXPECT_EQ(s.body, events);
+  // ...and a client that stopped streaming the recorded answer as one body.
+  auto plain = OpenAiChatFormat().Parse(ChatBody("hi").dump());
+  RecordedReply p = RenderRecordedAnswer(cassette.calls()[0], OpenAiChatFormat(),
+                                         std::get<CompletionRequest>(plain));
+  EXPECT_FALSE(p.stream);
+  EXPECT_EQ(json::parse(p.body)["choices"][0]["message"]["content"], "hey");
+}
+
 TEST(RecordedAnswer, AnotherApiGetsItsOwnShape) {
   Cassette cassette = MakeCassette({LlmEvent(2, ChatBody("hi"), "hello")});
-  json anthropic{{"model", "demo"},
-                 {"messages", {{{"role", "user"}, {"content", "hi"}}}},
-                 {"max_tokens", 16}};
+  json anthropic{
+      {"model", "demo"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 16}};
   auto parsed = AnthropicMessagesFormat().Parse(anthropic.dump());
   RecordedReply reply = RenderRecordedAnswer(cassette.calls()[0], AnthropicMessagesFormat(),
                                              std::get<CompletionRequest>(parsed));

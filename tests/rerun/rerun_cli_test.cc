@@ -74,8 +74,8 @@ class RerunCliTest : public ::testing::Test {
 
   // The agent's command: two turns (four model calls), tools logged to tool_log_.
   std::vector<std::string> AgentCommand(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> cmd = {"--", "python3", kAgent, "--turns", "2", "--tool-log",
-                                    tool_log_};
+    std::vector<std::string> cmd = {"--", "python3",    kAgent,   "--turns",
+                                    "2",  "--tool-log", tool_log_};
     cmd.insert(cmd.end(), extra.begin(), extra.end());
     return cmd;
   }
@@ -194,21 +194,22 @@ TEST_F(RerunCliTest, AChangedPromptLineIsReportedAtItsCallAndFieldThenRunsLive) 
   // Tools ran for real once the re-run was live (turn 1's tool calls).
   EXPECT_GT(LineCount(tool_log_), 0u);
   EXPECT_EQ(ShowJson(report["run"])["rerun"]["diverged_at_call"], 3);
-}
 
-TEST_F(RerunCliTest, StrictStopsAtTheFirstDifference) {
-  const std::string parent = Record();
-  CliResult r = Rerun(parent, {"--strict"}, {"--question", "0=Something else entirely."});
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  json report = ReportOf(r);
-  EXPECT_EQ(report["strict"], true);
-  EXPECT_EQ(report["divergence"]["call"], 1);
-  EXPECT_EQ(report["calls"]["live"], 0);
-  EXPECT_NE(report["agent_exit_status"], 0);
+  // --strict: the same change stops the agent at call 3, nothing runs live.
+  CliResult strict =
+      Rerun(parent, {"--strict"},
+            {"--question", "1=Please change my email to bob@example.org, my id is 3."});
+  EXPECT_EQ(strict.exit_code, 1) << strict.out << strict.err;
+  json sr = ReportOf(strict);
+  EXPECT_EQ(sr["strict"], true);
+  EXPECT_EQ(sr["divergence"]["call"], 3);
+  EXPECT_EQ(sr["calls"]["live"], 0);
+  EXPECT_EQ(sr["calls"]["answered_from_recording"], 2);
+  EXPECT_NE(sr["agent_exit_status"], 0);
   EXPECT_EQ(LineCount(tool_log_), 0u);
 }
 
-TEST_F(RerunCliTest, AForkRunsToolsLiveFromCallKAndTheDiffStartsThere) {
+TEST_F(RerunCliTest, AForkRunsLiveFromCallKWithASeedOrAnEditedRequest) {
   const std::string parent = Record();
   CliResult r = Rerun(parent, {"--live-from", "3", "--seed", "11"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -230,22 +231,50 @@ TEST_F(RerunCliTest, AForkRunsToolsLiveFromCallKAndTheDiffStartsThere) {
   for (const json& c : dj["calls"]) EXPECT_GE(c["call"].get<int>(), 3) << c.dump();
   CliResult text = Trace({"diff", parent, report["run"]});
   EXPECT_NE(text.out.find("B is a fork of A at call 3"), std::string::npos) << text.out;
-}
 
-TEST_F(RerunCliTest, AForkWithTheRecordedSeedSamplesWhatTheRecordingSampled) {
   // A live call is seeded by its place in the run, as in the recording: the fork's call 3
   // runs on the engine with the recorded prompt and seed and samples the recorded tokens.
   // (Call 4 may differ: turn 0's tools were answered from the recording, so their side
   // effects on the agent's database did not happen this time.)
-  const std::string parent = Record();
-  CliResult r = Rerun(parent, {"--live-from", "3"});
+  CliResult same_seed = Rerun(parent, {"--live-from", "3"});
+  EXPECT_EQ(same_seed.exit_code, 0) << same_seed.out << same_seed.err;
+  json same = ReportOf(same_seed);
+  EXPECT_EQ(same["calls"]["live"], 2);
+  CliResult same_diff = Trace({"diff", parent, same["run"], "--json"});
+  json sd = json::parse(same_diff.out, nullptr, false);
+  ASSERT_TRUE(sd.is_object()) << same_diff.out << same_diff.err;
+  for (const json& c : sd["calls"]) EXPECT_GT(c["call"].get<int>(), 3) << c.dump();
+
+  // --edit-call 3 --file BODY: call 3 is sent with the edited body instead.
+  json body{{"model", "model"},
+            {"messages", {{{"role", "user"}, {"content", "An edited request, EDITED-3."}}}},
+            {"max_tokens", 8},
+            {"temperature", 0}};
+  const std::string body_file = dir_.file("body.json");
+  std::ofstream(body_file) << body.dump();
+  CliResult edited = Rerun(parent, {"--edit-call", "3", "--file", body_file});
+  EXPECT_EQ(edited.exit_code, 0) << edited.out << edited.err;
+  json er = ReportOf(edited);
+  EXPECT_EQ(er["mode"], "fork");
+  EXPECT_EQ(er["live_from"], 3);
+  json shown = ShowJson(er["run"]);
+  EXPECT_EQ(shown["rerun"]["edit_call"], 3);
+  CliResult third = Trace({"export", er["run"], "--format", "json"});
+  EXPECT_NE(third.out.find("EDITED-3"), std::string::npos) << third.err;
+}
+
+TEST_F(RerunCliTest, TheCppClientsToolIsAnsweredFromTheRecording) {
+  const std::string marker = dir_.file("marker");
+  CliResult rec = Trace({"record", "--model", model_, "--", TRACE_CPP_TOOL_AGENT, marker});
+  ASSERT_EQ(rec.exit_code, 0) << rec.out << rec.err;
+  const std::string live = rec.out.substr(rec.out.find("tool-result "));
+  EXPECT_EQ(live, "tool-result \"wrote \\\"1\\\"\\n\u2713 \U0001F600 done\" error=0\n");
+  ASSERT_EQ(LineCount(marker), 1u);
+  CliResult r = Trace({"rerun", NewestRun(), "--", TRACE_CPP_TOOL_AGENT, marker});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  json report = ReportOf(r);
-  EXPECT_EQ(report["calls"]["live"], 2);
-  CliResult diff = Trace({"diff", parent, report["run"], "--json"});
-  json dj = json::parse(diff.out, nullptr, false);
-  ASSERT_TRUE(dj.is_object()) << diff.out << diff.err;
-  for (const json& c : dj["calls"]) EXPECT_GT(c["call"].get<int>(), 3) << c.dump();
+  // The recorded result, byte for byte (escapes and UTF-8 included); the tool did not run.
+  EXPECT_EQ(r.out.substr(r.out.find("tool-result ")), live);
+  EXPECT_EQ(LineCount(marker), 1u);
 }
 
 TEST_F(RerunCliTest, ClearErrors) {

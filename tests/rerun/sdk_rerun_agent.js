@@ -49,7 +49,7 @@ async function main() {
   answers.push(await ask({ model, messages: [system, { role: "user", content: "Say hello." }],
                            max_tokens: 12, temperature: 0.8 }));
   answers.push(await ask({ model, messages: [system, { role: "user", content: "Where is order 4?" }],
-                           tools: TOOLS, tool_choice: "required", max_tokens: 32, temperature: 0.8 }));
+                           tools: TOOLS, tool_choice: "required", max_tokens: 64, temperature: 0.8 }));
   answers.push(await ask({ model, messages: [system, { role: "user", content: "Say goodbye." }],
                            max_tokens: 12, temperature: 0.8 }));
   console.log("agent-answers " + JSON.stringify(answers));

@@ -166,11 +166,21 @@ class Client {
       }
       char c = body[++i];
       switch (c) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
         case 'u': {
           unsigned long cp = std::strtoul(body.substr(i + 1, 4).c_str(), nullptr, 16);
           i += 4;
@@ -196,7 +206,8 @@ class Client {
           }
           break;
         }
-        default: out += c;  // " \\ /
+        default:
+          out += c;  // " \\ /
       }
     }
     return out;
