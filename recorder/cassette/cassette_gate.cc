@@ -21,7 +21,7 @@ bool CassetteGate::NoteDivergence(Divergence d) {
     if (divergence_) return false;
     divergence_ = d;
   }
-  if (RunLog* log = frontend_->log()) {
+  if (RunLog* log = frontend_ != nullptr ? frontend_->log() : nullptr) {
     proto::Note note;
     note.set_topic("rerun_divergence");
     note.set_text(d.Summary());
@@ -160,7 +160,7 @@ std::optional<proto::ClockRead> CassetteGate::RecordedClock(const std::string& c
 }
 
 std::variant<CallGate::ToolAnswer, ApiError> CassetteGate::LookupTool(
-    const std::string& name, const nlohmann::json& arguments) {
+    const std::string& name, const nlohmann::json& arguments, const std::string& call_id) {
   ToolAnswer answer;
   if (live_ && !options_.tools_recorded_only) {
     ++tools_live_;
@@ -170,14 +170,23 @@ std::variant<CallGate::ToolAnswer, ApiError> CassetteGate::LookupTool(
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto& tools = cassette_.tools();
-    for (size_t i = 0; i < tools.size(); ++i) {
-      if (tool_used_[i] || tools[i].name != name || tools[i].arguments_key != key) continue;
-      tool_used_[i] = true;
-      answer.recorded = true;
-      answer.result = tools[i].result;
-      answer.seq = tools[i].seq;
-      ++tools_answered_;
-      return answer;
+    // By call id first: it names the call whatever its arguments (ones that were not valid
+    // JSON, which an agent reads as it likes, included).
+    auto matches = [&](size_t i, bool by_id) {
+      if (tool_used_[i] || tools[i].name != name) return false;
+      return by_id ? tools[i].result.call_id() == call_id : tools[i].arguments_key == key;
+    };
+    for (bool by_id : {true, false}) {
+      if (by_id && call_id.empty()) continue;
+      for (size_t i = 0; i < tools.size(); ++i) {
+        if (!matches(i, by_id)) continue;
+        tool_used_[i] = true;
+        answer.recorded = true;
+        answer.result = tools[i].result;
+        answer.seq = tools[i].seq;
+        ++tools_answered_;
+        return answer;
+      }
     }
   }
   Divergence d;

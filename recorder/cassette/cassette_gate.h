@@ -8,8 +8,9 @@
 // divergence, and it and every later call run live. Fork (live_from K): calls before K as
 // in cassette mode, K and later live (call K's body replaced with --edit-call's). Clock
 // reads return the recorded reads in order until the re-run goes live (or they run out);
-// tool lookups (POST /trace/v1/tool) return the recorded result of the same tool name and
-// arguments, in recorded order, until the re-run goes live; with tools_recorded_only they
+// tool lookups (POST /trace/v1/tool) return the recorded result for the same call id (the
+// model's, which the recorded answers gave back), else of the same tool name and arguments
+// in recorded order, until the re-run goes live; with tools_recorded_only they
 // always do, and a tool call without a recording is refused (409).
 //
 // Ownership: borrows the Cassette (must outlive the gate) and the frontend it is attached
@@ -66,7 +67,8 @@ class CassetteGate : public CallGate {
                           httplib::Response& res) override;
   std::optional<proto::ClockRead> RecordedClock(const std::string& clock) override;
   std::variant<ToolAnswer, ApiError> LookupTool(const std::string& name,
-                                                const nlohmann::json& arguments) override;
+                                                const nlohmann::json& arguments,
+                                                const std::string& call_id) override;
 
   // The first divergence (also an agent that ended before using every recorded call, once
   // Finish was called); none: the re-run followed the recording.

@@ -51,8 +51,10 @@ class CallGate {
   // read the clock live.
   virtual std::optional<proto::ClockRead> RecordedClock(const std::string& clock) = 0;
 
-  // POST /trace/v1/tool {name, arguments}: the recorded result of that tool call, to return
-  // instead of running the tool; none: the agent runs it live. An ApiError refuses the call
+  // POST /trace/v1/tool {name, arguments, call_id}: the recorded result of that tool call,
+  // to return instead of running the tool; none: the agent runs it live. A call id (the
+  // model's, from a recorded answer) finds the result recorded for it; else the name and
+  // arguments do. An ApiError refuses the call
   // (`--tools recorded-only` and no recording of it).
   struct ToolAnswer {
     bool recorded = false;
@@ -60,7 +62,8 @@ class CallGate {
     uint64_t seq = 0;          // the recorded ToolResult's seq in the parent run
   };
   virtual std::variant<ToolAnswer, ApiError> LookupTool(const std::string& name,
-                                                        const nlohmann::json& arguments) = 0;
+                                                        const nlohmann::json& arguments,
+                                                        const std::string& call_id) = 0;
 };
 
 }  // namespace trace::recorder

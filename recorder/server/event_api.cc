@@ -105,7 +105,10 @@ void EventApi::HandleTool(const httplib::Request& http_req, httplib::Response& r
     // Not a re-run: the agent runs the tool and reports its result as a tool_result event.
     return res.set_content(json{{"recorded", false}}.dump(), "application/json");
   }
-  auto answer = gate->LookupTool(name, arguments);
+  const std::string call_id = body->contains("call_id") && (*body)["call_id"].is_string()
+                                  ? (*body)["call_id"].get<std::string>()
+                                  : std::string();
+  auto answer = gate->LookupTool(name, arguments, call_id);
   if (auto* err = std::get_if<ApiError>(&answer)) {
     frontend_->Reject(http_req, *err);
     return SendError(res, *err);
@@ -113,9 +116,7 @@ void EventApi::HandleTool(const httplib::Request& http_req, httplib::Response& r
   auto& a = std::get<CallGate::ToolAnswer>(answer);
   if (!a.recorded) return res.set_content(json{{"recorded", false}}.dump(), "application/json");
   proto::ToolResult r = a.result;
-  if (body->contains("call_id") && (*body)["call_id"].is_string()) {
-    r.set_call_id((*body)["call_id"].get<std::string>());
-  }
+  if (!call_id.empty()) r.set_call_id(call_id);
   r.set_cassette_seq(a.seq);
   const json reply{{"recorded", true},
                    {"content", r.content()},

@@ -8,6 +8,7 @@
 
 #include "recorder/cassette/call_matcher.h"
 #include "recorder/cassette/cassette.h"
+#include "recorder/cassette/cassette_gate.h"
 #include "recorder/cassette/divergence.h"
 #include "recorder/cassette/recorded_answer.h"
 #include "recorder/openai_api.h"
@@ -270,6 +271,73 @@ TEST(Cassette, ToolResultsAreKeyedByTheirCallsArguments) {
   ASSERT_EQ(c->tools().size(), 1u);
   EXPECT_EQ(c->tools()[0].arguments_key, ToolArgumentsKey(json{{"customer_id", 4}}));
   EXPECT_EQ(c->tools()[0].seq, 3u);
+}
+
+TEST(CassetteGate, AToolCallIdFindsItsResultWhateverItsArguments) {
+  // The model's tool call had arguments that are not JSON (cut off at max_tokens): the agent
+  // reads them as {} and looks the tool up by the call id the recorded answer gave it.
+  proto::RunHeader header;
+  header.set_run_id("01TESTRUN0000000000000000D");
+  std::vector<proto::Event> events = {LlmEvent(1, ChatBody("A"), "a")};
+  for (int i = 0; i < 2; ++i) {
+    proto::Event call;
+    call.set_seq(2 + 2 * i);
+    call.mutable_tool_call()->set_call_id("call_" + std::to_string(i));
+    call.mutable_tool_call()->set_name("update_email");
+    call.mutable_tool_call()->set_arguments_json("{\"customer_id\": 3, \"ema");
+    events.push_back(call);
+    proto::Event result;
+    result.set_seq(3 + 2 * i);
+    result.mutable_tool_result()->set_call_id("call_" + std::to_string(i));
+    result.mutable_tool_result()->set_name("update_email");
+    result.mutable_tool_result()->set_content("result " + std::to_string(i));
+    events.push_back(result);
+  }
+  auto cassette = Cassette::FromEvents(header, events);
+  ASSERT_TRUE(cassette.ok()) << cassette.status().message();
+  CassetteGate gate(*cassette, CassetteGateOptions{});
+  auto second = gate.LookupTool("update_email", json::object(), "call_1");
+  ASSERT_TRUE(std::holds_alternative<CallGate::ToolAnswer>(second));
+  EXPECT_TRUE(std::get<CallGate::ToolAnswer>(second).recorded);
+  EXPECT_EQ(std::get<CallGate::ToolAnswer>(second).result.content(), "result 1");
+  auto first = gate.LookupTool("update_email", json::object(), "call_0");
+  EXPECT_EQ(std::get<CallGate::ToolAnswer>(first).result.content(), "result 0");
+  // Used up: the same lookup again has no recording and runs live (a divergence).
+  auto again = gate.LookupTool("update_email", json::object(), "call_0");
+  ASSERT_TRUE(std::holds_alternative<CallGate::ToolAnswer>(again));
+  EXPECT_FALSE(std::get<CallGate::ToolAnswer>(again).recorded);
+  ASSERT_TRUE(gate.divergence().has_value());
+  EXPECT_EQ(gate.divergence()->kind, Divergence::kTool);
+}
+
+TEST(CassetteGate, RecordedOnlyToolsRefuseWhatWasNotRecorded) {
+  Cassette cassette = MakeCassette({LlmEvent(1, ChatBody("A"), "a")});
+  CassetteGateOptions options;
+  options.tools_recorded_only = true;
+  CassetteGate gate(cassette, options);
+  auto answer = gate.LookupTool("delete_customer", json{{"customer_id", 4}}, "");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(answer));
+  EXPECT_EQ(std::get<ApiError>(answer).http_status, 409);
+  EXPECT_NE(std::get<ApiError>(answer).message.find("--tools recorded-only"), std::string::npos);
+}
+
+TEST(CassetteGate, ClockReadsComeBackInRecordedOrderPerClock) {
+  std::vector<proto::Event> events = {LlmEvent(1, ChatBody("A"), "a")};
+  for (int i = 0; i < 3; ++i) {
+    proto::Event e;
+    e.set_seq(2 + i);
+    e.mutable_clock_read()->set_clock(i == 1 ? "monotonic" : "wall");
+    e.mutable_clock_read()->set_value_ns(1000 + i);
+    events.push_back(e);
+  }
+  Cassette cassette = MakeCassette(events);
+  CassetteGate gate(cassette, CassetteGateOptions{});
+  EXPECT_EQ(gate.RecordedClock("wall")->value_ns(), 1000);
+  EXPECT_EQ(gate.RecordedClock("monotonic")->value_ns(), 1001);
+  auto wall = gate.RecordedClock("wall");
+  EXPECT_EQ(wall->value_ns(), 1002);
+  EXPECT_EQ(wall->cassette_seq(), 4u);
+  EXPECT_FALSE(gate.RecordedClock("wall").has_value());  // used up: the live clock
 }
 
 }  // namespace
