@@ -135,8 +135,14 @@ Result<RerunOutcome> RerunCommand(const RerunOptions& o, const std::vector<std::
     }
   };
   hooks.gate = gate.get();
+  // The agent's OPENAI_MODEL: the name it asked for in the recording when the live side has
+  // none to offer (a proxy), so it need not ask an upstream that may be gone.
+  SessionOptions session = o.session;
+  if (session.served_model_names.empty() && server->model_name().empty()) {
+    session.served_model_names = {cassette.model_name()};
+  }
   TRACE_ASSIGN_OR_RETURN(
-      out.record, RunAgentRecorded(o.session, argv, *store, *server, std::move(header), so.api_key,
+      out.record, RunAgentRecorded(session, argv, *store, *server, std::move(header), so.api_key,
                                    hooks, started));
   out.parent_run_id = run_id;
   out.mode = live_from > 0 ? "fork" : "cassette";
