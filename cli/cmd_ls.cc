@@ -96,7 +96,10 @@ int Run(const Options& options) {
                      {"stored_bytes", r.stored_bytes},
                      {"recorder_pid", r.recorder_pid},
                      {"recorder_host", r.recorder_host},
-                     {"problem", r.problem}});
+                     {"problem", r.problem},
+                     {"parent_run", r.parent_run_id},
+                     {"rerun_mode", r.rerun_mode},
+                     {"diverged_at_call", r.diverged_at_call}});
     }
     std::cout << out.dump(2) << "\n";
     return ReportDamaged(*runs);
@@ -112,7 +115,15 @@ int Run(const Options& options) {
     } else if (r.status == store::RunStatus::kCrashed && r.signal != 0) {
       status += "(" + std::to_string(r.signal) + ")";
     }
-    const std::string command = EscapeForDisplay(r.command, 60);  // one table row, always
+    // A re-run names its parent first: "rerun of 01JD...: python3 agent.py".
+    std::string shown = r.command;
+    if (!r.parent_run_id.empty()) {
+      shown = (r.rerun_mode == "fork" ? "fork of " : "rerun of ") + r.parent_run_id.substr(0, 10) +
+              (r.diverged_at_call ? " (diverged at call " + std::to_string(r.diverged_at_call) + ")"
+                                  : std::string()) +
+              ": " + r.command;
+    }
+    const std::string command = EscapeForDisplay(shown, 80);  // one table row, always
     std::printf("%-26s  %-20s  %8s  %5lld  %7lld  %-10s  %9s  %s\n", r.run_id.c_str(),
                 FormatTime(r.start_time_ns).c_str(), FormatDuration(DurationNs(r)).c_str(),
                 static_cast<long long>(r.model_calls), static_cast<long long>(r.sampled_tokens),

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "cli/server_flags.h"
 #include "recorder/secrets.h"
 #include "recorder/session.h"
@@ -12,13 +13,7 @@ namespace trace::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model_dir;
-  std::string upstream;
-  std::string device = "cpu";
-  std::string numerics = "canonical";
-  int threads = 0;
-  int max_batch = 64;
-  bool layer_digests = false;
+  EngineFlags engine;  // cli/engine_flags.h; serve adds them with its own help texts
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key_file;
@@ -26,23 +21,12 @@ struct ServeArgs {
   HttpFlags http;
   std::optional<std::string> record_label;
   std::optional<uint64_t> seed;
-  std::vector<std::string> served_model_names;
 };
 
 int Run(const ServeArgs& a) {
-  recorder::SessionOptions o;
-  o.model_dir = a.model_dir;
-  o.upstream = a.upstream;
-  o.store_path = ResolveStorePath();
-  o.engine.device = a.device;
-  o.engine.threads = a.threads;
-  if (!kernels::ParseNumerics(a.numerics, &o.engine.numerics)) {
-    return ReportError(
-        InvalidArgument("--numerics must be canonical or fast, got '" + a.numerics + "'"));
-  }
-  if (a.max_batch < 1) return ReportError(InvalidArgument("--max-batch must be at least 1"));
-  o.scheduler.max_active_sequences = a.max_batch;
-  o.scheduler.layer_digests = a.layer_digests;
+  Result<recorder::SessionOptions> session = SessionFromEngineFlags(a.engine);
+  if (!session.ok()) return ReportError(session.status());
+  recorder::SessionOptions& o = *session;
   o.host = a.host;
   o.port = a.port;
   if (!a.api_key_on_command_line.empty()) {
@@ -56,11 +40,9 @@ int Run(const ServeArgs& a) {
   Result<recorder::HttpLimits> limits = HttpLimitsFrom(a.http);
   if (!limits.ok()) return ReportError(limits.status());
   o.http_limits = *limits;
-  o.served_model_names = a.served_model_names;
   o.seed = a.seed;
   o.label = a.record_label.value_or("");
   o.trace_argv = recorder::OwnCommandLine();
-  if (Globals().quiet) o.log = [](const std::string&) {};
   Status st = recorder::Serve(o, a.record_label.has_value(), [](const std::string& origin) {
     std::cout << "serving on " << origin << "/v1" << std::endl;
   });
@@ -74,10 +56,11 @@ void Setup(CLI::App& app, int* exit_code) {
       "serve",
       "Serve the model API (OpenAI Chat Completions, Completions and Responses; Anthropic\n"
       "Messages) and the trace event API until Ctrl-C.");
-  cmd->add_option("--model", args->model_dir, "Model folder (default: the built-in demo model)")
+  cmd->add_option("--model", args->engine.model_dir,
+                  "Model folder (default: the built-in demo model)")
       ->type_name("DIR");
   cmd->add_option(
-         "--upstream", args->upstream,
+         "--upstream", args->engine.upstream,
          "Forward to this base URL (https://api.openai.com/v1, https://api.anthropic.com/v1,\n"
          "any compatible http://host:port/v1) instead of the local engine. Key from\n"
          "$TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY (by API);\n"
@@ -93,7 +76,7 @@ void Setup(CLI::App& app, int* exit_code) {
       ->type_name("FILE");
   cmd->add_option("--api-key", args->api_key_on_command_line)->group("");  // refused, see Run
   AddHttpFlags(cmd, &args->http);
-  cmd->add_option("--served-model-name", args->served_model_names,
+  cmd->add_option("--served-model-name", args->engine.served_model_names,
                   "Serve the model only under this name (repeatable; listed by /v1/models).\n"
                   "Default: any model name a client asks for")
       ->type_name("NAME")
@@ -101,12 +84,12 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--record", args->record_label,
                   "Record everything served as one run with this label");
   cmd->add_option("--seed", args->seed, "Run seed for calls without a request seed");
-  cmd->add_option("--device", args->device, "cpu | cuda | cuda:N");
-  cmd->add_option("--numerics", args->numerics, "canonical | fast");
-  cmd->add_option("--threads", args->threads, "Engine threads (0: all cores)");
-  cmd->add_option("--max-batch", args->max_batch,
+  cmd->add_option("--device", args->engine.device, "cpu | cuda | cuda:N");
+  cmd->add_option("--numerics", args->engine.numerics, "canonical | fast");
+  cmd->add_option("--threads", args->engine.threads, "Engine threads (0: all cores)");
+  cmd->add_option("--max-batch", args->engine.max_batch,
                   "Most sequences batched together (1: one request at a time)");
-  cmd->add_flag("--layer-digests", args->layer_digests,
+  cmd->add_flag("--layer-digests", args->engine.layer_digests,
                 "Record a digest of every layer's hidden state per sampled token, and an MoE\n"
                 "model's route (with --record), so `trace replay` can name the first\n"
                 "differing layer");

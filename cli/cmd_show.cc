@@ -80,6 +80,10 @@ std::vector<std::string> Describe(const proto::Event& e, size_t width) {
                       c.numerics().c_str());
       }
       lines.push_back(buf);
+      if (c.cassette_seq() != 0) {
+        lines.push_back("answered from the recording (parent's #" +
+                        std::to_string(c.cassette_seq()) + "), no model ran");
+      }
       if (c.http_status() != 0 && c.http_status() != 200) {
         lines.push_back("error " + std::to_string(c.http_status()) + ": " +
                         Excerpt(c.error(), width));
@@ -158,6 +162,7 @@ nlohmann::json EventSummaryJson(const proto::Event& e, int64_t start_ns) {
       j["batch_size"] = c.batch_size();
       j["output_text"] = c.output_text();
       j["http_status"] = c.http_status();
+      j["cassette_seq"] = c.cassette_seq();
       break;
     }
     case proto::Event::kToolCall:
@@ -234,6 +239,16 @@ int Run(const Options& options) {
     if (!command.empty()) std::printf("command: %s\n", shown(command).c_str());
     if (!header->cwd().empty()) std::printf("cwd: %s\n", shown(header->cwd()).c_str());
     if (!header->label().empty()) std::printf("label: %s\n", shown(header->label()).c_str());
+    if (header->has_rerun()) {
+      const auto& r = header->rerun();
+      std::string line =
+          (r.mode() == "fork" ? "fork of run " : "rerun of run ") + r.parent_run_id() +
+          (r.live_from_call() ? ", live from call " + std::to_string(r.live_from_call())
+                              : std::string()) +
+          (r.strict() ? ", strict" : "") +
+          (r.divergence().empty() ? ", followed the recording" : "; diverged: " + r.divergence());
+      std::printf("%s\n", shown(line).c_str());
+    }
     const auto& m = header->model();
     if (!m.architecture().empty() || !m.weights_sha256().empty()) {
       std::printf("model: %s\n", shown(m.model_name() + " " + m.architecture() + " " + m.dtype() +
@@ -289,6 +304,17 @@ int Run(const Options& options) {
         {"argv", std::vector<std::string>(header->argv().begin(), header->argv().end())},
         {"cwd", header->cwd()},
         {"label", header->label()},
+        {"parent_run", summary->parent_run_id},
+        {"rerun", header->has_rerun()
+                      ? nlohmann::json{{"parent_run", header->rerun().parent_run_id()},
+                                       {"mode", header->rerun().mode()},
+                                       {"live_from_call", header->rerun().live_from_call()},
+                                       {"strict", header->rerun().strict()},
+                                       {"tools", header->rerun().tools()},
+                                       {"edit_call", header->rerun().edit_call()},
+                                       {"diverged_at_call", header->rerun().diverged_at_call()},
+                                       {"divergence", header->rerun().divergence()}}
+                      : nlohmann::json()},
         {"recorder_pid", summary->recorder_pid},
         {"recorder_host", summary->recorder_host},
         {"model_calls", summary->model_calls},

@@ -3,13 +3,14 @@
 // auth, rejected requests), local_engine + local_stream (every wire format on the engine),
 // response_store (Responses' conversation state), call_recording (what a model call
 // appends to the run), upstream_proxy + upstream_relay + upstream_pool, event_api,
-// fingerprint (run header facts), http_util.
+// fingerprint (run header facts), http_util; offline_api (a re-run with no live model).
 #include "recorder/server.h"
 
 #include "recorder/server/event_api.h"
 #include "recorder/server/frontend.h"
 #include "recorder/server/http_util.h"
 #include "recorder/server/local_engine.h"
+#include "recorder/server/offline_api.h"
 #include "recorder/server/upstream_proxy.h"
 
 namespace trace::recorder {
@@ -21,7 +22,10 @@ class ServerImpl : public Server {
   ServerImpl(LocalBackend backend, const ServerOptions& options, std::string upstream)
       : frontend_(options), events_(&frontend_) {
     std::string id_prefix = RandomHex(4);
-    if (upstream.empty()) {
+    if (upstream.empty() && backend.model == nullptr) {
+      offline_ = std::make_unique<OfflineModelApi>(&frontend_, backend.model_name);
+      offline_->Register();
+    } else if (upstream.empty()) {
       local_ = std::make_unique<LocalEngineApi>(std::move(backend), &frontend_, id_prefix);
       local_->Register();
     } else {
@@ -34,12 +38,14 @@ class ServerImpl : public Server {
   ~ServerImpl() override { Stop(); }
 
   void SetRunLog(RunLog* log) override { frontend_.SetRunLog(log); }
+  void SetCallGate(CallGate* gate) override { frontend_.SetCallGate(gate); }
   Status Start() override { return frontend_.Start(); }
   void Stop() override { frontend_.Stop(); }
   int port() const override { return frontend_.port(); }
   std::string origin() const override { return frontend_.origin(); }
   const std::string& model_name() const override {
     static const std::string kNone;
+    if (offline_) return offline_->model_name();
     return local_ ? local_->model_name() : kNone;
   }
   const Scheduler* scheduler() const override { return local_ ? local_->scheduler() : nullptr; }
@@ -51,6 +57,7 @@ class ServerImpl : public Server {
   EventApi events_;
   std::unique_ptr<LocalEngineApi> local_;
   std::unique_ptr<UpstreamProxy> proxy_;
+  std::unique_ptr<OfflineModelApi> offline_;
 };
 
 }  // namespace
@@ -80,6 +87,13 @@ Result<std::unique_ptr<Server>> Server::CreateProxy(const std::string& upstream_
                            upstream_base_url + "'");
   }
   return std::unique_ptr<Server>(new ServerImpl(LocalBackend{}, options, upstream_base_url));
+}
+
+std::unique_ptr<Server> Server::CreateOffline(const std::string& model_name,
+                                              const ServerOptions& options) {
+  LocalBackend none;
+  none.model_name = model_name;
+  return std::make_unique<ServerImpl>(std::move(none), options, "");
 }
 
 std::unique_ptr<Server> Server::CreateLocal(LocalBackend backend, const ServerOptions& options) {

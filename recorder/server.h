@@ -25,6 +25,7 @@
 #include "proto/trace.pb.h"
 #include "recorder/run_log.h"
 #include "recorder/scheduler.h"
+#include "recorder/server/call_gate.h"
 
 namespace trace::recorder {
 
@@ -105,8 +106,17 @@ class Server {
   static Result<std::unique_ptr<Server>> CreateProxy(const std::string& upstream_base_url,
                                                      const ServerOptions& options);
 
+  // `trace rerun` with no live model: every model call is answered by the CallGate (the
+  // recording) or refused with 503 (recorder/server/offline_api.h); /v1/models lists
+  // `model_name`.
+  static std::unique_ptr<Server> CreateOffline(const std::string& model_name,
+                                               const ServerOptions& options);
+
   // Events of everything served go to `log` (null: not recorded). Set before Start.
   virtual void SetRunLog(RunLog* log) = 0;
+  // `trace rerun`: model calls, clock reads and tool lookups ask `gate` first (borrowed;
+  // must outlive Stop). Set before Start.
+  virtual void SetCallGate(CallGate* gate) = 0;
   // Binds and serves on a background thread.
   virtual Status Start() = 0;
   virtual void Stop() = 0;

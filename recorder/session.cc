@@ -70,19 +70,6 @@ void FillHostFacts(const SessionOptions& o, proto::RunHeader* h) {
   h->set_label(o.label);
 }
 
-// The local engine's server (fingerprints into the header), or the upstream proxy.
-Result<std::unique_ptr<Server>> MakeServer(const SessionOptions& o, const ServerOptions& so,
-                                           proto::RunHeader* header) {
-  if (!o.upstream.empty()) {
-    (*header->mutable_attributes())["upstream"] = StripUrlCredentials(o.upstream);
-    return Server::CreateProxy(o.upstream, so);
-  }
-  TRACE_ASSIGN_OR_RETURN(std::string model_dir, ResolveModelDir(o));
-  TRACE_ASSIGN_OR_RETURN(LocalBackend backend, LoadLocalBackend(model_dir, o.engine, o.scheduler));
-  FillFingerprints(backend, header);
-  return Server::CreateLocal(std::move(backend), so);
-}
-
 // The run's writer tells the terminal at once when another process keeps the store's
 // lock and when the store stops taking writes (the latter even with --quiet).
 store::WriterOptions ReportingWriter(const SessionOptions& o) {
@@ -106,11 +93,11 @@ std::vector<std::string> OwnCommandLine() {
   return out;
 }
 
-Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<std::string>& argv) {
-  if (argv.empty()) return InvalidArgument("no command to record: trace record -- CMD ARGS...");
-  auto started = std::chrono::steady_clock::now();
-  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store, store::Store::Open(o.store_path));
-  uint64_t run_seed = o.seed ? *o.seed : RandomU64();
+uint64_t RandomSeed() {
+  return RandomU64();
+}
+
+ServerOptions ServerOptionsFor(const SessionOptions& o, uint64_t run_seed) {
   ServerOptions so;
   so.host = o.host;
   so.port = o.port;
@@ -118,20 +105,57 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   so.limits = o.http_limits;
   so.run_seed = run_seed;
   so.served_model_names = o.served_model_names;
+  return so;
+}
+
+proto::RunHeader NewRunHeader(const SessionOptions& o, const std::vector<std::string>& argv,
+                              uint64_t run_seed) {
   proto::RunHeader header;
   FillHostFacts(o, &header);
   for (const std::string& a : RedactArgv(argv)) header.add_argv(a);
   header.set_run_seed(run_seed);
+  return header;
+}
+
+Result<std::unique_ptr<Server>> MakeServer(const SessionOptions& o, const ServerOptions& so,
+                                           proto::RunHeader* header) {
+  if (!o.upstream.empty()) {
+    (*header->mutable_attributes())["upstream"] = StripUrlCredentials(o.upstream);
+    return Server::CreateProxy(o.upstream, so);
+  }
+  TRACE_ASSIGN_OR_RETURN(std::string model_dir, ResolveModelDir(o));
+  TRACE_ASSIGN_OR_RETURN(LocalBackend backend, LoadLocalBackend(model_dir, o.engine, o.scheduler));
+  FillFingerprints(backend, header);
+  return Server::CreateLocal(std::move(backend), so);
+}
+
+Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<std::string>& argv) {
+  if (argv.empty()) return InvalidArgument("no command to record: trace record -- CMD ARGS...");
+  auto started = std::chrono::steady_clock::now();
+  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store, store::Store::Open(o.store_path));
+  const uint64_t run_seed = o.seed ? *o.seed : RandomU64();
+  const ServerOptions so = ServerOptionsFor(o, run_seed);
+  proto::RunHeader header = NewRunHeader(o, argv, run_seed);
   TRACE_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, MakeServer(o, so, &header));
+  return RunAgentRecorded(o, argv, *store, *server, std::move(header), so.api_key, {}, started);
+}
+
+Result<RecordOutcome> RunAgentRecorded(const SessionOptions& o,
+                                       const std::vector<std::string>& argv, store::Store& store,
+                                       Server& server_ref, proto::RunHeader header,
+                                       const std::string& api_key, const RecordHooks& hooks,
+                                       std::chrono::steady_clock::time_point started) {
+  Server* server = &server_ref;
   // What OPENAI_MODEL names for the agent: the first served name, else the model folder's.
   std::string model_name =
       o.served_model_names.empty() ? server->model_name() : o.served_model_names.front();
+  if (hooks.gate != nullptr) server->SetCallGate(hooks.gate);
   TRACE_RETURN_IF_ERROR(server->Start());
   header.set_endpoint(server->origin());
 
   TRACE_ASSIGN_OR_RETURN(std::unique_ptr<store::RunWriter> writer,
-                         store->BeginRun(header, ReportingWriter(o)));
-  RunLog log(std::move(writer), run_seed);
+                         store.BeginRun(header, ReportingWriter(o)));
+  RunLog log(std::move(writer), header.run_seed());
   server->SetRunLog(&log);
 
   ChildOptions co;
@@ -140,9 +164,9 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   // append /v1/messages; the Vercel AI SDK's Anthropic provider appends /messages, which the
   // server serves too.
   co.extra_env = {{"OPENAI_BASE_URL", server->origin() + "/v1"},
-                  {"OPENAI_API_KEY", so.api_key},
+                  {"OPENAI_API_KEY", api_key},
                   {"ANTHROPIC_BASE_URL", server->origin()},
-                  {"ANTHROPIC_API_KEY", so.api_key},
+                  {"ANTHROPIC_API_KEY", api_key},
                   {"TRACE_RUN_ID", log.run_id()},
                   {"TRACE_ENDPOINT", server->origin()}};
   if (!model_name.empty()) co.extra_env["OPENAI_MODEL"] = model_name;
@@ -154,10 +178,16 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
     header.set_agent_pid(pid);
     header.set_run_id(log.run_id());
     (void)log.writer().UpdateHeader(header);
+    if (hooks.on_started) hooks.on_started(pid);
   };
   Result<ChildExit> child = RunChild(co);
   // In-flight requests finish before the run ends.
   server->Stop();
+  if (hooks.before_end) {
+    header.set_run_id(log.run_id());
+    hooks.before_end(&header);
+    (void)log.writer().UpdateHeader(header);
+  }
 
   proto::RunEnd end;
   RecordOutcome out;
@@ -165,7 +195,7 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   const HttpStats http = server->http_stats();
   out.refused_requests =
       static_cast<int64_t>(http.unauthenticated + http.foreign_host + http.foreign_origin);
-  out.store_path = store->path();
+  out.store_path = store.path();
   if (!child.ok()) {
     end.set_how(proto::RunEnd::RECORDER_ERROR);
     end.set_reason(child.status().message());
@@ -187,7 +217,7 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& o, const std::vector<s
   out.signalled = child->signalled;
   out.signal = child->signal;
   out.counts = log.counts();
-  if (auto summary = store->GetRunSummary(out.run_id); summary.ok()) {
+  if (auto summary = store.GetRunSummary(out.run_id); summary.ok()) {
     out.events = summary->events;
     out.stored_bytes = summary->stored_bytes;
   }
@@ -233,13 +263,8 @@ Status Serve(const SessionOptions& o, bool record,
     TRACE_ASSIGN_OR_RETURN(store, store::Store::Open(o.store_path));
   }
   uint64_t run_seed = o.seed ? *o.seed : RandomU64();
-  ServerOptions so;
-  so.host = o.host;
-  so.port = o.port;
-  so.api_key = o.api_key;
-  so.limits = o.http_limits;
-  so.run_seed = run_seed;
-  so.served_model_names = o.served_model_names;
+  ServerOptions so = ServerOptionsFor(o, run_seed);
+  so.api_key = o.api_key;  // serve: no check when none is given
   proto::RunHeader header;
   FillHostFacts(o, &header);
   header.set_run_seed(run_seed);

@@ -8,8 +8,10 @@
 // agent failing is not an error (its status is the outcome).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "recorder/run_log.h"
 #include "recorder/scheduler.h"
 #include "recorder/server.h"
+#include "store/store.h"
 
 namespace trace::recorder {
 
@@ -63,6 +66,36 @@ std::vector<std::string> OwnCommandLine();
 // Runs `argv` under the recorder. The agent's exit status is in the outcome.
 Result<RecordOutcome> RecordCommand(const SessionOptions& options,
                                     const std::vector<std::string>& argv);
+
+// ---- building blocks shared with `trace rerun` (recorder/rerun.h) ----------------------
+
+// A random run seed (from /dev/urandom).
+uint64_t RandomSeed();
+// The server options of a session (a random API key when none is given).
+ServerOptions ServerOptionsFor(const SessionOptions& options, uint64_t run_seed);
+// A run header with the host facts, the agent's (redacted) argv and the run seed.
+proto::RunHeader NewRunHeader(const SessionOptions& options, const std::vector<std::string>& argv,
+                              uint64_t run_seed);
+// The local engine's server (its fingerprints into the header), or the upstream proxy.
+Result<std::unique_ptr<Server>> MakeServer(const SessionOptions& options,
+                                           const ServerOptions& server_options,
+                                           proto::RunHeader* header);
+
+// What a caller of RunAgentRecorded adds to a plain `trace record`.
+struct RecordHooks {
+  CallGate* gate = nullptr;                 // set on the server before it starts
+  std::function<void(int pid)> on_started;  // the agent runs
+  // After the agent exited and the server stopped, before the RunEnd: last header changes.
+  std::function<void(proto::RunHeader*)> before_end;
+};
+
+// Starts `server`, begins the run in `store` with `header`, runs `argv` against it with the
+// agent's environment (key `api_key`), and ends the run with how the agent ended.
+Result<RecordOutcome> RunAgentRecorded(const SessionOptions& options,
+                                       const std::vector<std::string>& argv, store::Store& store,
+                                       Server& server, proto::RunHeader header,
+                                       const std::string& api_key, const RecordHooks& hooks,
+                                       std::chrono::steady_clock::time_point started);
 
 // One paragraph: run id, calls, tokens, tool results, events, size, time, exit status.
 std::string SummaryParagraph(const RecordOutcome& outcome);

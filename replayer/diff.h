@@ -21,9 +21,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/line_diff.h"
 #include "base/status.h"
 #include "proto/trace.pb.h"
 #include "replayer/replayer.h"
+#include "replayer/run_link.h"
 #include "store/store.h"
 
 namespace trace::replayer {
@@ -94,6 +96,7 @@ struct CallDifference {
 struct RunDiff {
   std::string run_a;
   std::string run_b;
+  RunLink link;  // one re-ran the other (trace rerun): said first
   std::vector<FieldDifference> fingerprint_differences;  // engine and device
   std::vector<FieldDifference> model_differences;
   std::vector<FieldDifference> header_differences;  // argv, cwd, env, run seed
@@ -130,8 +133,7 @@ std::string RenderDiffText(const RunDiff& diff);
 nlohmann::json DiffJson(const RunDiff& diff);
 std::string RenderDiffHtml(const RunDiff& diff);
 
-// A line diff of two texts (longest common subsequence of lines): changed lines with one
-// line of context, "-" for A, "+" for B, at most `max_lines` lines.
-std::string LineDiff(const std::string& a, const std::string& b, size_t max_lines = 40);
+// base/line_diff.h, shared with the re-run's divergence report.
+using trace::LineDiff;
 
 }  // namespace trace::replayer

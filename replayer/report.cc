@@ -84,6 +84,11 @@ std::string FormatFloat(double v) {
   return buf;
 }
 
+std::string Clip(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  return s.substr(0, n) + "...";
+}
+
 std::string QuoteToken(const std::string& text) {
   std::string out = "\"";
   for (unsigned char c : text) {

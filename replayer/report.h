@@ -22,6 +22,8 @@ std::string RenderReplayHtml(const RunReport& report);
 std::string HtmlEscape(const std::string& text);
 // A token's text for a terminal: quoted, control characters and newlines escaped.
 std::string QuoteToken(const std::string& text);
+// The first `n` bytes of `s`, then "..." when it was longer.
+std::string Clip(const std::string& s, size_t n = 60);
 // A float printed with enough digits to tell two nearby values apart (%.9g).
 std::string FormatFloat(double v);
 

@@ -213,6 +213,11 @@ class StoreImpl final : public Store {
       s.recorder_pid = header->recorder().pid();
       s.recorder_host = header->recorder().host();
     }
+    if (header.ok() && header->has_rerun()) {
+      s.parent_run_id = header->rerun().parent_run_id();
+      s.rerun_mode = header->rerun().mode();
+      s.diverged_at_call = header->rerun().diverged_at_call();
+    }
     if (row.ended) {
       const int how = static_cast<int>(row.end_how);
       s.status = how == proto::RunEnd::SIGNALLED || how == proto::RunEnd::RECORDER_KILLED ||

@@ -153,6 +153,11 @@ struct RunSummary {
   // The process that wrote (or writes) the run, from its header; 0 / empty if unknown.
   int32_t recorder_pid = 0;
   std::string recorder_host;
+  // A run made by `trace rerun`: the run it re-ran, "cassette" | "fork", and the first model
+  // call whose request differed (0: none). Empty / 0 for other runs.
+  std::string parent_run_id;
+  std::string rerun_mode;
+  uint64_t diverged_at_call = 0;
   // Empty, or why this summary cannot be trusted (its row checksum does not match):
   // the other fields are then as stored, possibly damaged.
   std::string problem;

@@ -143,7 +143,26 @@ def served_model(base_url, api_key):
         return json.loads(resp.read().decode("utf-8"))["data"][0]["id"]
 
 
-def run_session(session, turns, db, counts, max_tokens=16, fail_at=None, log=print):
+def call_tool(tc, db, name, args, call_id, tool_log=None):
+    """Runs a tool through trace_client.tool: live it runs (and appends a line to tool_log,
+    a side effect a re-run must not repeat); under `trace rerun` the recorded result comes
+    back instead. Returns (result, is_error)."""
+    def run():
+        if tool_log:
+            with open(tool_log, "a", encoding="utf-8") as f:
+                f.write("%s %s\n" % (name, json.dumps(args, sort_keys=True)))
+        result, is_error = run_tool(db, name, args)
+        if is_error:
+            raise trace_client.ToolError(result)
+        return result
+    try:
+        return tc.tool(name, args, run, call_id=call_id), False
+    except trace_client.ToolError as e:
+        return e.content, True
+
+
+def run_session(session, turns, db, counts, max_tokens=16, fail_at=None, log=print,
+                tool_log=None, questions=None):
     base_url = os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
     api_key = os.environ.get("OPENAI_API_KEY", "")
     model = os.environ.get("OPENAI_MODEL") or served_model(base_url, api_key)
@@ -153,7 +172,7 @@ def run_session(session, turns, db, counts, max_tokens=16, fail_at=None, log=pri
         if fail_at is not None and turn == fail_at:
             log("[session %d] giving up at turn %d" % (session, turn))
             return False
-        question = QUESTIONS[(session + turn) % len(QUESTIONS)]
+        question = (questions or {}).get(turn, QUESTIONS[(session + turn) % len(QUESTIONS)])
         today = tc.clock()
         counts.add("clock_reads")
         hits = retrieve(question)
@@ -187,8 +206,7 @@ def run_session(session, turns, db, counts, max_tokens=16, fail_at=None, log=pri
                 args = json.loads(call["function"]["arguments"] or "{}")
             except ValueError:
                 args = {}
-            result, is_error = run_tool(db, name, args)
-            tc.tool_result(call["id"], result, name=name, is_error=is_error)
+            result, is_error = call_tool(tc, db, name, args, call["id"], tool_log)
             counts.add("tool_results")
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
             log("[session %d] turn %d: %s(%s) -> %s" % (session, turn, name,
@@ -211,12 +229,17 @@ def main():
     parser.add_argument("--fail-at", type=int, default=None,
                         help="exit with status 3 at this turn (a failing agent)")
     parser.add_argument("--db", default=None, help="SQLite file (default: a temporary one)")
+    parser.add_argument("--tool-log", default=None,
+                        help="append one line per tool actually run to this file")
+    parser.add_argument("--question", action="append", default=[], metavar="TURN=TEXT",
+                        help="ask TEXT at turn TURN instead of the scripted question")
     args = parser.parse_args()
     counts = Counts()
     with tempfile.TemporaryDirectory() as tmp:
         db = open_db(args.db or os.path.join(tmp, "customers.db"))
+        questions = {int(q.split("=", 1)[0]): q.split("=", 1)[1] for q in args.question}
         ok = run_session(args.session, args.turns, db, counts, max_tokens=args.max_tokens,
-                         fail_at=args.fail_at)
+                         fail_at=args.fail_at, tool_log=args.tool_log, questions=questions)
     print("agent-counts " + json.dumps(counts.c, sort_keys=True), flush=True)
     return 0 if ok else 3
 

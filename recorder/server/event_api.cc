@@ -24,6 +24,10 @@ void EventApi::Register() {
     if (!frontend_->Authorized(req, res)) return;
     HandleClock(req, res);
   });
+  http.Post("/trace/v1/tool", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!frontend_->Authorized(req, res)) return;
+    HandleTool(req, res);
+  });
   http.Post("/trace/v1/flush", [this](const httplib::Request& req, httplib::Response& res) {
     if (!frontend_->Authorized(req, res)) return;
     HandleFlush(req, res);
@@ -55,12 +59,20 @@ void EventApi::HandleClock(const httplib::Request& req, httplib::Response& res) 
     frontend_->Reject(req, e);
     return SendError(res, e);
   }
+  // `trace rerun`: the recorded read, so the agent sees the time it saw then.
+  std::optional<proto::ClockRead> recorded;
+  if (CallGate* gate = frontend_->gate()) recorded = gate->RecordedClock(clock);
+  if (recorded) {
+    (clock == "wall" ? wall : mono) = recorded->value_ns();
+    if (clock == "wall") iso = recorded->text().empty() ? Iso8601(wall) : recorded->text();
+  }
   uint64_t seq = 0;
   if (log) {
     proto::ClockRead c;
     c.set_clock(clock);
     c.set_value_ns(clock == "wall" ? wall : mono);
     c.set_text(clock == "wall" ? iso : std::to_string(mono));
+    if (recorded) c.set_cassette_seq(recorded->cassette_seq());
     Result<uint64_t> r = log->RecordClock(std::move(c));
     // Acknowledged means stored: the agent sees the time only once the read is committed.
     if (Status st = frontend_->Commit(r); !st.ok()) return SendError(res, ErrorFromStatus(st));
@@ -73,6 +85,49 @@ void EventApi::HandleClock(const httplib::Request& req, httplib::Response& res) 
                        {"seq", seq}}
                       .dump(),
                   "application/json");
+}
+
+void EventApi::HandleTool(const httplib::Request& http_req, httplib::Response& res) {
+  auto parsed_body = ParseJsonBody(http_req.body);
+  ApiError bad = BadRequest("name", "'name' is required and must be a string");
+  if (auto* err = std::get_if<ApiError>(&parsed_body)) bad = *err;
+  const json* body = std::get_if<json>(&parsed_body);
+  if (body == nullptr || !body->is_object() || !body->contains("name") ||
+      !(*body)["name"].is_string()) {
+    frontend_->Reject(http_req, bad);
+    return SendError(res, bad);
+  }
+  const std::string name = (*body)["name"].get<std::string>();
+  json arguments = body->value("arguments", json::object());
+  if (arguments.is_string()) arguments = ParseJsonOrDiscarded(arguments.get<std::string>());
+  CallGate* gate = frontend_->gate();
+  if (gate == nullptr) {
+    // Not a re-run: the agent runs the tool and reports its result as a tool_result event.
+    return res.set_content(json{{"recorded", false}}.dump(), "application/json");
+  }
+  const std::string call_id = body->contains("call_id") && (*body)["call_id"].is_string()
+                                  ? (*body)["call_id"].get<std::string>()
+                                  : std::string();
+  auto answer = gate->LookupTool(name, arguments, call_id);
+  if (auto* err = std::get_if<ApiError>(&answer)) {
+    frontend_->Reject(http_req, *err);
+    return SendError(res, *err);
+  }
+  auto& a = std::get<CallGate::ToolAnswer>(answer);
+  if (!a.recorded) return res.set_content(json{{"recorded", false}}.dump(), "application/json");
+  proto::ToolResult r = a.result;
+  if (!call_id.empty()) r.set_call_id(call_id);
+  r.set_cassette_seq(a.seq);
+  const json reply{{"recorded", true},
+                   {"content", r.content()},
+                   {"is_error", r.is_error()},
+                   {"cassette_seq", a.seq}};
+  if (RunLog* log = frontend_->log()) {
+    if (Status st = frontend_->Commit(log->RecordToolResult(std::move(r))); !st.ok()) {
+      return SendError(res, ErrorFromStatus(st));
+    }
+  }
+  res.set_content(reply.dump(), "application/json");
 }
 
 void EventApi::HandleEvents(const httplib::Request& http_req, httplib::Response& res) {

@@ -30,6 +30,7 @@
 #include "recorder/api/model_call.h"
 #include "recorder/run_log.h"
 #include "recorder/server.h"
+#include "recorder/server/call_gate.h"
 #include "recorder/server/http_connections.h"
 
 namespace trace::recorder {
@@ -45,6 +46,13 @@ class HttpFrontend {
   void SetRunLog(RunLog* log) { log_ = log; }
   // The run being recorded, null when not recording.
   RunLog* log() const { return log_; }
+  // `trace rerun`: model calls, clock reads and tool lookups ask `gate` first (null: none).
+  // Set before Start.
+  void SetCallGate(CallGate* gate) {
+    gate_ = gate;
+    if (gate != nullptr) gate->Attach(this);
+  }
+  CallGate* gate() const { return gate_; }
 
   Status Start();
   void Stop();
@@ -84,6 +92,7 @@ class HttpFrontend {
   std::string request_id_prefix_;
   std::atomic<uint64_t> next_request_{0};
   RunLog* log_ = nullptr;
+  CallGate* gate_ = nullptr;
   GuardedHttpServer http_;
   int port_ = 0;
   std::thread thread_;

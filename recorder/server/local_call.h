@@ -58,6 +58,7 @@ class Call : public GenerationObserver {
   std::vector<int32_t> prompt_ids;
   uint64_t seed = 0;
   int64_t call_index = 0;
+  int64_t run_position = -1;  // `trace rerun`: the call's 0-based place in the run (seeding)
   std::string constraint_json;
   std::string request_id;
   std::string message_item_id;  // Responses: the output message item's id

@@ -159,13 +159,18 @@ void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::R
           [&](const std::string& name) { return http_req.get_header_value(name.c_str()); })) {
     return Reject(format, http_req, res, *e);
   }
+  // `trace rerun`: the recording answers first; --edit-call replaces the body served live.
+  CallGate::Decision gate;
+  if (CallGate* g = frontend_->gate()) gate = g->AdmitModelCall(format, http_req, res);
+  if (gate.answered) return;
   auto call = std::make_shared<Call>(backend_.tokenizer.get());
   call->format = &format;
   call->start = SteadyClock::now();
   call->start_ns = NowNs();
-  call->body = http_req.body;
+  call->body = gate.live_body ? *gate.live_body : http_req.body;
+  if (gate.run_position) call->run_position = *gate.run_position;
   call->endpoint = http_req.path;
-  auto parsed = format.Parse(http_req.body);
+  auto parsed = format.Parse(call->body);
   if (auto* err = std::get_if<ApiError>(&parsed)) return Reject(format, http_req, res, *err);
   call->req = std::move(std::get<CompletionRequest>(parsed));
   CompletionRequest& req = call->req;
@@ -302,8 +307,11 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
   for (const std::string& s : req.sampling.stop)
     call->max_stop_len = std::max(call->max_stop_len, s.size());
   call->call_index = next_call_index_++;
+  // A re-run's live call takes the seed of its place in the run, as recorded calls did, so
+  // a fork at call K with the recording's run seed samples what call K sampled.
+  const int64_t seed_index = call->run_position >= 0 ? call->run_position : call->call_index;
   call->seed = req.seed ? static_cast<uint64_t>(*req.seed)
-                        : DeriveCallSeed(frontend_->options().run_seed, call->call_index);
+                        : DeriveCallSeed(frontend_->options().run_seed, seed_index);
   call->created = call->start_ns / 1000000000;
   call->request_id =
       call->format->id_prefix() + id_prefix_ + "-" + std::to_string(call->call_index);

@@ -127,17 +127,21 @@ void UpstreamProxy::Relay(const httplib::Request& req, httplib::Response& res,
 
 void UpstreamProxy::ForwardCall(const WireFormat& format, const httplib::Request& req,
                                 httplib::Response& res) {
+  // `trace rerun`: the recording answers first; --edit-call replaces the body sent upstream.
+  CallGate::Decision gate;
+  if (CallGate* g = frontend_->gate()) gate = g->AdmitModelCall(format, req, res);
+  if (gate.answered) return;
   auto x = std::make_shared<Exchange>();
   x->format = &format;
   x->endpoint = req.path;
-  x->request_body = req.body;
+  x->request_body = gate.live_body ? *gate.live_body : req.body;
   x->start = SteadyClock::now();
   x->start_ns = NowNs();
-  json body = ParseJsonOrDiscarded(req.body);
+  json body = ParseJsonOrDiscarded(x->request_body);
   x->stream = body.is_object() && body.contains("stream") && body["stream"].is_boolean() &&
               body["stream"].get<bool>();
   if (RunLog* log = frontend_->log()) {
-    auto parsed = format.Parse(req.body);
+    auto parsed = format.Parse(x->request_body);
     if (auto* p = std::get_if<CompletionRequest>(&parsed)) RecordToolResultsFromMessages(log, *p);
   }
   const std::string path = UpstreamPath(req.path);
@@ -145,7 +149,8 @@ void UpstreamProxy::ForwardCall(const WireFormat& format, const httplib::Request
   if (x->stream) return RelayStream(format, req, res, path, headers, std::move(x));
 
   UpstreamPool::Lease lease = pool_.Acquire();
-  httplib::Result r = lease.client().Post(path.c_str(), headers, req.body, "application/json");
+  httplib::Result r =
+      lease.client().Post(path.c_str(), headers, x->request_body, "application/json");
   if (!r) {
     lease.Discard();
     ApiError e = Unreachable(r.error());

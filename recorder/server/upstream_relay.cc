@@ -87,7 +87,7 @@ void UpstreamProxy::RelayStream(const WireFormat& format, const httplib::Request
                                 httplib::Response& res, const std::string& path,
                                 const httplib::Headers& headers, std::shared_ptr<Exchange> x) {
   auto up = std::make_shared<UpstreamStream>();
-  up->reader = std::thread([this, up, path, headers, body = req.body] {
+  up->reader = std::thread([this, up, path, headers, body = x->request_body] {
     UpstreamPool::Lease lease = pool_.Acquire();
     {
       std::lock_guard<std::mutex> lock(up->mu);

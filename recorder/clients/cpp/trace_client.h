@@ -6,6 +6,9 @@
 //   tc.Context(chunk, "policies/refunds.md", "refunds#2");
 //   tc.TemplateVar("customer_name", "Ada");
 //   int64_t now_ns = tc.ClockNs();  // the recorder's wall clock, recorded
+//   std::string out = tc.Tool("delete_customer", R"({"customer_id":4})",
+//                             [&] { return db.Delete(4); });  // fn() live; under
+//                             // `trace rerun` the recorded result, fn not called
 //
 // Ownership: a Client holds only strings; copy it freely. Thread safety: every method is
 // one blocking HTTP request on its own connection, safe from several threads. Errors:
@@ -23,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 namespace trace_client {
@@ -113,10 +117,102 @@ class Client {
     }
     return std::strtoll(body.c_str() + at + 10, nullptr, 10);
   }
+  // Runs the tool `name` as fn() and records its result; under `trace rerun`, while the
+  // run follows its recording, returns the recorded result without calling fn (a tool with
+  // side effects is not run again). `arguments_json`: JSON text ("{}" when empty);
+  // `call_id`: the model's tool-call id, if the model asked for the call. *is_error (may be
+  // null): the recorded result was an error. On a recorder error, fn runs and error() says
+  // why the result could not be recorded.
+  std::string Tool(const std::string& name, const std::string& arguments_json,
+                   const std::function<std::string()>& fn, const std::string& call_id = "",
+                   bool* is_error = nullptr) {
+    if (is_error != nullptr) *is_error = false;
+    const std::string args = arguments_json.empty() ? "{}" : arguments_json;
+    std::string id = call_id;
+    if (enabled()) {
+      std::string reply;
+      if (Request("POST", "/trace/v1/tool",
+                  "{\"name\":" + Quote(name) + ",\"arguments\":" + args +
+                      ",\"call_id\":" + Quote(call_id) + "}",
+                  &reply) &&
+          reply.find("\"recorded\":true") != std::string::npos) {
+        if (is_error != nullptr) *is_error = reply.find("\"is_error\":true") != std::string::npos;
+        return StringMember(reply, "content");
+      }
+      if (id.empty()) {
+        id = "agent_" + name + "_" +
+             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+        ToolCall(name, args, id);
+      }
+    }
+    std::string result = fn();
+    ToolResult(id, result, name);
+    return result;
+  }
   // Waits until everything recorded so far is durable.
   bool Flush() { return !enabled() || Request("POST", "/trace/v1/flush", "{}", nullptr); }
 
  private:
+  // The string member `key` of a flat JSON object (the recorder's reply), unescaped;
+  // \\uXXXX escapes become UTF-8 (surrogate pairs joined).
+  static std::string StringMember(const std::string& body, const std::string& key) {
+    size_t at = body.find("\"" + key + "\":\"");
+    if (at == std::string::npos) return "";
+    std::string out;
+    for (size_t i = at + key.size() + 4; i < body.size() && body[i] != '"'; ++i) {
+      if (body[i] != '\\' || i + 1 >= body.size()) {
+        out += body[i];
+        continue;
+      }
+      char c = body[++i];
+      switch (c) {
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'u': {
+          unsigned long cp = std::strtoul(body.substr(i + 1, 4).c_str(), nullptr, 16);
+          i += 4;
+          if (cp >= 0xD800 && cp < 0xDC00 && body.compare(i + 1, 2, "\\u") == 0) {
+            unsigned long lo = std::strtoul(body.substr(i + 3, 4).c_str(), nullptr, 16);
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            i += 6;
+          }
+          if (cp < 0x80) {
+            out += static_cast<char>(cp);
+          } else if (cp < 0x800) {
+            out += static_cast<char>(0xC0 | (cp >> 6));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+          } else if (cp < 0x10000) {
+            out += static_cast<char>(0xE0 | (cp >> 12));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+          } else {
+            out += static_cast<char>(0xF0 | (cp >> 18));
+            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+          }
+          break;
+        }
+        default:
+          out += c;  // " \\ /
+      }
+    }
+    return out;
+  }
+
   void Init(const std::string& endpoint, const std::string& key) {
     api_key_ = key;
     std::string rest = endpoint;

@@ -9,6 +9,12 @@ TRACE_ENDPOINT and OPENAI_API_KEY and every call below becomes one event of the 
     tc.template_var("customer_name", "Ada")
     now = tc.clock()            # the recorder's wall clock, recorded as a ClockRead
     tc.note("escalating to a human")
+    out = tc.tool("delete_customer", {"customer_id": 4}, lambda: db.delete(4))
+
+`tool(name, args, fn)` runs fn() and records its result; under `trace rerun` it returns the
+recorded result instead, without calling fn (a tool with side effects is not run again),
+until the re-run leaves the recording. fn returns the result (text, or anything
+json.dumps takes); it raises ToolError(content) for a result that is an error.
 
 Outside `trace record` (no TRACE_ENDPOINT) the calls do nothing and clock() reads the
 local clock, so an agent runs unchanged with or without the recorder.
@@ -24,12 +30,21 @@ import time
 import urllib.error
 import urllib.request
 
-__all__ = ["TraceClient", "TraceError", "default_client", "tool_call", "tool_result",
-           "context", "template_var", "note", "clock", "flush"]
+__all__ = ["TraceClient", "TraceError", "ToolError", "default_client", "tool", "tool_call",
+           "tool_result", "context", "template_var", "note", "clock", "flush"]
 
 
 class TraceError(RuntimeError):
     """An event the recorder rejected, or a recorder that could not be reached."""
+
+
+class ToolError(Exception):
+    """A tool result that is an error: raised by a tool function for `tool()` to record
+    (is_error) and raise again, and by `tool()` when the recorded result was an error."""
+
+    def __init__(self, content):
+        super().__init__(content)
+        self.content = content
 
 
 class TraceClient:
@@ -67,6 +82,39 @@ class TraceClient:
         if not self.enabled:
             return 0
         return self._request("POST", "/trace/v1/events", event)["seqs"][0]
+
+    def tool(self, name, arguments, fn, call_id=None):
+        """Runs the tool `name` as fn() and records its result, or, under `trace rerun`
+        while the run follows its recording, returns the recorded result without calling
+        fn. `call_id`: the model's tool-call id when the model asked for it (its call is
+        recorded already); else one is made and the call is recorded as the agent's."""
+        arguments = arguments if arguments is not None else {}
+        if self.enabled:
+            reply = self._request("POST", "/trace/v1/tool",
+                                  {"name": name, "arguments": arguments, "call_id": call_id})
+            if reply.get("recorded"):
+                if reply.get("is_error"):
+                    raise ToolError(reply["content"])
+                return reply["content"]
+            if call_id is None:
+                call_id = "agent_%s_%d" % (name, time.monotonic_ns())
+                self.tool_call(name, arguments, call_id=call_id)
+        started = time.monotonic()
+        is_error = False
+        try:
+            result = fn()
+        except ToolError as e:
+            result, is_error = e.content, True
+        except Exception as e:  # recorded as the tool's error, then raised again
+            self.tool_result(call_id, "%s: %s" % (type(e).__name__, e), name=name,
+                             is_error=True, duration_ms=(time.monotonic() - started) * 1e3)
+            raise
+        content = result if isinstance(result, str) else json.dumps(result)
+        self.tool_result(call_id, content, name=name, is_error=is_error,
+                         duration_ms=(time.monotonic() - started) * 1e3)
+        if is_error:
+            raise ToolError(content)
+        return content
 
     def tool_call(self, name, arguments=None, call_id=None):
         """A tool call the agent made on its own (model-issued calls are recorded already)."""
@@ -122,6 +170,10 @@ def default_client():
     if _default is None:
         _default = TraceClient()
     return _default
+
+
+def tool(*args, **kwargs):
+    return default_client().tool(*args, **kwargs)
 
 
 def tool_call(*args, **kwargs):

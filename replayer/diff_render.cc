@@ -1,0 +1,224 @@
+// The run diff for people and tools: RenderDiffText, DiffJson, RenderDiffHtml (diff.h).
+#include <sstream>
+
+#include "base/escape.h"
+#include "replayer/diff.h"
+#include "replayer/report.h"
+
+namespace trace::replayer {
+namespace {
+
+std::string EventRef(const EventDifference& d) {
+  return d.kind + " (A seq " + (d.seq_a ? std::to_string(d.seq_a) : "-") + ", B seq " +
+         (d.seq_b ? std::to_string(d.seq_b) : "-") + ")";
+}
+
+nlohmann::json EventJson(const EventDifference& d) {
+  return {{"kind", d.kind}, {"seq_a", d.seq_a}, {"seq_b", d.seq_b}, {"description", d.description}};
+}
+
+nlohmann::json FieldsJson(const std::vector<FieldDifference>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& d : v) a.push_back({{"field", d.field}, {"a", d.recorded}, {"b", d.current}});
+  return a;
+}
+
+}  // namespace
+
+std::string RenderDiffText(const RunDiff& d) {
+  std::ostringstream o;
+  o << "diff A " << d.run_a << "  B " << d.run_b << "\n";
+  if (d.link.linked()) o << d.link.Describe() << "\n";
+  auto fields = [&](const char* title, const std::vector<FieldDifference>& v) {
+    if (v.empty()) return;
+    o << title << ":\n";
+    for (const auto& f : v) {
+      o << "  " << f.field << ": " << Clip(f.recorded, 80) << " | " << Clip(f.current, 80) << "\n";
+    }
+  };
+  fields("fingerprint differences (A | B)", d.fingerprint_differences);
+  fields("model differences (A | B)", d.model_differences);
+  fields("run header differences (A | B)", d.header_differences);
+  if (d.first_difference) {
+    o << "first differing event: " << EventRef(*d.first_difference) << ": "
+      << d.first_difference->description << "\n";
+  } else {
+    o << "no differing event\n";
+  }
+  for (const auto& c : d.calls) {
+    o << "model call " << c.call << " (A seq " << c.seq_a << ", B seq " << c.seq_b << "):\n";
+    for (const auto& p : c.params) {
+      o << "  " << p.field << ": " << p.recorded << " | " << p.current << "\n";
+    }
+    if (c.first_prompt_token >= 0) {
+      o << "  prompts differ from token " << c.first_prompt_token << " (A " << c.prompt_token_a
+        << ", B " << c.prompt_token_b << "); rendered prompt diff (- A, + B):\n";
+      std::istringstream lines(c.prompt_text_diff);
+      std::string line;
+      while (std::getline(lines, line)) o << "    " << line << "\n";
+    }
+    if (!c.request_diff.empty()) {
+      o << "  requests differ (upstream ids compared by place); request diff (- A, + B):\n";
+      std::istringstream lines(c.request_diff);
+      std::string line;
+      while (std::getline(lines, line)) o << "    " << line << "\n";
+    }
+    if (c.answers_differ) {
+      o << "  answers differ: A " << QuoteToken(Clip(c.output_text_a, 200)) << " | B "
+        << QuoteToken(Clip(c.output_text_b, 200)) << "\n";
+    }
+    if (c.first_logits_difference >= 0) {
+      o << "  logits first differ at step " << c.first_logits_difference << "\n";
+    }
+    if (c.first_output_token >= 0) {
+      o << "  sampled tokens first differ at step " << c.first_output_token << ": A "
+        << c.output_token_a << " " << QuoteToken(c.output_text_a) << " | B " << c.output_token_b
+        << " " << QuoteToken(c.output_text_b) << "\n";
+    }
+  }
+  auto events = [&](const char* title, const std::vector<EventDifference>& v) {
+    if (v.empty()) return;
+    o << title << ":\n";
+    for (const auto& e : v) o << "  " << EventRef(e) << ": " << e.description << "\n";
+  };
+  events("tool results", d.tool_differences);
+  events("context chunks", d.context_differences);
+  events("template variables", d.template_differences);
+  events("clock reads", d.clock_differences);
+  events("other events", d.other_differences);
+  o << "sources of variation:\n";
+  for (const auto& v : d.sources) {
+    o << "  " << (v.changed ? "CHANGED " : "same    ") << SourceName(v.source);
+    if (v.changed) o << ": " << v.evidence;
+    o << "\n";
+  }
+  if (d.side_by_side_call > 0) {
+    o << "model call " << d.side_by_side_call << " token by token (step | A | B):\n";
+    for (const auto& r : d.side_by_side) {
+      bool same = r.id_a == r.id_b;
+      char head[32];
+      std::snprintf(head, sizeof(head), "%s %4d  ", same ? (r.logits_differ ? "~" : " ") : "*",
+                    r.step);
+      std::string a = r.id_a >= 0 ? std::to_string(r.id_a) + " " + QuoteToken(r.text_a) : "-";
+      std::string b = r.id_b >= 0 ? std::to_string(r.id_b) + " " + QuoteToken(r.text_b) : "-";
+      if (a.size() < 32) a.resize(32, ' ');
+      o << head << a << " | " << b << "\n";
+    }
+    o << "  (* token differs, ~ same token with different logits)\n";
+  }
+  if (d.identical()) o << "the runs are the same in everything compared\n";
+  return o.str();
+}
+
+nlohmann::json DiffJson(const RunDiff& d) {
+  nlohmann::json j;
+  j["run_a"] = d.run_a;
+  j["run_b"] = d.run_b;
+  j["identical"] = d.identical();
+  j["rerun_link"] = d.link.Json();
+  j["fingerprint_differences"] = FieldsJson(d.fingerprint_differences);
+  j["model_differences"] = FieldsJson(d.model_differences);
+  j["header_differences"] = FieldsJson(d.header_differences);
+  j["first_difference"] = d.first_difference ? EventJson(*d.first_difference) : nullptr;
+  nlohmann::json calls = nlohmann::json::array();
+  for (const auto& c : d.calls) {
+    calls.push_back({{"call", c.call},
+                     {"seq_a", c.seq_a},
+                     {"seq_b", c.seq_b},
+                     {"params", FieldsJson(c.params)},
+                     {"first_prompt_token", c.first_prompt_token},
+                     {"prompt_token_a", c.prompt_token_a},
+                     {"prompt_token_b", c.prompt_token_b},
+                     {"prompt_text_diff", c.prompt_text_diff},
+                     {"first_logits_difference", c.first_logits_difference},
+                     {"first_output_token", c.first_output_token},
+                     {"output_token_a", {{"id", c.output_token_a}, {"text", c.output_text_a}}},
+                     {"output_token_b", {{"id", c.output_token_b}, {"text", c.output_text_b}}},
+                     {"request_diff", c.request_diff},
+                     {"answers_differ", c.answers_differ}});
+  }
+  j["calls"] = calls;
+  auto events = [](const std::vector<EventDifference>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& e : v) a.push_back(EventJson(e));
+    return a;
+  };
+  j["tool_results"] = events(d.tool_differences);
+  j["context_chunks"] = events(d.context_differences);
+  j["template_variables"] = events(d.template_differences);
+  j["clock_reads"] = events(d.clock_differences);
+  j["other_events"] = events(d.other_differences);
+  nlohmann::json changed = nlohmann::json::array(), same = nlohmann::json::array();
+  nlohmann::json sources = nlohmann::json::array();
+  for (const auto& v : d.sources) {
+    (v.changed ? changed : same).push_back(SourceName(v.source));
+    sources.push_back(
+        {{"source", SourceName(v.source)}, {"changed", v.changed}, {"evidence", v.evidence}});
+  }
+  j["sources"] = sources;
+  j["changed"] = changed;
+  j["unchanged"] = same;
+  if (d.side_by_side_call > 0) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : d.side_by_side) {
+      rows.push_back({{"step", r.step},
+                      {"a", {{"id", r.id_a}, {"text", r.text_a}}},
+                      {"b", {{"id", r.id_b}, {"text", r.text_b}}},
+                      {"logits_differ", r.logits_differ}});
+    }
+    j["side_by_side"] = {{"call", d.side_by_side_call}, {"rows", rows}};
+  }
+  return j;
+}
+
+std::string RenderDiffHtml(const RunDiff& d) {
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>trace diff "
+    << HtmlEscape(d.run_a) << " " << HtmlEscape(d.run_b) << "</title>\n<style>\n"
+    << "body{font-family:sans-serif;margin:1.5em;color:#222}\n"
+    << "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;"
+       "font-family:monospace;white-space:pre-wrap}\n"
+    << ".changed{background:#f4a3a3}.same{background:#d8f0d8}.differ{background:#f6ec9a}\n"
+    << "pre{background:#f6f6f6;padding:.5em}\n</style></head><body>\n";
+  o << "<h1>trace diff</h1><p>A <code>" << HtmlEscape(d.run_a) << "</code>, B <code>"
+    << HtmlEscape(d.run_b) << "</code></p>\n";
+  o << "<h2>Sources of variation</h2><table id=\"sources\">\n";
+  for (const auto& v : d.sources) {
+    o << "<tr class=\"" << (v.changed ? "changed" : "same") << "\" data-source=\""
+      << SourceName(v.source) << "\"><td>" << SourceName(v.source) << "</td><td>"
+      << (v.changed ? "changed" : "same") << "</td><td>" << HtmlEscape(v.evidence)
+      << "</td></tr>\n";
+  }
+  o << "</table>\n";
+  if (d.first_difference) {
+    o << "<h2>First differing event</h2><p id=\"first-difference\">"
+      << HtmlEscape(EventRef(*d.first_difference)) << ": "
+      << HtmlEscape(d.first_difference->description) << "</p>\n";
+  }
+  for (const auto& c : d.calls) {
+    o << "<h3>Model call " << c.call << "</h3>\n";
+    if (c.first_prompt_token >= 0) {
+      o << "<p>Prompts differ from token " << c.first_prompt_token << ".</p><pre>"
+        << HtmlEscape(c.prompt_text_diff) << "</pre>\n";
+    }
+    if (c.first_output_token >= 0) {
+      o << "<p>Sampled tokens first differ at step " << c.first_output_token << ": A <code>"
+        << HtmlEscape(QuoteToken(c.output_text_a)) << "</code>, B <code>"
+        << HtmlEscape(QuoteToken(c.output_text_b)) << "</code>.</p>\n";
+    }
+  }
+  if (d.side_by_side_call > 0) {
+    o << "<h2>Call " << d.side_by_side_call << " token by token</h2><table>"
+      << "<tr><th>step</th><th>A</th><th>B</th></tr>\n";
+    for (const auto& r : d.side_by_side) {
+      const char* cls = r.id_a != r.id_b ? "changed" : (r.logits_differ ? "differ" : "");
+      o << "<tr class=\"" << cls << "\"><td>" << r.step << "</td><td>" << HtmlEscape(r.text_a)
+        << "</td><td>" << HtmlEscape(r.text_b) << "</td></tr>\n";
+    }
+    o << "</table>\n";
+  }
+  o << "</body></html>\n";
+  return o.str();
+}
+
+}  // namespace trace::replayer
