@@ -31,7 +31,12 @@ jobs=$(nproc)
 read -r -a extra <<<"${TRACE_SANITIZER_CMAKE_ARGS:-}"
 
 configure() {  # DIR SANITIZERS OPT
-  cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=Release -DTRACE_SANITIZE="$2" -DTRACE_CUDA=OFF \
+  # Ninja where there is one (setup.sh installs it), unless DIR was made with another
+  # generator: `cmake --build --target A B ...` with Makefiles builds one target after the
+  # other, each binary of a single file on one core; Ninja builds them side by side.
+  local gen=()
+  [[ ! -f $1/CMakeCache.txt ]] && command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S . -B "$1" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTRACE_SANITIZE="$2" -DTRACE_CUDA=OFF \
     -DTRACE_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELEASE=$3 -DNDEBUG" \
     "-DCMAKE_C_FLAGS_RELEASE=$3 -DNDEBUG" "${extra[@]}" >/dev/null
 }
