@@ -81,7 +81,7 @@ asan_targets=(
   recorder_errors_test error_message_test tokenizer_test template_unit_test redact_test
   otlp_trace_test
   # the server over HTTP, and under hostile clients (the Responses/Anthropic/compat suites
-  # run the demo model ~30 CPU s a test at -O0; their parsers are covered by the fuzz
+  # run the demo model in every test, ~10x slower at -O0; their parsers are covered by the fuzz
   # targets and recorder_api_formats_test above)
   recorder_server_test recorder_hostile_input_test
   # the store: writers, readers, group commit, locks, full disk, checksums, fsck
