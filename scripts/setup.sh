@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake ninja-build pkg-config git
   libsqlite3-dev sqlite3 libprotobuf-dev protobuf-compiler libcli11-dev libzstd-dev
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev libssl-dev
   libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev

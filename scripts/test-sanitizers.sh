@@ -1,51 +1,134 @@
 #!/usr/bin/env bash
-# The tests once more under sanitizers, as CI runs them after the plain run (scripts/test.sh):
-#   asan  build-asan/ with ASan+UBSan (every report fatal): the unit, e2e and fuzz tests.
-#   tsan  build-tsan/ with TSan: the tests whose subject is concurrency (the store's
-#         writers and readers, the kernel thread pool, the server and its scheduler).
-# Both build without CUDA and benchmarks (neither runs here). Usage:
-#   scripts/test-sanitizers.sh [asan] [tsan]     (default: both)
+# The tests once more under sanitizers. scripts/test.sh (the README's test command, and so
+# CI) runs this after the plain run; TRACE_SKIP_SANITIZERS=1 skips it there.
+# docs/testing.md says exactly what runs, why, and what it costs.
+#   asan  build-asan/: ASan+UBSan (every report fatal, LeakSanitizer on) at -O0: the tests
+#         of the parsers (every fuzz target's seeds and corpus, the request, event, schema,
+#         tokenizer, template and redaction unit tests), of the server (in process, over
+#         HTTP) and of the store.
+#   tsan  build-tsan/: TSan at -O1: the tests whose subject is concurrency: the server (its
+#         scheduler, streaming, proxying, commit waits), its connection layer, the run log,
+#         the store's concurrent writers and readers and the kernel thread pool.
+# Each builds only the binaries its tests need, without CUDA and benchmarks. Usage:
+#   scripts/test-sanitizers.sh [--all] [asan] [tsan]     (default: both)
+# --all: ASan+UBSan builds and runs every unit, e2e and fuzz test instead (the `trace`
+# binary and its CLI tests too; about twice the time, too long for CI).
 # Extra cmake arguments can come from $TRACE_SANITIZER_CMAKE_ARGS (e.g. a compiler launcher).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-which=("$@")
+all=0
+which=()
+for a in "$@"; do
+  case "$a" in
+    --all) all=1 ;;
+    asan | tsan) which+=("$a") ;;
+    *) echo "test-sanitizers: unknown '$a' (--all, asan, tsan)" >&2; exit 2 ;;
+  esac
+done
 ((${#which[@]})) || which=(asan tsan)
 jobs=$(nproc)
 read -r -a extra <<<"${TRACE_SANITIZER_CMAKE_ARGS:-}"
 
-configure() {  # DIR SANITIZERS
-  cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=Release -DTRACE_SANITIZE="$2" -DTRACE_CUDA=OFF \
-    -DTRACE_BUILD_BENCH=OFF "${extra[@]}" >/dev/null
+configure() {  # DIR SANITIZERS OPT
+  # Ninja where there is one (setup.sh installs it), unless DIR was made with another
+  # generator: `cmake --build --target A B ...` with Makefiles builds one target after the
+  # other, each binary of a single file on one core; Ninja builds them side by side.
+  local gen=()
+  [[ ! -f $1/CMakeCache.txt ]] && command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S . -B "$1" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTRACE_SANITIZE="$2" -DTRACE_CUDA=OFF \
+    -DTRACE_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELEASE=$3 -DNDEBUG" \
+    "-DCMAKE_C_FLAGS_RELEASE=$3 -DNDEBUG" "${extra[@]}" >/dev/null
 }
 
-# The concurrency tests TSan runs (ctest -R), and the binaries that hold them.
-tsan_tests='^(StoreWriter\.ManyThreads|StoreConcurrency\.|KernelsThreadPool\.|ServerTest\.(SixteenConcurrentClients|StreamingEqualsNonStreaming|ProxyMode))'
-tsan_targets=(store_test kernels_test recorder_server_test)
+stage() {  # NAME START: one line a stage, so a CI log shows where the time went
+  echo "test-sanitizers: $1 took $((SECONDS - $2)) s"
+}
+
+# run_built DIR CTEST_ARGS...: ctest on DIR's tests that run a binary built there (a
+# partial build leaves placeholders for the others; scripts such as the lint checks ran
+# in the plain stage already), restricted further by CTEST_ARGS.
+run_built() {
+  local dir=$1
+  shift
+  local regex
+  regex=$(ctest --test-dir "$dir" --show-only=json-v1 "$@" | python3 -c '
+import json, os, re, sys
+build = os.path.abspath(sys.argv[1])
+names = []
+for t in json.load(sys.stdin)["tests"]:
+    cmd = t.get("command") or []
+    if t["name"].endswith("_NOT_BUILT") or not cmd:
+        continue
+    ours = [a for a in cmd if a.startswith(build + "/")]
+    if ours and all(os.path.exists(a) for a in ours):  # runs a binary built here
+        names.append(re.sub(r"([][.*+?^$(){}|\\])", r"\\\1", t["name"]))
+if not names:
+    sys.exit("test-sanitizers: no test of " + build + " was built")
+print("^(" + "|".join(names) + ")$")
+' "$dir")
+  ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 1800 "$@" -R "$regex"
+}
+
+# ASan+UBSan: the parsers, the server and the store (docs/testing.md: why these).
+asan_targets=(
+  # parsers: every fuzz target replays its seeds and corpus (label fuzz)
+  safetensors_fuzz model_config_fuzz tokenizer_load_fuzz tokenizer_encode_fuzz template_fuzz
+  store_row_fuzz openai_request_fuzz event_api_fuzz json_schema_fuzz responses_request_fuzz
+  anthropic_request_fuzz redact_fuzz export_inputs_fuzz
+  # parsers: requests, events, schemas, hostile JSON, tokenizer, templates, redaction, errors
+  recorder_unit_test recorder_api_formats_test recorder_hardening_unit_test recorder_grammar_test
+  recorder_errors_test error_message_test tokenizer_test template_unit_test redact_test
+  otlp_trace_test
+  # the server over HTTP, and under hostile clients (the Responses/Anthropic/compat suites
+  # run the demo model in every test, ~10x slower at -O0; their parsers are covered by the fuzz
+  # targets and recorder_api_formats_test above)
+  recorder_server_test recorder_hostile_input_test
+  # the store: writers, readers, group commit, locks, full disk, checksums, fsck
+  store_test store_durability_test store_integrity_test
+)
+
+# TSan: what it runs (ctest -R) and the binaries that hold it. Value-parameterised suites
+# are named PREFIX/Suite.Test/PARAM. Of the server's tests, those where threads meet: 16
+# clients through the scheduler, a stream beside whole answers, the proxy's connection
+# pool, answers waiting on the commit thread (each runs the demo model, 10-20x slower
+# under TSan; the single-client ones add no thread interplay).
+tsan_tests='(^|/)(ServerTest\.(SixteenConcurrentClients|StreamingEqualsNonStreaming|ProxyMode|AnswersWaitForTheCommit)|(HostileInputTest|ServerLifecycle|RunLog|StoreWriter|StoreConcurrency|StoreGroupCommit|StoreLock|StoreOpenConcurrency|KernelsThreadPool)\.)'
+tsan_targets=(recorder_server_test recorder_hostile_input_test recorder_unit_test store_test
+              store_durability_test kernels_test)
 
 for w in "${which[@]}"; do
+  start=$SECONDS
   case "$w" in
     asan)
+      # -O0: ASan+UBSan at -O1 costs about 1.7x the compile time of the Release build,
+      # at -O0 about 1.1x (docs/testing.md); none of these tests is compute-bound.
       echo "test-sanitizers: ASan+UBSan build (build-asan)"
-      configure build-asan address,undefined
-      cmake --build build-asan -j"$jobs"
+      configure build-asan address,undefined -O0
+      if ((all)); then
+        cmake --build build-asan -j"$jobs"
+      else
+        cmake --build build-asan -j"$jobs" --target "${asan_targets[@]}"
+      fi
+      stage "ASan+UBSan build" "$start"
+      start=$SECONDS
       # halt_on_error: the first report fails the test; detect_leaks: LSan is part of ASan.
       ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1 \
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 1800 \
-        -L 'unit|e2e|fuzz' -LE gpu
+        run_built build-asan -L 'unit|e2e|fuzz' -LE 'gpu'
+      stage "ASan+UBSan tests" "$start"
       ;;
     tsan)
       echo "test-sanitizers: TSan build (build-tsan: ${tsan_targets[*]})"
-      configure build-tsan thread
+      configure build-tsan thread -O1
       cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"
-      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      stage "TSan build" "$start"
+      start=$SECONDS
+      # tests/sanitizers/tsan.supp: the uninstrumented httplib library (why, in the file).
+      TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp" \
         ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 1800 \
         -R "$tsan_tests"
-      ;;
-    *)
-      echo "test-sanitizers: unknown '$w' (asan, tsan)" >&2
-      exit 2
+      stage "TSan tests" "$start"
       ;;
   esac
 done
