@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tests once more under sanitizers. scripts/test.sh (the README's test command, and so
-# CI) runs this after the plain run; TRACE_SKIP_SANITIZERS=1 skips it there.
+# CI) runs this after the plain run when TRACE_SANITIZERS=1 (opt-in: docs/testing.md).
 # docs/testing.md says exactly what runs, why, and what it costs.
 #   asan  build-asan/: ASan+UBSan (every report fatal, LeakSanitizer on) at -O0: the tests
 #         of the parsers (every fuzz target's seeds and corpus, the request, event, schema,
