@@ -37,7 +37,7 @@ configure() {  # DIR SANITIZERS OPT
   local gen=()
   [[ ! -f $1/CMakeCache.txt ]] && command -v ninja >/dev/null && gen=(-G Ninja)
   cmake -S . -B "$1" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTRACE_SANITIZE="$2" -DTRACE_CUDA=OFF \
-    -DTRACE_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELEASE=$3 -DNDEBUG" \
+    -DTRACE_BUILD_BENCH=OFF -DTRACE_TEST_CXX_FLAGS= "-DCMAKE_CXX_FLAGS_RELEASE=$3 -DNDEBUG" \
     "-DCMAKE_C_FLAGS_RELEASE=$3 -DNDEBUG" "${extra[@]}" >/dev/null
 }
 
