@@ -20,7 +20,8 @@ using json = nlohmann::json;
 
 namespace {
 
-// The key for the upstream from this process's environment.
+// The key for the upstream from this process's environment, read when the proxy is made:
+// getenv on a connection thread would race with any setenv in the process.
 std::string UpstreamKey(bool anthropic) {
   for (const char* name :
        {"TRACE_UPSTREAM_API_KEY", anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY"}) {
@@ -41,7 +42,9 @@ UpstreamProxy::UpstreamProxy(HttpFrontend* frontend, UrlWithoutCredentials upstr
       password_(std::move(upstream.password)),
       origin_(SplitUrl(upstream_).first),
       prefix_(SplitUrl(upstream_).second),
-      pool_(origin_) {}
+      pool_(origin_),
+      openai_key_(UpstreamKey(false)),
+      anthropic_key_(UpstreamKey(true)) {}
 
 std::pair<std::string, std::string> UpstreamProxy::SplitUrl(const std::string& url) {
   size_t scheme = url.find("://");
@@ -82,7 +85,7 @@ std::string UpstreamProxy::UpstreamPath(const std::string& route) const {
 
 httplib::Headers UpstreamProxy::UpstreamHeaders(const httplib::Request& req, bool anthropic) const {
   httplib::Headers headers;
-  const std::string key = UpstreamKey(anthropic);
+  const std::string& key = anthropic ? anthropic_key_ : openai_key_;
   if (!key.empty()) {
     if (anthropic) {
       headers.emplace("x-api-key", key);

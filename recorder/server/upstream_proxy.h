@@ -41,6 +41,7 @@ class UpstreamProxy {
  public:
   // Credentials in the URL (https://user:pass@host/v1) are sent as basic auth (unless an
   // upstream key is set in the environment) and never appear in messages or the recording.
+  // The upstream keys are read from the environment here, once.
   UpstreamProxy(HttpFrontend* frontend, const std::string& upstream_base_url);
   // Adds the model API routes to the frontend.
   void Register();
@@ -93,6 +94,8 @@ class UpstreamProxy {
   std::string origin_;
   std::string prefix_;
   UpstreamPool pool_;
+  // $TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY, as at construction.
+  const std::string openai_key_, anthropic_key_;
 };
 
 }  // namespace trace::recorder

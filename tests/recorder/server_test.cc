@@ -366,14 +366,15 @@ TEST_F(ServerTest, ProxyModeForwardsAndRecordsAsGiven) {
   ASSERT_TRUE(writer.ok());
   std::string run_id = (*writer)->run_id();
   RunLog log(std::move(writer).value(), 3);
+  // The upstream wants kKey too; the proxy passes it from $TRACE_UPSTREAM_API_KEY, read
+  // when the proxy is made.
+  setenv("TRACE_UPSTREAM_API_KEY", kKey, 1);
   ServerOptions opts;
   opts.api_key = kKey;
   auto proxy = Server::CreateProxy(upstream->origin() + "/v1", opts);
   ASSERT_TRUE(proxy.ok()) << proxy.status().message();
   (*proxy)->SetRunLog(&log);
   ASSERT_TRUE((*proxy)->Start().ok());
-  // The upstream wants kKey too; the proxy passes it from $TRACE_UPSTREAM_API_KEY.
-  setenv("TRACE_UPSTREAM_API_KEY", kKey, 1);
   json req = {{"model", upstream->model_name()},
               {"messages", Conversation(5)},
               {"max_tokens", 6},
@@ -422,13 +423,13 @@ TEST_F(ServerTest, AnswersWaitForTheCommitAndA503FollowsAStoreThatFailed) {
   ASSERT_TRUE(server);
   auto upstream = StartServer();
   ASSERT_TRUE(upstream);
+  setenv("TRACE_UPSTREAM_API_KEY", kKey, 1);
   ServerOptions opts;
   opts.api_key = kKey;
   auto proxy = Server::CreateProxy(upstream->origin() + "/v1", opts);
   ASSERT_TRUE(proxy.ok()) << proxy.status().message();
   (*proxy)->SetRunLog(proxy_log.get());
   ASSERT_TRUE((*proxy)->Start().ok());
-  setenv("TRACE_UPSTREAM_API_KEY", kKey, 1);
   auto answered = [](const httplib::Result& r) { return r ? r->status : -1; };
   auto not_recorded = [](const httplib::Result& r) {
     return r && r->body.find("not recorded, so not answered") != std::string::npos &&
