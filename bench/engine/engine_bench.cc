@@ -20,8 +20,9 @@
 // --once (for scripts that pair us with another engine, bench/llama_cpp/compare.sh): canonical
 // numerics on the best ISA path (TRACE_CPU_ISA caps it), one warm-up, then --repeat times a
 // prefill of --prefill tokens on a fresh sequence and, separately, --decode steps at batch 1
-// after an 8-token prompt (0 skips either); prints one JSON line with the mean and every
-// repetition.
+// after an 8-token prompt (0 skips either); prints one JSON line with the means (tokens/s, and
+// the process CPU seconds of a prefill: the pool blocks rather than spins, so CPU time is the
+// work done whatever the load) and every repetition's tokens/s.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -280,11 +281,13 @@ int Once(const Options& opt) {
   for (auto& t : short_prompt) t = static_cast<int32_t>(rng.Uniform(0, vocab - 1));
   bench::Timing warm;
   Check(bench::Measure(engine.get(), {short_prompt}, 2, &warm));
-  std::vector<double> prefill, decode;
+  std::vector<double> prefill, decode, prefill_cpu;  // tokens/s; process CPU-s per prefill
   for (int r = 0; r < opt.repeat; ++r) {
     bench::Timing t;
     if (opt.prefill > 0) {
+      const double cpu0 = bench::ProcessCpuSeconds();
       Check(bench::Measure(engine.get(), {prompt}, 0, &t));
+      prefill_cpu.push_back(bench::ProcessCpuSeconds() - cpu0);
       prefill.push_back(t.prefill_tps);
     }
     if (opt.decode > 0) {
@@ -307,11 +310,14 @@ int Once(const Options& opt) {
   };
   const auto [prefill_mean, prefill_all] = list(prefill);
   const auto [decode_mean, decode_all] = list(decode);
+  const auto [cpu_mean, cpu_all] = list(prefill_cpu);
   std::printf(
       "{\"isa\": \"%s\", \"threads\": %d, \"prefill_tokens\": %d, \"decode_tokens\": %d, "
-      "\"prefill_tps\": %s, \"decode_tps\": %s, \"prefill_runs\": %s, \"decode_runs\": %s}\n",
+      "\"prefill_tps\": %s, \"decode_tps\": %s, \"prefill_cpu_seconds\": %s, "
+      "\"prefill_runs\": %s, \"decode_runs\": %s}\n",
       kernels::CpuIsaPathName(kernels::Impl::kAuto), opt.threads, opt.prefill, opt.decode,
-      prefill_mean.c_str(), decode_mean.c_str(), prefill_all.c_str(), decode_all.c_str());
+      prefill_mean.c_str(), decode_mean.c_str(), cpu_mean.c_str(), prefill_all.c_str(),
+      decode_all.c_str());
   return 0;
 }
 

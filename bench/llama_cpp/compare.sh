@@ -14,6 +14,7 @@ THREADS=2
 PREFILL=128
 DECODE=32
 REPEAT=3
+LLAMA_ARGS=""
 JSON=0
 CHECK=1
 SPEED=1
@@ -59,6 +60,9 @@ Options:
   --prefill N       prefill tokens (default $PREFILL)
   --decode N        decode steps at batch 1 (default $DECODE)
   --repeat N        repetitions inside each measurement, averaged (default $REPEAT)
+  --llama-args STR  more llama-bench options for every llama-bench run, e.g. '--poll 0' (its
+                    threads then sleep instead of spinning at barriers: on a loaded machine
+                    spinning threads lose whole time slices); default: llama-bench's defaults
   --model DIR       a qwen2/qwen3 trace model folder (default: the qwen2.5-0.5b preset, seed 1)
   --work DIR        scratch folder for npm, llama.cpp, models and GGUFs (default build-llama/)
   --trace-build DIR trace's CMake build folder with bin/trace and bench/engine/engine_bench
@@ -88,6 +92,7 @@ while [[ $# -gt 0 ]]; do
     --prefill) need_value "$@"; PREFILL=$2; shift 2 ;;
     --decode) need_value "$@"; DECODE=$2; shift 2 ;;
     --repeat) need_value "$@"; REPEAT=$2; shift 2 ;;
+    --llama-args) need_value "$@"; LLAMA_ARGS=$2; shift 2 ;;
     --model) need_value "$@"; MODEL=$2; shift 2 ;;
     --work) need_value "$@"; WORK=$2; shift 2 ;;
     --trace-build) need_value "$@"; TRACE_BUILD=$2; shift 2 ;;
@@ -223,9 +228,10 @@ fi
 [[ $SPEED -eq 1 ]] || exit 0
 
 # ---- 5. speed, paired -------------------------------------------------------------------
-progress "llama.cpp $LLAMA_TAG (node-llama-cpp $NPM_VERSION); model $MODEL"
+progress "llama.cpp from node-llama-cpp $NPM_VERSION (bundle tag $LLAMA_TAG); model $MODEL"
 json=()
 [[ $JSON -eq 1 ]] && json=(--json)
 exec "$PY" "$HERE/compare_speed.py" --engine-bench "$ENGINE_BENCH" --model "$MODEL" \
   --llama-bench "$LLAMA_BENCH" --f32 "$F32" --bf16 "$BF16" --pairs "$PAIRS" \
-  --threads "$THREADS" --prefill "$PREFILL" --decode "$DECODE" --repeat "$REPEAT" "${json[@]}"
+  --threads "$THREADS" --prefill "$PREFILL" --decode "$DECODE" --repeat "$REPEAT" \
+  --llama-args "$LLAMA_ARGS" "${json[@]}"
