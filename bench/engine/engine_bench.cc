@@ -3,18 +3,26 @@
 //
 //   engine_bench [--model DIR] [--threads N] [--decode N] [--prefill N] [--context N]
 //                [--no-speed-of-light]
+//   engine_bench --once [--model DIR] [--threads N] [--prefill N] [--decode N] [--repeat N]
 //
+
 // Without --model it writes the qwen2.5-0.5b preset (seed 1) to $TMPDIR once and reuses it.
 // Throughput (bench::RunThroughputSweep, shared with `trace bench throughput`): prefill
 // tokens/s (one sequence of --prefill tokens), decode tokens/s at batch 1 (--decode steps
 // after it) and at batch 8 (--decode steps after a 32-token prompt each), canonical and fast
-// alternately; figures are reported as the ratio canonical / fast. Memory: a child process loads the
-// model, fills one sequence to --context tokens and decodes 4 more; its peak RSS is
-// compared with the size of the weights (target <= 1.3x at 4096). Speed of light (skip with
+// alternately; figures are reported as the ratio canonical / fast. Memory: a child process loads
+// the model, fills one sequence to --context tokens and decodes 4 more; its peak RSS is compared
+// with the size of the weights (target <= 1.3x at 4096). Speed of light (skip with
 // --no-speed-of-light): canonical prefill and batch-1 decode on each SIMD path (AVX-512, AVX2)
 // at 1 and --threads threads, as GFLOP/s against the fp32 FMA peak measured for that path and
 // thread count, and as weight bytes/s against a copy and a read bandwidth measured in the
 // same run; plus the ratios AVX-512 / AVX2 and threads N / 1.
+// --once (for scripts that pair us with another engine, bench/llama_cpp/compare.sh): canonical
+// numerics on the best ISA path (TRACE_CPU_ISA caps it), one warm-up, then --repeat times a
+// prefill of --prefill tokens on a fresh sequence and, separately, --decode steps at batch 1
+// after an 8-token prompt (0 skips either); prints one JSON line with the means (tokens/s, and
+// the process CPU seconds of a prefill: the pool blocks rather than spins, so CPU time is the
+// work done whatever the load) and every repetition's tokens/s.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,6 +56,8 @@ struct Options {
   int context = 4096;
   bool memory_child = false;
   bool skip_speed_of_light = false;
+  bool once = false;
+  int repeat = 3;
 };
 
 double Seconds(Clock::time_point since) {
@@ -257,6 +267,60 @@ int MemoryChild(const Options& opt) {
   return 0;
 }
 
+// --once: one JSON line, so that a script can alternate this engine with another one.
+int Once(const Options& opt) {
+  auto loaded = engine::Model::Load(opt.model, /*hash_weights=*/false);
+  Check(loaded.status());
+  std::shared_ptr<const engine::Model> model = std::move(loaded).value();
+  const int64_t vocab = std::min<int64_t>(model->config().vocab_size, 150000);
+  auto engine =
+      MakeEngine(model, kernels::Numerics::kCanonical, opt.threads, opt.prefill + opt.decode + 16);
+  bench::Rng rng(7);
+  std::vector<int32_t> prompt(static_cast<size_t>(opt.prefill)), short_prompt(8);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng.Uniform(0, vocab - 1));
+  for (auto& t : short_prompt) t = static_cast<int32_t>(rng.Uniform(0, vocab - 1));
+  bench::Timing warm;
+  Check(bench::Measure(engine.get(), {short_prompt}, 2, &warm));
+  std::vector<double> prefill, decode, prefill_cpu;  // tokens/s; process CPU-s per prefill
+  for (int r = 0; r < opt.repeat; ++r) {
+    bench::Timing t;
+    if (opt.prefill > 0) {
+      const double cpu0 = bench::ProcessCpuSeconds();
+      Check(bench::Measure(engine.get(), {prompt}, 0, &t));
+      prefill_cpu.push_back(bench::ProcessCpuSeconds() - cpu0);
+      prefill.push_back(t.prefill_tps);
+    }
+    if (opt.decode > 0) {
+      Check(bench::Measure(engine.get(), {short_prompt}, opt.decode, &t));
+      decode.push_back(t.decode_tps);
+    }
+  }
+  auto list = [](const std::vector<double>& v) {
+    std::string s = "[";
+    double sum = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%s%.3f", i ? ", " : "", v[i]);
+      s += buf;
+      sum += v[i];
+    }
+    char mean[48];
+    std::snprintf(mean, sizeof(mean), "%.3f", v.empty() ? 0.0 : sum / v.size());
+    return std::make_pair(std::string(mean), s + "]");
+  };
+  const auto [prefill_mean, prefill_all] = list(prefill);
+  const auto [decode_mean, decode_all] = list(decode);
+  const auto [cpu_mean, cpu_all] = list(prefill_cpu);
+  std::printf(
+      "{\"isa\": \"%s\", \"threads\": %d, \"prefill_tokens\": %d, \"decode_tokens\": %d, "
+      "\"prefill_tps\": %s, \"decode_tps\": %s, \"prefill_cpu_seconds\": %s, "
+      "\"prefill_runs\": %s, \"decode_runs\": %s}\n",
+      kernels::CpuIsaPathName(kernels::Impl::kAuto), opt.threads, opt.prefill, opt.decode,
+      prefill_mean.c_str(), decode_mean.c_str(), cpu_mean.c_str(), prefill_all.c_str(),
+      decode_all.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -284,6 +348,10 @@ int main(int argc, char** argv) {
       opt.memory_child = true;
     else if (a == "--no-speed-of-light")
       opt.skip_speed_of_light = true;
+    else if (a == "--once")
+      opt.once = true;
+    else if (a == "--repeat")
+      opt.repeat = std::max(1, std::atoi(next()));
     else {
       std::fprintf(stderr, "engine_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -300,6 +368,7 @@ int main(int argc, char** argv) {
     }
   }
   if (opt.memory_child) return MemoryChild(opt);
+  if (opt.once) return Once(opt);
 
   auto loaded = engine::Model::Load(opt.model, /*hash_weights=*/false);
   Check(loaded.status());
