@@ -89,9 +89,9 @@ fi
 ((run)) || exit 0
 
 # CPU seconds (user + system) used so far by this script's finished children, from bash's
-# `times`: on a shared machine the wall-clock exec/s libFuzzer prints depends on the load,
-# executions per CPU second much less.
-# (`times` runs in this shell, not in a $(...) subshell, which would count its own.)
+# `times` (run in this shell: in a $(...) subshell it would count the subshell's own). On
+# a shared machine the wall-clock exec/s libFuzzer prints follows the load; executions per
+# CPU second are the target's own cost.
 children_cpu() {
   times >"$build_dir/fuzz-logs/.times"
   awk 'NR == 2 { split($0, f, /[ ms]+/); print f[1] * 60 + f[2] + f[3] * 60 + f[4] }' \
