@@ -88,6 +88,16 @@ fi
 
 ((run)) || exit 0
 
+# CPU seconds (user + system) used so far by this script's finished children, from bash's
+# `times` (run in this shell: in a $(...) subshell it would count the subshell's own). On
+# a shared machine the wall-clock exec/s libFuzzer prints follows the load; executions per
+# CPU second are the target's own cost.
+children_cpu() {
+  times >"$build_dir/fuzz-logs/.times"
+  awk 'NR == 2 { split($0, f, /[ ms]+/); print f[1] * 60 + f[2] + f[3] * 60 + f[4] }' \
+    "$build_dir/fuzz-logs/.times"
+}
+
 status=0
 summary=()
 for t in "${targets[@]}"; do
@@ -102,6 +112,8 @@ for t in "${targets[@]}"; do
   before=$(find "$findings" -type f | wc -l)
   echo "fuzz.sh: $t for $what (log: $log)"
   rc=0
+  children_cpu >"$build_dir/fuzz-logs/.cpu-before"
+  cpu_before=$(<"$build_dir/fuzz-logs/.cpu-before")
   # New inputs go into the first corpus folder ($work); the checked-in seeds stay as they are.
   TRACE_FUZZ_SEED_DIR="$work" "$build_dir/tests/fuzz/$t" "${args[@]}" \
     "${budget[@]}" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
@@ -112,10 +124,14 @@ for t in "${targets[@]}"; do
     execs=$(sed -n 's/^#\([0-9]*\): cov:.*/\1/p' "$log" | tail -1)
     rate=$(sed -n 's/^#[0-9]*: cov:.* exec\/s: \([0-9]*\).*/\1/p' "$log" | tail -1)
   fi
+  children_cpu >"$build_dir/fuzz-logs/.cpu-after"
+  cpu=$(awk -v a="$cpu_before" -v b="$(<"$build_dir/fuzz-logs/.cpu-after")" \
+    'BEGIN { printf "%.1f", b - a }')
+  per_cpu=$(awk -v e="${execs:-0}" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", e / c; else print "?" }')
   after=$(find "$findings" -type f | wc -l)
   corpus=$(find "$work" -type f | wc -l)
-  line=$(printf '%-24s %12s execs %8s/s  corpus %6s  findings %s' "$t" "${execs:-?}" \
-    "${rate:-?}" "$corpus" "$((after - before))")
+  line=$(printf '%-24s %12s execs %8s/s %8s/cpu-s %7s cpu-s  corpus %6s  findings %s' "$t" \
+    "${execs:-?}" "${rate:-?}" "$per_cpu" "$cpu" "$corpus" "$((after - before))")
   if ((rc != 0 || after > before)); then
     status=1
     line+="  FAILED (exit $rc): $(grep -m1 -E '^SUMMARY|^fuzz target:|==ERROR' "$log" || true)"
