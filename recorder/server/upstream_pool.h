@@ -46,8 +46,6 @@ class UpstreamPool {
 
  private:
   void Return(std::unique_ptr<httplib::Client> client);
-  // A client for origin_ with the pool's keep-alive, Nagle and timeout settings.
-  std::unique_ptr<httplib::Client> NewClient() const;
 
   const std::string origin_;
   const size_t max_idle_;
