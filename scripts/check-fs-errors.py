@@ -11,10 +11,12 @@ Usage: check-fs-errors.py [ROOT]   scan ROOT (default: the repository) and list 
 Scans every top-level folder of ROOT (*.cc, *.h, *.cu, *.cuh, *.cpp, *.hpp), so a new part
 (exporters/, redact/, ...) is covered without being listed here, except: tests/ (may throw:
 gtest reports an exception as a failure), build trees (a folder with a CMakeCache.txt),
-hidden folders and node_modules.
+hidden folders and node_modules; in a git checkout, only files git does not ignore (so
+bench/llama_cpp/compare.sh's llama.cpp sources under build-llama/ are not scanned).
 """
 import os
 import re
+import subprocess
 import sys
 
 SKIP_DIRS = {"tests", "node_modules"}
@@ -158,19 +160,46 @@ def source_dirs(root):
     return dirs
 
 
-def main(argv):
-    if len(argv) > 1 and argv[1] == "--self-test":
-        return self_test()
-    root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-    problems = []
+def git_files(root):
+    """The files of a git checkout that git does not ignore (tracked, or new and not yet
+    added), or None outside git: what is ignored (build-llama/'s llama.cpp sources, other
+    build trees) is not the project's code."""
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others",
+                              "--exclude-standard"], capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return sorted(f for f in out.decode("utf-8", "replace").split("\0") if f)
+
+
+def source_files(root):
+    """The project's source files: not tests/, build trees, hidden folders or node_modules."""
+    listed = git_files(root)
+    if listed is not None:
+        top = set(source_dirs(root))
+        for rel in listed:
+            parts = rel.split("/")
+            if (len(parts) > 1 and parts[0] in top and rel.endswith(EXTS) and
+                    not any(p in SKIP_DIRS or p.startswith(".") for p in parts[:-1]) and
+                    os.path.isfile(os.path.join(root, rel))):
+                yield os.path.join(root, rel)
+        return
     for d in source_dirs(root):
         for dirpath, subdirs, files in os.walk(os.path.join(root, d)):
             subdirs[:] = sorted(s for s in subdirs if s not in SKIP_DIRS and not s.startswith("."))
             for f in sorted(files):
                 if f.endswith(EXTS):
-                    path = os.path.join(dirpath, f)
-                    with open(path, encoding="utf-8", errors="replace") as fh:
-                        problems += check_text(fh.read(), os.path.relpath(path, root))
+                    yield os.path.join(dirpath, f)
+
+
+def main(argv):
+    if len(argv) > 1 and argv[1] == "--self-test":
+        return self_test()
+    root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    problems = []
+    for path in source_files(root):
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            problems += check_text(fh.read(), os.path.relpath(path, root))
     for p in problems:
         print(p)
     if problems:
