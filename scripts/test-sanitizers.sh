@@ -45,9 +45,9 @@ stage() {  # NAME START: one line a stage, so a CI log shows where the time went
   echo "test-sanitizers: $1 took $((SECONDS - $2)) s"
 }
 
-# run_built DIR CTEST_ARGS...: ctest on DIR's tests that run a binary built there (a
-# partial build leaves placeholders for the others; scripts such as the lint checks ran
-# in the plain stage already), restricted further by CTEST_ARGS.
+# run_built DIR CTEST_ARGS...: ctest on those of DIR's tests whose binary was built there,
+# restricted further by CTEST_ARGS. A partial build leaves placeholder tests for the binaries
+# it did not build, and script tests (the lint checks) already ran in the plain stage.
 run_built() {
   local dir=$1
   shift

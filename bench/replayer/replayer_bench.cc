@@ -10,7 +10,6 @@
 // wall-clock ratio and the ratio of process CPU seconds are printed: on a shared, loaded
 // machine the CPU-time ratio is the load-independent one (the thread pool blocks, it does
 // not spin, so CPU time is work done).
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,17 +17,12 @@
 #include <cstring>
 #include <string>
 
+#include "bench/common/machine_peak.h"
 #include "replayer/replayer.h"
 #include "replayer/verifier.h"
 #include "tests/replayer/replay_test_util.h"
 
 using namespace trace;
-
-static double CpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 int main(int argc, char** argv) {
   std::string preset = "tiny";
@@ -89,27 +83,27 @@ int main(int argc, char** argv) {
     std::string text = "Call " + std::to_string(c) +
                        ": summarise the quarterly report for the finance team, please.";
     auto t0 = std::chrono::steady_clock::now();
-    const double cpu0 = CpuSeconds();
+    const double cpu0 = bench::ProcessCpuSeconds();
     auto call =
         replayer::testing::GenerateCall(**eng, (*tokenizer)->Encode(text), params, 100 + c, false);
     if (!call.ok()) {
       std::fprintf(stderr, "replayer_bench: %s\n", call.status().ToString().c_str());
       return 2;
     }
-    const double gen_cpu = CpuSeconds() - cpu0;
+    const double gen_cpu = bench::ProcessCpuSeconds() - cpu0;
     generate_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     generate_cpu += gen_cpu;
 
     auto rc = replayer::ToRecordedCall(*call, c + 1, c + 1);
     if (!rc.ok()) return 2;
     auto t1 = std::chrono::steady_clock::now();
-    const double cpu1 = CpuSeconds();
+    const double cpu1 = bench::ProcessCpuSeconds();
     auto report = replayer::VerifyCall(**eng, tokenizer->get(), *rc, vopts);
     if (!report.ok()) {
       std::fprintf(stderr, "replayer_bench: %s\n", report.status().ToString().c_str());
       return 2;
     }
-    const double rep_cpu = CpuSeconds() - cpu1;
+    const double rep_cpu = bench::ProcessCpuSeconds() - cpu1;
     replay_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     replay_cpu += rep_cpu;
     pair_ratios.push_back(rep_cpu > 0 ? gen_cpu / rep_cpu : 0);

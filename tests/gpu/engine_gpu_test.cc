@@ -38,6 +38,10 @@ GPU_TEST(Qwen25RealShapeBitwiseEqualsCpu) {
 GPU_TEST(GoldenDigestsHoldOnGpu) {
   auto m = std::make_unique<TempModel>();
   m->dir = TempDir();
+  if (m->dir.empty()) {
+    EXPECT_TRUE_MSG(false, "no temporary folder for the golden model");
+    return;
+  }
   if (!InitModel(kGoldenPreset, kGoldenSeed, m->dir + "/tiny").ok()) {
     EXPECT_TRUE_MSG(false, "InitModel tiny seed 7 failed");
     return;

@@ -7,6 +7,7 @@
 // failed setup prints one line and marks the current test failed.
 #pragma once
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -25,14 +26,18 @@ using namespace trace::engine;  // NOLINT: test brevity
 using trace::kernels::Impl;
 using trace::kernels::Numerics;
 
-using namespace trace::engine;  // NOLINT: test brevity
-using trace::kernels::Impl;
-using trace::kernels::Numerics;
-
+// A new folder under the system's temporary folder; empty (with a line saying why) if none
+// could be made.
 inline std::string TempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "trace-gpu-XXXXXX").string();
-  char* made = mkdtemp(tmpl.data());
-  return made != nullptr ? std::string(made) : std::string();
+  std::error_code ec;
+  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string tmpl = (base / "trace-gpu-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    std::printf("  cannot make a folder like %s: %s\n", tmpl.c_str(), std::strerror(errno));
+    return "";
+  }
+  return tmpl;
 }
 
 struct TempModel {
@@ -49,6 +54,7 @@ inline std::unique_ptr<TempModel> MakeModel(const std::string& preset, uint64_t 
                                             int64_t layers) {
   auto m = std::make_unique<TempModel>();
   m->dir = TempDir();
+  if (m->dir.empty()) return nullptr;
   auto config = PresetConfig(preset);
   if (!config.ok()) {
     std::printf("  preset %s: %s\n", preset.c_str(), config.status().ToString().c_str());
