@@ -164,7 +164,7 @@ Bandwidth MeasureBandwidth(int threads, int64_t bytes, int repeats) {
   Bandwidth out;
   if (!src || !dst) return out;
   auto pool = kernels::ThreadPool::Create(threads);
-  // First touch by the threads that will use each part.
+  // Touch both buffers before timing.
   pool->ParallelFor(threads, [&](int64_t begin, int64_t end) {
     const size_t lo = n * begin / threads, hi = n * end / threads;
     std::memset(src.get() + lo, 1, hi - lo);

@@ -206,9 +206,11 @@ void CpuOps::Attention(int64_t layer, const float* q, int64_t rows, float* out) 
   if (rows >= pool_->num_threads() && pool_->num_threads() > 1) {
     kernels::KernelContext inline_ctx = ctx_;
     inline_ctx.pool = nullptr;
-    kernels::ParallelFor(pool_.get(), rows, [&](int64_t b, int64_t e) {
-      std::vector<float> scratch;
-      for (int64_t r = b; r < e; ++r) attend(inline_ctx, r, &scratch);
+    // One row a chunk, the last (longest: a prefill row attends to every position before it)
+    // first, so that the threads finish together.
+    kernels::ParallelFor(pool_.get(), rows, /*grain=*/1, [&](int64_t b, int64_t e) {
+      thread_local std::vector<float> scratch;
+      for (int64_t i = b; i < e; ++i) attend(inline_ctx, rows - 1 - i, &scratch);
     });
   } else {
     std::vector<float> scratch;

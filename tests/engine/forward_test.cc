@@ -109,6 +109,10 @@ TEST_F(TinyModelTest, ThreadsAndKernelImplementationDoNotChangeAnyBit) {
   EXPECT_EQ(Bits(AllLogits(two.get(), tokens, 0)), Bits(expected)) << "2 threads";
   auto three = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 3);
   EXPECT_EQ(Bits(AllLogits(three.get(), tokens, 5)), Bits(expected)) << "3 threads, chunks of 5";
+  // More threads than most calls have chunks; odd row counts (chunks of 3: 13 x 3 + 1).
+  auto seven = EngineOrDie(model_, Numerics::kCanonical, Impl::kAuto, 7);
+  EXPECT_EQ(Bits(AllLogits(seven.get(), tokens, 0)), Bits(expected)) << "7 threads";
+  EXPECT_EQ(Bits(AllLogits(seven.get(), tokens, 3)), Bits(expected)) << "7 threads, chunks of 3";
   // Every CPU path this machine has (scalar reference, AVX2, AVX-512), forced.
   for (Impl impl : kernels::AvailableCpuIsaPaths()) {
     auto forced = EngineOrDie(model_, Numerics::kCanonical, impl, impl == Impl::kReference ? 1 : 2);

@@ -67,6 +67,12 @@ TEST_P(RealShapeTest, BitwiseInvariantAndAccurate) {
       << "batched with 7";
   auto one_thread = EngineOrDie(model, Numerics::kCanonical, Impl::kAuto, 1);
   EXPECT_EQ(Bits(LastLogits(one_thread.get(), tokens, 2, 1, &rng)), Bits(expected)) << "1 thread";
+  // The pool's dynamic chunks (kernels/thread_pool.h) at 3 and 7 threads, odd row counts.
+  for (int threads : {3, 7}) {
+    auto pooled = EngineOrDie(model, Numerics::kCanonical, Impl::kAuto, threads);
+    EXPECT_EQ(Bits(LastLogits(pooled.get(), tokens, 5, 2, &rng)), Bits(expected))
+        << threads << " threads, chunks of 5 batched with 2";
+  }
   // Every CPU path this machine has, forced (the scalar reference included).
   for (Impl impl : kernels::AvailableCpuIsaPaths()) {
     auto forced = EngineOrDie(model, Numerics::kCanonical, impl, 2);

@@ -320,6 +320,41 @@ TEST(KernelsMatMul, RowResultIndependentOfBatchAndThreads) {
   }
 }
 
+// The pool hands out chunks dynamically (kernels/thread_pool.h): how many threads, which
+// chunk sizes and which thread took which chunk must not change a bit of any output, on every
+// path, for shapes whose columns do not fill the last chunk.
+TEST(KernelsMatMul, PoolSizeDoesNotChangeAnyBit) {
+  std::mt19937_64 rng(6);
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int threads : {2, 3, 7}) pools.push_back(ThreadPool::Create(threads));
+  const MatMulCase cases[] = {{1, 161, 129}, {1, 1000, 65}, {13, 1001, 67}, {61, 37, 4097}};
+  for (DType dtype : {DType::kBF16, DType::kF32}) {
+    for (const auto& c : cases) {
+      const auto w = RandomWeights(rng, dtype, c.N, c.K);
+      std::vector<uint8_t> packed(InterleavedWeightsBytes(w.view()));
+      const WeightView iv = InterleaveWeights(w.view(), packed.data());
+      const auto x = RandomVector(rng, c.M * c.K);
+      std::vector<Impl> paths = SimdPaths();
+      paths.push_back(Impl::kReference);
+      for (Impl impl : paths) {
+        for (Numerics numerics : {Numerics::kCanonical, Numerics::kFast}) {
+          for (const WeightView& view : {w.view(), iv}) {
+            const auto alone = RunMatMul(Ctx(impl, numerics), x, c.M, view, nullptr);
+            for (const auto& pool : pools) {
+              const auto split = RunMatMul(Ctx(impl, numerics, pool.get()), x, c.M, view, nullptr);
+              ASSERT_EQ(FirstBitDifference(alone.data(), split.data(), alone.size()), "")
+                  << DTypeName(dtype) << " M=" << c.M << " N=" << c.N << " K=" << c.K << " "
+                  << CpuIsaPathName(impl) << " " << NumericsName(numerics)
+                  << (view.layout == WeightLayout::kInterleaved32 ? " interleaved" : "") << " "
+                  << pool->num_threads() << " threads";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelsMatMul, FastModeWithinToleranceOfFloat64) {
   std::mt19937_64 rng(5);
   for (Impl impl : {Impl::kReference, Impl::kAuto}) {
