@@ -119,9 +119,10 @@ def main() -> int:
         row["prefill_ratio"] = row["prefill_ours"] / row["prefill_llama_f32"]
         row["decode_ratio"] = row["decode_ours"] / row["decode_llama_bf16"]
         row["scaling"] = row["prefill_ours"] / row["prefill_ours_1_thread"]
-        # The thread pool blocks rather than spins, so process CPU time is the work whatever
-        # the load: N x (CPU-s at 1 thread) / (CPU-s at N) bounds the wall scaling an idle
-        # machine would give (load imbalance, time blocked at a barrier, is not counted).
+        # The thread pool spins at most ~100 us between calls, then blocks, so process CPU time
+        # is close to the work whatever the load: N x (CPU-s at 1 thread) / (CPU-s at N)
+        # bounds the wall scaling an idle machine would give (load imbalance, time blocked at
+        # a barrier, is not counted). bench/engine/thread_scaling.py measures it alone.
         row["scaling_cpu_bound"] = (args.threads * p["ours_1"]["prefill_cpu_seconds"] /
                                     p["ours"]["prefill_cpu_seconds"])
         loads.append(row["load"])
