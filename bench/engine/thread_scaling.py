@@ -26,10 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from paired import run_json, summary  # noqa: E402 (bench/common/paired.py)
 
 TARGET = 1.8
 
@@ -39,23 +39,10 @@ def run_once(bench: str, threads: int, args) -> dict:
            "--decode", "0", "--repeat", str(args.repeat)]
     if args.model:
         cmd += ["--model", args.model]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        sys.exit(f"thread_scaling: {bench} at {threads} threads failed (exit "
-                 f"{proc.returncode}): {' | '.join(tail)}")
-    try:
-        out = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        sys.exit(f"thread_scaling: {bench} printed no JSON: {proc.stdout[:200]!r}")
+    out = run_json(cmd, f"{bench} at {threads} threads", "thread_scaling")
     if out.get("prefill_tps", 0) <= 0:
-        sys.exit(f"thread_scaling: {bench} reported no prefill figure: {proc.stdout[:200]!r}")
+        sys.exit(f"thread_scaling: {bench} reported no prefill figure: {out!r:.200}")
     return out
-
-
-def summary(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "values": [round(v, 4) for v in values]}
 
 
 def parse_bench(spec: str, index: int) -> tuple[str, str]:

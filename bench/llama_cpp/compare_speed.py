@@ -21,24 +21,18 @@ import argparse
 import json
 import os
 import shlex
-import statistics
-import subprocess
 import sys
 import time
 
-TARGETS = {"prefill": 1.0, "decode": 0.9, "scaling": 1.8, "scaling_cpu_bound": 1.8}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from paired import summary  # noqa: E402 (bench/common/paired.py)
+from paired import run_json as _run_json  # noqa: E402
 
 
 def run_json(cmd: list[str], what: str):
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        sys.exit(f"compare: {what} failed (exit {proc.returncode}): {' | '.join(tail)}\n"
-                 f"  command: {' '.join(cmd)}")
-    try:
-        return json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        sys.exit(f"compare: {what} printed no JSON: {proc.stdout[:200]!r}")
+    return _run_json(cmd, what, "compare")
+
+TARGETS = {"prefill": 1.0, "decode": 0.9, "scaling": 1.8, "scaling_cpu_bound": 1.8}
 
 
 def ours(args, threads: int, prefill: int, decode: int) -> dict:
@@ -66,11 +60,6 @@ def theirs(args, gguf: str, prefill: int, decode: int) -> float:
 
 def load() -> float:
     return os.getloadavg()[0]
-
-
-def summary(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "values": values}
 
 
 def main() -> int:
