@@ -11,9 +11,10 @@ namespace trace::kernels {
 namespace {
 
 // How long an idle worker (for new work) and a caller (for the last chunks) spin before they
-// sleep on a futex. Measured on the 2-vCPU development VM (docs/models.md, "Thread
-// scaling"): the gap between two calls of a prefill is mostly under 50 us, and a futex wake
-// costs 20-40 us of latency per call; the bound caps what an idle pool burns.
+// sleep on a futex. Measured on the 2-vCPU development VM (docs/models.md, "Against
+// llama.cpp"): the serial work between two calls of a prefill averages ~30 us and a futex
+// wake cost ~36 us per call; the bound caps what an idle pool burns (~100 us of one worker's
+// CPU per call that is followed by a long pause).
 constexpr auto kSpinTime = std::chrono::microseconds(100);
 constexpr int kChunksPerThread = 8;  // the default grain aims at this many chunks per thread
 
