@@ -96,8 +96,7 @@ std::optional<ApiError> ParseJsonSchemaFormat(const ordered_json& v, const std::
   out->name = default_name;
   auto name = v.find("name");
   if (name != v.end() || default_name.empty()) {
-    if (name == v.end() || !name->is_string() ||
-        !IsSchemaName(name->get<std::string>())) {
+    if (name == v.end() || !name->is_string() || !IsSchemaName(name->get<std::string>())) {
       return BadRequest(where + ".name",
                         "'" + where + ".name' must be 1 to 64 letters, digits, '_' or '-'");
     }
