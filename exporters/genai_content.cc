@@ -39,7 +39,7 @@ json ToolResponsePart(const std::string& id, json response) {
   return p;
 }
 
-json Message(const std::string& role, json parts) {
+json GenAiMessage(const std::string& role, json parts) {
   return {{"role", role.empty() ? "user" : role}, {"parts", std::move(parts)}};
 }
 
@@ -137,7 +137,7 @@ void ChatRequest(const json& req, GenAiContent* out) {
           for (json& p : ChatToolCallParts(*calls)) parts.push_back(std::move(p));
         }
       }
-      json msg = Message(role, std::move(parts));
+      json msg = GenAiMessage(role, std::move(parts));
       std::string name = Str(m, "name");
       if (!name.empty()) msg["name"] = name;
       out->input_messages.push_back(std::move(msg));
@@ -154,10 +154,11 @@ void CompletionsRequest(const json& req, GenAiContent* out) {
   if (!prompt) return;
   if (prompt->is_array()) {
     for (const json& p : *prompt) {
-      if (p.is_string()) out->input_messages.push_back(Message("user", json::array({TextPart(p)})));
+      if (p.is_string())
+        out->input_messages.push_back(GenAiMessage("user", json::array({TextPart(p)})));
     }
   } else if (prompt->is_string()) {
-    out->input_messages.push_back(Message("user", json::array({TextPart(*prompt)})));
+    out->input_messages.push_back(GenAiMessage("user", json::array({TextPart(*prompt)})));
   }
 }
 
@@ -166,28 +167,28 @@ void ResponsesRequest(const json& req, GenAiContent* out) {
   if (!instructions.empty()) out->system_instructions = json::array({TextPart(instructions)});
   const json* input = Field(req, "input");
   if (input && input->is_string()) {
-    out->input_messages.push_back(Message("user", json::array({TextPart(*input)})));
+    out->input_messages.push_back(GenAiMessage("user", json::array({TextPart(*input)})));
   } else if (input && input->is_array()) {
     for (const json& item : *input) {
       std::string type = Str(item, "type");
       if (type == "function_call") {
-        out->input_messages.push_back(Message(
+        out->input_messages.push_back(GenAiMessage(
             "assistant", json::array({ToolCallPart(Str(item, "call_id"), Str(item, "name"),
                                                    ArgumentsValue(Str(item, "arguments")))})));
       } else if (type == "function_call_output") {
         const json* output = Field(item, "output");
-        out->input_messages.push_back(Message(
+        out->input_messages.push_back(GenAiMessage(
             "tool", json::array({ToolResponsePart(
                         Str(item, "call_id"), output ? json(JoinedText(*output)) : json(""))})));
       } else if (type == "reasoning") {
         std::string text;
         if (const json* summary = Field(item, "summary")) text = JoinedText(*summary);
-        out->input_messages.push_back(
-            Message("assistant", json::array({json{{"type", "reasoning"}, {"content", text}}})));
+        out->input_messages.push_back(GenAiMessage(
+            "assistant", json::array({json{{"type", "reasoning"}, {"content", text}}})));
       } else {
         const json* content = Field(item, "content");
         out->input_messages.push_back(
-            Message(Str(item, "role"), content ? ContentParts(*content) : json::array()));
+            GenAiMessage(Str(item, "role"), content ? ContentParts(*content) : json::array()));
       }
     }
   }
@@ -222,7 +223,7 @@ void AnthropicRequest(const json& req, GenAiContent* out) {
     for (const json& m : *messages) {
       const json* content = Field(m, "content");
       out->input_messages.push_back(
-          Message(Str(m, "role"), content ? AnthropicBlocks(*content) : json::array()));
+          GenAiMessage(Str(m, "role"), content ? AnthropicBlocks(*content) : json::array()));
     }
   }
   ToolDefinitions(req, out, [](const json& t) { return std::make_pair(&t, "input_schema"); });
@@ -249,7 +250,7 @@ bool ChatResponse(const json& res, json* out) {
     } else if (const json* text = Field(ch, "text"); text && text->is_string()) {
       parts.push_back(TextPart(*text));
     }
-    json msg = Message(role, std::move(parts));
+    json msg = GenAiMessage(role, std::move(parts));
     msg["finish_reason"] = SemconvFinishReason(Str(ch, "finish_reason"));
     out->push_back(std::move(msg));
   }
@@ -286,7 +287,7 @@ bool ResponsesResponse(const json& res, json* out) {
   } else if (Str(res, "status") == "failed") {
     reason = "error";
   }
-  json msg = Message("assistant", std::move(parts));
+  json msg = GenAiMessage("assistant", std::move(parts));
   msg["finish_reason"] = reason;
   out->push_back(std::move(msg));
   return true;
@@ -295,8 +296,8 @@ bool ResponsesResponse(const json& res, json* out) {
 bool AnthropicResponse(const json& res, json* out) {
   const json* content = Field(res, "content");
   if (!content || !content->is_array()) return false;
-  json msg =
-      Message(Str(res, "role").empty() ? "assistant" : Str(res, "role"), AnthropicBlocks(*content));
+  json msg = GenAiMessage(Str(res, "role").empty() ? "assistant" : Str(res, "role"),
+                          AnthropicBlocks(*content));
   msg["finish_reason"] = SemconvFinishReason(Str(res, "stop_reason"));
   out->push_back(std::move(msg));
   return true;
@@ -356,7 +357,8 @@ GenAiContent ContentOf(const proto::LlmCall& call,
         break;
     }
   } else if (!call.rendered_prompt().empty()) {
-    out.input_messages.push_back(Message("user", json::array({TextPart(call.rendered_prompt())})));
+    out.input_messages.push_back(
+        GenAiMessage("user", json::array({TextPart(call.rendered_prompt())})));
   }
   if (call.http_status() != 0 && call.http_status() != 200) return out;  // no output
   json res = json::parse(call.response_json(), nullptr, /*allow_exceptions=*/false);
@@ -386,7 +388,7 @@ GenAiContent ContentOf(const proto::LlmCall& call,
       parts.push_back(
           ToolCallPart(tc->call_id(), tc->name(), ArgumentsValue(tc->arguments_json())));
     }
-    json msg = Message("assistant", std::move(parts));
+    json msg = GenAiMessage("assistant", std::move(parts));
     msg["finish_reason"] = SemconvFinishReason(call.finish_reason());
     out.output_messages.push_back(std::move(msg));
   }

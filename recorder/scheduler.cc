@@ -59,22 +59,6 @@ void ModelLogprobs(std::span<const float> logits, int32_t chosen, int top_n, Tok
   }
 }
 
-struct Active {
-  GenerationRequest req;
-  std::shared_ptr<Generation> gen;
-  engine::SeqId seq = 0;
-  std::vector<int32_t> tokens;  // prompt, then sampled tokens
-  size_t fed = 0;               // tokens already in the KV cache
-  GenerationResult result;
-  Clock::time_point submitted, started, prefill_done;
-  bool prefilled = false;
-};
-
-struct Cached {
-  engine::SeqId seq;
-  std::vector<int32_t> tokens;  // exactly the cached positions
-};
-
 size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, size_t limit) {
   size_t n = std::min({a.size(), b.size(), limit});
   size_t i = 0;
@@ -85,6 +69,24 @@ size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b
 }  // namespace
 
 class SchedulerImpl : public Scheduler {
+  // Members, not anonymous-namespace types: the class is named as a friend in scheduler.h,
+  // so it has external linkage, and so must the types of its fields.
+  struct Active {
+    GenerationRequest req;
+    std::shared_ptr<Generation> gen;
+    engine::SeqId seq = 0;
+    std::vector<int32_t> tokens;  // prompt, then sampled tokens
+    size_t fed = 0;               // tokens already in the KV cache
+    GenerationResult result;
+    Clock::time_point submitted, started, prefill_done;
+    bool prefilled = false;
+  };
+
+  struct Cached {
+    engine::SeqId seq;
+    std::vector<int32_t> tokens;  // exactly the cached positions
+  };
+
  public:
   SchedulerImpl(std::unique_ptr<engine::Engine> engine, const SchedulerOptions& options)
       : engine_(std::move(engine)), options_(options) {

@@ -7,6 +7,7 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "replayer/report.h"
+#include "replayer/verifier.h"
 
 namespace trace::replayer {
 namespace {
@@ -257,12 +258,6 @@ std::string Describe(const Event& a, const Event& b, const Exchanges& ex) {
       o << "differs";
   }
   return o.str();
-}
-
-std::string TokenText(const engine::Tokenizer* tokenizer, int32_t id) {
-  if (tokenizer == nullptr || id < 0) return "";
-  int32_t ids[1] = {id};
-  return tokenizer->Decode(ids);
 }
 
 std::string RenderedPrompt(const proto::LlmCall& c, const engine::Tokenizer* tokenizer) {

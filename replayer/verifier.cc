@@ -13,6 +13,13 @@
 #include "kernels/kernels.h"
 
 namespace trace::replayer {
+
+std::string TokenText(const engine::Tokenizer* tokenizer, int32_t id) {
+  if (tokenizer == nullptr || id < 0) return "";
+  int32_t ids[1] = {id};
+  return tokenizer->Decode(ids);
+}
+
 namespace {
 
 std::string CallName(const RecordedCall& call) {
@@ -52,12 +59,6 @@ Status ValidateCall(const RecordedCall& call, int64_t vocab_size) {
   Status params = engine::ValidateSamplingParams(call.params);
   if (!params.ok()) return params.WithContext(CallName(call) + ": recorded sampling params");
   return Status::Ok();
-}
-
-std::string TokenText(const engine::Tokenizer* tokenizer, int32_t id) {
-  if (tokenizer == nullptr) return "";
-  int32_t ids[1] = {id};
-  return tokenizer->Decode(ids);
 }
 
 // Random companion sequences that share every forward pass with the call under replay.

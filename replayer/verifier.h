@@ -26,6 +26,9 @@
 
 namespace trace::replayer {
 
+// The text of token `id`: "" without a tokenizer or for a negative id (none recorded).
+std::string TokenText(const engine::Tokenizer* tokenizer, int32_t id);
+
 // One recorded candidate token (top candidates as recorded or as replayed).
 struct Candidate {
   int32_t id = -1;

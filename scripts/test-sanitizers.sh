@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tests once more under sanitizers. scripts/test.sh (the README's test command, and so
-# CI) runs this after the plain run when TRACE_SANITIZERS=1 (opt-in: docs/testing.md).
+# CI) runs the --slice below after the plain run, and the whole stage with
+# TRACE_SANITIZERS=1 (docs/testing.md).
 # docs/testing.md says exactly what runs, why, and what it costs.
 #   asan  build-asan/: ASan+UBSan (every report fatal, LeakSanitizer on) at -O0: the tests
 #         of the parsers (every fuzz target's seeds and corpus, the request, event, schema,
@@ -10,7 +11,9 @@
 #         scheduler, streaming, proxying, commit waits), its connection layer, the run log,
 #         the store's concurrent writers and readers and the kernel thread pool.
 # Each builds only the binaries its tests need, without CUDA and benchmarks. Usage:
-#   scripts/test-sanitizers.sh [--all] [asan] [tsan]     (default: both)
+#   scripts/test-sanitizers.sh [--slice | --all] [asan] [tsan]     (default: both)
+# --slice: the part of the stage CI runs by default (scripts/test.sh), sized to what the
+# clean build's unity builds and precompiled headers save (docs/testing.md: the figures).
 # --all: ASan+UBSan builds and runs every unit, e2e and fuzz test instead (the `trace`
 # binary and its CLI tests too; about twice the time, too long for CI).
 # Extra cmake arguments can come from $TRACE_SANITIZER_CMAKE_ARGS (e.g. a compiler launcher).
@@ -18,12 +21,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 all=0
+slice=0
 which=()
 for a in "$@"; do
   case "$a" in
     --all) all=1 ;;
+    --slice) slice=1 ;;
     asan | tsan) which+=("$a") ;;
-    *) echo "test-sanitizers: unknown '$a' (--all, asan, tsan)" >&2; exit 2 ;;
+    *) echo "test-sanitizers: unknown '$a' (--slice, --all, asan, tsan)" >&2; exit 2 ;;
   esac
 done
 ((${#which[@]})) || which=(asan tsan)
@@ -45,28 +50,33 @@ stage() {  # NAME START: one line a stage, so a CI log shows where the time went
   echo "test-sanitizers: $1 took $((SECONDS - $2)) s"
 }
 
-# run_built DIR CTEST_ARGS...: ctest on those of DIR's tests whose binary was built there,
-# restricted further by CTEST_ARGS. A partial build leaves placeholder tests for the binaries
-# it did not build, and script tests (the lint checks) already ran in the plain stage.
+# run_built DIR ONLY CTEST_ARGS...: ctest on those of DIR's tests whose binary was built
+# there (and is one of the space-separated names ONLY, when not empty), restricted further
+# by CTEST_ARGS. A partial build leaves placeholder tests for the binaries it did not build,
+# an earlier run with more targets may have left others, and script tests (the lint checks)
+# already ran in the plain stage.
 run_built() {
-  local dir=$1
-  shift
+  local dir=$1 only=$2
+  shift 2
   local regex
   regex=$(ctest --test-dir "$dir" --show-only=json-v1 "$@" | python3 -c '
 import json, os, re, sys
 build = os.path.abspath(sys.argv[1])
+only = set(sys.argv[2].split())
 names = []
 for t in json.load(sys.stdin)["tests"]:
     cmd = t.get("command") or []
     if t["name"].endswith("_NOT_BUILT") or not cmd:
         continue
     ours = [a for a in cmd if a.startswith(build + "/")]
+    if only and os.path.basename(cmd[0]) not in only:
+        continue
     if ours and all(os.path.exists(a) for a in ours):  # runs a binary built here
         names.append(re.sub(r"([][.*+?^$(){}|\\])", r"\\\1", t["name"]))
 if not names:
     sys.exit("test-sanitizers: no test of " + build + " was built")
 print("^(" + "|".join(names) + ")$")
-' "$dir")
+' "$dir" "$only")
   ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 1800 "$@" -R "$regex"
 }
 
@@ -97,6 +107,28 @@ tsan_tests='(^|/)(ServerTest\.(SixteenConcurrentClients|StreamingEqualsNonStream
 tsan_targets=(recorder_server_test recorder_hostile_input_test recorder_unit_test store_test
               store_durability_test kernels_test)
 
+# --slice, what scripts/test.sh (so CI) runs by default, sized to what unity builds and
+# precompiled headers save in the clean Release build (docs/testing.md: both measured).
+# ASan+UBSan: the parsers that need neither the recorder nor the engine (every seed and
+# corpus input of the tokenizer.json loader and encoder, the chat templates, stored rows
+# and redaction rules) and the store (round trips, checksums and byte flips, fsck, read-only
+# stores, group commit, held locks, a full store). TSan: the store's concurrent writers,
+# committers and openers. The server's TSan tests cost more than the saving (the recorder
+# and engine built once more, about 4 minutes of test): the whole stage runs them.
+slice_asan_targets=(tokenizer_load_fuzz template_fuzz store_row_fuzz redact_fuzz store_test
+                    store_integrity_test store_durability_test)
+slice_tsan_targets=(store_test store_durability_test)
+slice_tsan_tests='(^|/)(StoreWriter|StoreConcurrency|StoreGroupCommit|StoreLock|StoreOpenConcurrency)\.'
+if ((slice && all)); then
+  echo "test-sanitizers: --slice and --all exclude each other" >&2
+  exit 2
+fi
+if ((slice)); then
+  asan_targets=("${slice_asan_targets[@]}")
+  tsan_targets=("${slice_tsan_targets[@]}")
+  tsan_tests=$slice_tsan_tests
+fi
+
 for w in "${which[@]}"; do
   start=$SECONDS
   case "$w" in
@@ -115,7 +147,7 @@ for w in "${which[@]}"; do
       # halt_on_error: the first report fails the test; detect_leaks: LSan is part of ASan.
       ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1 \
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        run_built build-asan -L 'unit|e2e|fuzz' -LE 'gpu'
+        run_built build-asan "$( ((all)) || echo "${asan_targets[*]}")" -L 'unit|e2e|fuzz' -LE 'gpu'
       stage "ASan+UBSan tests" "$start"
       ;;
     tsan)

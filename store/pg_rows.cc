@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "store/pg_conn.h"
+#include "store/schema.h"
 
 namespace trace::store {
 namespace {
@@ -77,7 +78,7 @@ constexpr const char* kPgLiveBlobsCte =
     "  CROSS JOIN LATERAL (VALUES (b.base_sha256), (b.dict_sha256)) AS d(sha256)"
     "  WHERE d.sha256 IS NOT NULL) ";
 
-constexpr const char* kRunColumns =
+constexpr const char* kPgRunColumns =
     "run_id, start_time_ns, header_encoding, header, command, label, events, model_calls, "
     "sampled_tokens, stored_bytes, last_event_ns, end_time_ns, end_how, exit_code, signal, "
     "checksum";
@@ -253,7 +254,7 @@ class PgRowConn final : public RowConn {
     PgParams p;
     p.Text(row.run_id).Int(row.start_time_ns);
     AddRunColumns(&p, row);
-    auto r = conn_->Query(std::string("INSERT INTO runs(") + kRunColumns +
+    auto r = conn_->Query(std::string("INSERT INTO runs(") + kPgRunColumns +
                               ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)",
                           p);
     if (!r.ok() && r.status().code() == StatusCode::kAlreadyExists) {
@@ -328,7 +329,7 @@ class PgRowConn final : public RowConn {
   }
 
   Result<std::optional<StoredRunRow>> ReadRun(const std::string& run_id) override {
-    TRACE_ASSIGN_OR_RETURN(PgResult r, conn_->Query(std::string("SELECT ") + kRunColumns +
+    TRACE_ASSIGN_OR_RETURN(PgResult r, conn_->Query(std::string("SELECT ") + kPgRunColumns +
                                                         " FROM runs WHERE run_id=$1",
                                                     PgParams().Text(run_id)));
     std::optional<StoredRunRow> out;
@@ -340,7 +341,7 @@ class PgRowConn final : public RowConn {
     PgParams p;
     p.Int(limit == 0 ? INT64_MAX : static_cast<int64_t>(limit));
     TRACE_ASSIGN_OR_RETURN(PgResult r,
-                           conn_->Query(std::string("SELECT ") + kRunColumns +
+                           conn_->Query(std::string("SELECT ") + kPgRunColumns +
                                             " FROM runs ORDER BY start_time_ns DESC, run_id DESC "
                                             "LIMIT $1",
                                         p));
@@ -402,12 +403,6 @@ class PgRowConn final : public RowConn {
   int cursors_ = 0;
 };
 
-Status Newer(const std::string& name, int version) {
-  return FailedPrecondition(name + ": store schema version " + std::to_string(version) +
-                            " is newer than this trace build supports (" +
-                            std::to_string(kSchemaVersion) + "); upgrade trace");
-}
-
 // The schema version in the meta table; 0 when the database has no trace tables.
 Result<int> ReadPgSchemaVersion(PgConn& conn) {
   // runs/events first, meta second, in separate statements: each name lookup may see a
@@ -459,7 +454,7 @@ Result<PgOpened> OpenPgStore(const StoreLocation& where, const StoreOptions& opt
   config.timeout_s = std::max(1, options.busy_timeout_ms / 1000);
   TRACE_ASSIGN_OR_RETURN(auto conn, ConnectPg(config));
   TRACE_ASSIGN_OR_RETURN(int version, ReadPgSchemaVersion(*conn));
-  if (version > kSchemaVersion) return Newer(where.display, version);
+  if (version > kSchemaVersion) return NewerSchemaError(where.display, version);
   if (version < kSchemaVersion) {
     if (options.read_only) {
       if (version == 0) {
@@ -476,7 +471,7 @@ Result<PgOpened> OpenPgStore(const StoreLocation& where, const StoreOptions& opt
       Status st = conn->Exec(std::string("SELECT pg_advisory_xact_lock(") + kLockKey + ")");
       auto again = st.ok() ? ReadPgSchemaVersion(*conn) : Result<int>(st);
       st = again.status();
-      if (st.ok() && *again > kSchemaVersion) st = Newer(where.display, *again);
+      if (st.ok() && *again > kSchemaVersion) st = NewerSchemaError(where.display, *again);
       if (st.ok() && *again < kSchemaVersion) st = MigratePg(*conn, *again);
       if (st.ok()) st = conn->Exec("COMMIT");
       if (!st.ok()) {

@@ -135,12 +135,6 @@ Status MigrateFrom(Db& db, int version) {
   }
 }
 
-Status Newer(const std::string& path, int version) {
-  return FailedPrecondition(path + ": store schema version " + std::to_string(version) +
-                            " is newer than this trace build supports (" +
-                            std::to_string(kSchemaVersion) + "); upgrade trace");
-}
-
 // One try at opening writable. `transient` is set when the failure was a lock held by
 // another connection (the caller retries).
 Result<OpenedStore> TryOpenWritable(const DbConfig& config, const StoreOptions& options,
@@ -158,7 +152,7 @@ Result<OpenedStore> TryOpenWritable(const DbConfig& config, const StoreOptions& 
   // before anything (the WAL switch included) changes it.
   auto version = ReadSchemaVersion(db);
   if (!version.ok()) return failed(version.status());
-  if (*version > kSchemaVersion) return Newer(config.path, *version);
+  if (*version > kSchemaVersion) return NewerSchemaError(config.path, *version);
   {
     TRACE_ASSIGN_OR_RETURN(Stmt mode, db.Prepare("PRAGMA journal_mode"));
     auto row = db.Step(mode);
@@ -182,7 +176,7 @@ Result<OpenedStore> TryOpenWritable(const DbConfig& config, const StoreOptions& 
     // Another process may have created or migrated it meanwhile.
     auto again = ReadSchemaVersion(db);
     st = again.status();
-    if (st.ok() && *again > kSchemaVersion) st = Newer(config.path, *again);
+    if (st.ok() && *again > kSchemaVersion) st = NewerSchemaError(config.path, *again);
     for (int v = st.ok() ? *again : kSchemaVersion; st.ok() && v < kSchemaVersion; ++v) {
       st = MigrateFrom(db, v);
       if (st.ok()) {
@@ -215,7 +209,7 @@ Result<OpenedStore> TryOpenReadOnly(const DbConfig& config, bool* transient) {
     *transient = out.db->LastErrorIsTransient();
     return version.status();
   }
-  if (*version > kSchemaVersion) return Newer(config.path, *version);
+  if (*version > kSchemaVersion) return NewerSchemaError(config.path, *version);
   if (*version == 0) return FailedPrecondition(config.path + ": not a trace store (no tables)");
   out.schema_version = *version;
   return out;
@@ -339,6 +333,12 @@ Result<OpenedStore> OpenStoreDb(const std::string& path, const StoreOptions& opt
                          }));
   if (!exists) ::chmod(path.c_str(), 0600);
   return out;
+}
+
+Status NewerSchemaError(const std::string& where, int version) {
+  return FailedPrecondition(where + ": store schema version " + std::to_string(version) +
+                            " is newer than this trace build supports (" +
+                            std::to_string(kSchemaVersion) + "); upgrade trace");
 }
 
 }  // namespace trace::store

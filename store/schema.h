@@ -39,4 +39,8 @@ Result<std::unique_ptr<Db>> OpenConnection(const DbConfig& config, bool sync_ful
 // when the file is not a trace store.
 Result<int> ReadSchemaVersion(Db& db);
 
+// FailedPrecondition: the store at `where` has schema `version`, newer than kSchemaVersion
+// (both backends refuse it with this message before changing anything).
+Status NewerSchemaError(const std::string& where, int version);
+
 }  // namespace trace::store

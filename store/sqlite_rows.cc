@@ -8,7 +8,7 @@ namespace trace::store {
 namespace {
 
 // Every column of the runs row, the checksum last (NULL in a version 1 store).
-constexpr const char* kRunColumns =
+constexpr const char* kSqliteRunColumns =
     "run_id, start_time_ns, header_encoding, header, command, label, events, model_calls, "
     "sampled_tokens, stored_bytes, last_event_ns, end_time_ns, end_how, exit_code, signal";
 
@@ -147,7 +147,7 @@ class SqliteRowConn final : public RowConn {
   }
 
   Status InsertRun(const RunRow& row) override {
-    const std::string sql = std::string("INSERT INTO runs(") + kRunColumns +
+    const std::string sql = std::string("INSERT INTO runs(") + kSqliteRunColumns +
                             ", checksum) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     TRACE_ASSIGN_OR_RETURN(Stmt s, db_->Prepare(sql.c_str()));
     s.Bind(1, row.run_id).Bind(2, row.start_time_ns);
@@ -318,7 +318,7 @@ class SqliteRowConn final : public RowConn {
            (checksums() ? "checksum" : "NULL") + " FROM events WHERE run_id=?";
   }
   std::string RunSelect() const {
-    return std::string("SELECT ") + kRunColumns + (checksums() ? ", checksum" : ", NULL") +
+    return std::string("SELECT ") + kSqliteRunColumns + (checksums() ? ", checksum" : ", NULL") +
            " FROM runs";
   }
 

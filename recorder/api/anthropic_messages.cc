@@ -27,25 +27,11 @@ bool IsVersionDate(const std::string& v) {
   return true;
 }
 
-std::string At(const std::string& where, const char* field) {
-  return where + "." + field;
-}
-
 // A string member, "" when absent or not a string (what an upstream sends is not trusted).
 std::string Str(const ojson& obj, const char* key, const std::string& fallback = "") {
   if (!obj.is_object()) return fallback;
   auto it = obj.find(key);
   return it != obj.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
-std::optional<ApiError> RequiredString(const ojson& obj, const std::string& where,
-                                       const char* field, std::string* out) {
-  auto it = obj.find(field);
-  if (it == obj.end() || !it->is_string()) {
-    return BadRequest(At(where, field), "'" + At(where, field) + "' must be a string");
-  }
-  *out = it->get<std::string>();
-  return std::nullopt;
 }
 
 ApiError Unsupported(const std::string& where, const std::string& what) {
@@ -63,10 +49,11 @@ std::optional<ApiError> ParseText(const ojson& v, const std::string& where, std:
     std::string p = where + "[" + std::to_string(i) + "]";
     if (!v[i].is_object()) return WrongType(p, "an object", json(v[i]));
     std::string type;
-    if (auto err = RequiredString(v[i], p, "type", &type)) return err;
-    if (type != "text") return Unsupported(At(p, "type"), "content of type \"" + type + "\"");
+    if (auto err = RequiredStringField(v[i], p, "type", &type)) return err;
+    if (type != "text")
+      return Unsupported(FieldPath(p, "type"), "content of type \"" + type + "\"");
     std::string text;
-    if (auto err = RequiredString(v[i], p, "text", &text)) return err;
+    if (auto err = RequiredStringField(v[i], p, "text", &text)) return err;
     *out += text;
   }
   return std::nullopt;
@@ -79,17 +66,18 @@ std::optional<ApiError> ParseMessage(const ojson& m, const std::string& where,
                                      std::vector<ChatMessage>* out) {
   if (!m.is_object()) return WrongType(where, "an object", json(m));
   std::string role;
-  if (auto err = RequiredString(m, where, "role", &role)) return err;
+  if (auto err = RequiredStringField(m, where, "role", &role)) return err;
   if (role != "user" && role != "assistant") {
-    return BadRequest(At(where, "role"), "'" + At(where, "role") +
-                                             "' must be user or assistant; got \"" + role +
-                                             "\" (the system prompt goes in 'system')");
+    return BadRequest(FieldPath(where, "role"), "'" + FieldPath(where, "role") +
+                                                    "' must be user or assistant; got \"" + role +
+                                                    "\" (the system prompt goes in 'system')");
   }
   auto content = m.find("content");
   if (content == m.end()) {
-    return BadRequest(At(where, "content"), "'" + At(where, "content") + "' is required");
+    return BadRequest(FieldPath(where, "content"),
+                      "'" + FieldPath(where, "content") + "' is required");
   }
-  const std::string cw = At(where, "content");
+  const std::string cw = FieldPath(where, "content");
   if (content->is_string()) {
     ChatMessage msg;
     msg.role = role;
@@ -105,10 +93,10 @@ std::optional<ApiError> ParseMessage(const ojson& m, const std::string& where,
     std::string p = cw + "[" + std::to_string(i) + "]";
     if (!block.is_object()) return WrongType(p, "an object", json(block));
     std::string type;
-    if (auto err = RequiredString(block, p, "type", &type)) return err;
+    if (auto err = RequiredStringField(block, p, "type", &type)) return err;
     if (type == "text") {
       std::string text;
-      if (auto err = RequiredString(block, p, "text", &text)) return err;
+      if (auto err = RequiredStringField(block, p, "text", &text)) return err;
       if (role == "assistant") {
         assistant.content += text;
       } else if (!out->empty() && out->back().role == "user" && i > 0 &&
@@ -122,11 +110,11 @@ std::optional<ApiError> ParseMessage(const ojson& m, const std::string& where,
       }
     } else if (type == "tool_use" && role == "assistant") {
       ToolCall call;
-      if (auto err = RequiredString(block, p, "id", &call.id)) return err;
-      if (auto err = RequiredString(block, p, "name", &call.name)) return err;
+      if (auto err = RequiredStringField(block, p, "id", &call.id)) return err;
+      if (auto err = RequiredStringField(block, p, "name", &call.name)) return err;
       auto input = block.find("input");
       if (input == block.end() || !input->is_object()) {
-        return WrongType(At(p, "input"), "an object",
+        return WrongType(FieldPath(p, "input"), "an object",
                          input == block.end() ? json(nullptr) : json(*input));
       }
       call.arguments = input->dump(-1, ' ', false, json::error_handler_t::replace);
@@ -134,12 +122,12 @@ std::optional<ApiError> ParseMessage(const ojson& m, const std::string& where,
     } else if (type == "tool_result" && role == "user") {
       ChatMessage msg;
       msg.role = "tool";
-      if (auto err = RequiredString(block, p, "tool_use_id", &msg.tool_call_id)) return err;
+      if (auto err = RequiredStringField(block, p, "tool_use_id", &msg.tool_call_id)) return err;
       if (auto c = block.find("content"); c != block.end() && !c->is_null()) {
-        if (auto err = ParseText(*c, At(p, "content"), &msg.content)) return err;
+        if (auto err = ParseText(*c, FieldPath(p, "content"), &msg.content)) return err;
       }
       if (auto e = block.find("is_error"); e != block.end() && !e->is_null()) {
-        if (!e->is_boolean()) return WrongType(At(p, "is_error"), "a boolean", json(*e));
+        if (!e->is_boolean()) return WrongType(FieldPath(p, "is_error"), "a boolean", json(*e));
         msg.is_error = e->get<bool>();
       }
       out->push_back(std::move(msg));
@@ -147,18 +135,18 @@ std::optional<ApiError> ParseMessage(const ojson& m, const std::string& where,
       continue;  // reasoning this model never produced: nothing to render
     } else if (type == "tool_use" || type == "tool_result" || type == "thinking" ||
                type == "redacted_thinking") {
-      return BadRequest(At(p, "type"), "'" + At(p, "type") + "': a " + type +
-                                           " block belongs in a" +
-                                           (role == "user" ? "n assistant" : " user") + " message");
+      return BadRequest(FieldPath(p, "type"),
+                        "'" + FieldPath(p, "type") + "': a " + type + " block belongs in a" +
+                            (role == "user" ? "n assistant" : " user") + " message");
     } else {
-      return Unsupported(At(p, "type"), "content of type \"" + type + "\"");
+      return Unsupported(FieldPath(p, "type"), "content of type \"" + type + "\"");
     }
   }
   if (role == "assistant") out->push_back(std::move(assistant));
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseTools(const ojson& v, std::vector<ToolSpec>* out) {
+std::optional<ApiError> ParseAnthropicTools(const ojson& v, std::vector<ToolSpec>* out) {
   if (v.is_null()) return std::nullopt;
   if (!v.is_array()) return WrongType("tools", "an array", json(v));
   for (size_t i = 0; i < v.size(); ++i) {
@@ -167,24 +155,24 @@ std::optional<ApiError> ParseTools(const ojson& v, std::vector<ToolSpec>* out) {
     if (!t.is_object()) return WrongType(p, "an object", json(t));
     if (auto type = t.find("type"); type != t.end() && !type->is_null()) {
       if (!type->is_string() || *type != "custom") {
-        return Unsupported(At(p, "type"),
+        return Unsupported(FieldPath(p, "type"),
                            "the server tool " + json(*type).dump() + " (only client tools)");
       }
     }
     auto schema = t.find("input_schema");
     if (schema == t.end() || !schema->is_object()) {
-      return BadRequest(At(p, "input_schema"),
-                        "'" + At(p, "input_schema") + "' must be a JSON schema object");
+      return BadRequest(FieldPath(p, "input_schema"),
+                        "'" + FieldPath(p, "input_schema") + "' must be a JSON schema object");
     }
     if (auto err = ParseFunctionTool(t, p, "input_schema", false, out)) return err;
   }
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseToolChoice(const ojson& v, CompletionRequest* req) {
+std::optional<ApiError> ParseAnthropicToolChoice(const ojson& v, CompletionRequest* req) {
   if (!v.is_object()) return WrongType("tool_choice", "an object", json(v));
   std::string type;
-  if (auto err = RequiredString(v, "tool_choice", "type", &type)) return err;
+  if (auto err = RequiredStringField(v, "tool_choice", "type", &type)) return err;
   if (type == "auto") {
     req->tool_choice = ToolChoice::kAuto;
   } else if (type == "any") {
@@ -193,7 +181,8 @@ std::optional<ApiError> ParseToolChoice(const ojson& v, CompletionRequest* req) 
     req->tool_choice = ToolChoice::kNone;
   } else if (type == "tool") {
     req->tool_choice = ToolChoice::kNamed;
-    if (auto err = RequiredString(v, "tool_choice", "name", &req->tool_choice_name)) return err;
+    if (auto err = RequiredStringField(v, "tool_choice", "name", &req->tool_choice_name))
+      return err;
   } else {
     return BadRequest("tool_choice.type",
                       "'tool_choice.type' must be auto, any, tool or none; got \"" + type + "\"");
@@ -214,13 +203,15 @@ std::optional<ApiError> ParseOutputFormat(const ojson& v, const std::string& whe
   if (v.is_null()) return std::nullopt;
   if (!v.is_object()) return WrongType(where, "an object", json(v));
   std::string type;
-  if (auto err = RequiredString(v, where, "type", &type)) return err;
+  if (auto err = RequiredStringField(v, where, "type", &type)) return err;
   if (type != "json_schema") {
-    return BadRequest(At(where, "type"),
-                      "'" + At(where, "type") + "' must be \"json_schema\"; got \"" + type + "\"");
+    return BadRequest(
+        FieldPath(where, "type"),
+        "'" + FieldPath(where, "type") + "' must be \"json_schema\"; got \"" + type + "\"");
   }
   if (!v.contains("schema")) {
-    return BadRequest(At(where, "schema"), "'" + At(where, "schema") + "' is required");
+    return BadRequest(FieldPath(where, "schema"),
+                      "'" + FieldPath(where, "schema") + "' is required");
   }
   return ParseJsonSchemaFormat(v, where, "output", /*default_strict=*/true, out);
 }
@@ -440,10 +431,10 @@ std::variant<CompletionRequest, ApiError> ParseAnthropicRequest(std::string_view
     req.system = std::move(text);
   }
   if (auto t = ordered.find("tools"); t != ordered.end()) {
-    if (auto e = ParseTools(*t, &req.tools)) return *e;
+    if (auto e = ParseAnthropicTools(*t, &req.tools)) return *e;
   }
   if (auto tc = ordered.find("tool_choice"); tc != ordered.end() && !tc->is_null()) {
-    if (auto e = ParseToolChoice(*tc, &req)) return *e;
+    if (auto e = ParseAnthropicToolChoice(*tc, &req)) return *e;
   } else if (req.tools.empty()) {
     req.tool_choice = ToolChoice::kNone;
   }

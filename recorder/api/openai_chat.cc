@@ -126,7 +126,8 @@ std::optional<ApiError> ParseMessages(const json& v, std::vector<ChatMessage>* o
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseTools(const nlohmann::ordered_json& v, std::vector<ToolSpec>* out) {
+std::optional<ApiError> ParseChatTools(const nlohmann::ordered_json& v,
+                                       std::vector<ToolSpec>* out) {
   if (v.is_null()) return std::nullopt;
   if (!v.is_array()) return WrongType("tools", "an array", json(v));
   for (size_t i = 0; i < v.size(); ++i) {
@@ -146,7 +147,7 @@ std::optional<ApiError> ParseTools(const nlohmann::ordered_json& v, std::vector<
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseToolChoice(const json& v, CompletionRequest* req) {
+std::optional<ApiError> ParseChatToolChoice(const json& v, CompletionRequest* req) {
   if (v.is_string()) {
     if (auto err =
             ParseToolChoiceString(v.get<std::string>(), "{\"type\": \"function\", ...}", req)) {
@@ -281,10 +282,10 @@ std::variant<CompletionRequest, ApiError> ParseChatRequest(std::string_view body
   if (auto err = ParseMessages(*msgs, &req.messages)) return *err;
   KeepArgumentsOrder(ordered["messages"], &req.messages);
   if (auto t = ordered.find("tools"); t != ordered.end()) {
-    if (auto err = ParseTools(*t, &req.tools)) return *err;
+    if (auto err = ParseChatTools(*t, &req.tools)) return *err;
   }
   if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
-    if (auto err = ParseToolChoice(*tc, &req)) return *err;
+    if (auto err = ParseChatToolChoice(*tc, &req)) return *err;
   } else if (req.tools.empty()) {
     req.tool_choice = ToolChoice::kNone;
   }

@@ -14,21 +14,6 @@ namespace {
 using nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-std::string At(const std::string& where, const char* field) {
-  return where + "." + field;
-}
-
-// A required string member of an input item.
-std::optional<ApiError> RequiredString(const ojson& item, const std::string& where,
-                                       const char* field, std::string* out) {
-  auto it = item.find(field);
-  if (it == item.end() || !it->is_string()) {
-    return BadRequest(At(where, field), "'" + At(where, field) + "' must be a string");
-  }
-  *out = it->get<std::string>();
-  return std::nullopt;
-}
-
 // A message's content: a string or parts of type input_text / output_text (text) or
 // refusal; other parts (images, files, audio) are refused.
 std::optional<ApiError> ParseMessageContent(const ojson& v, const std::string& where,
@@ -48,13 +33,13 @@ std::optional<ApiError> ParseMessageContent(const ojson& v, const std::string& w
                         : t == "refusal"                        ? "refusal"
                                                                 : nullptr;
     if (field == nullptr) {
-      return BadRequest(At(p, "type"), "'" + At(p, "type") +
-                                           "' must be input_text or output_text (only text "
-                                           "content is supported); got \"" +
-                                           t + "\"");
+      return BadRequest(FieldPath(p, "type"), "'" + FieldPath(p, "type") +
+                                                  "' must be input_text or output_text (only text "
+                                                  "content is supported); got \"" +
+                                                  t + "\"");
     }
     std::string text;
-    if (auto err = RequiredString(part, p, field, &text)) return err;
+    if (auto err = RequiredStringField(part, p, field, &text)) return err;
     *out += text;
   }
   return std::nullopt;
@@ -66,59 +51,64 @@ std::optional<ApiError> ParseInputItem(const ojson& item, const std::string& whe
   auto type_it = item.find("type");
   std::string type;
   if (type_it != item.end()) {
-    if (!type_it->is_string()) return WrongType(At(where, "type"), "a string", json(*type_it));
+    if (!type_it->is_string())
+      return WrongType(FieldPath(where, "type"), "a string", json(*type_it));
     type = type_it->get<std::string>();
   } else if (item.contains("role")) {
     type = "message";  // an easy input message: {role, content}
   }
   ChatMessage m;
   if (auto id = item.find("id"); id != item.end() && !id->is_null()) {
-    if (!id->is_string()) return WrongType(At(where, "id"), "a string", json(*id));
+    if (!id->is_string()) return WrongType(FieldPath(where, "id"), "a string", json(*id));
     m.item_id = id->get<std::string>();
   }
   if (type == "message") {
-    if (auto err = RequiredString(item, where, "role", &m.role)) return err;
+    if (auto err = RequiredStringField(item, where, "role", &m.role)) return err;
     if (m.role == "developer") m.role = "system";
     if (m.role != "user" && m.role != "assistant" && m.role != "system") {
-      return BadRequest(At(where, "role"), "'" + At(where, "role") +
-                                               "' must be one of user, assistant, system, "
-                                               "developer; got \"" +
-                                               m.role + "\"");
+      return BadRequest(FieldPath(where, "role"), "'" + FieldPath(where, "role") +
+                                                      "' must be one of user, assistant, system, "
+                                                      "developer; got \"" +
+                                                      m.role + "\"");
     }
     auto content = item.find("content");
     if (content == item.end()) {
-      return BadRequest(At(where, "content"), "'" + At(where, "content") + "' is required");
+      return BadRequest(FieldPath(where, "content"),
+                        "'" + FieldPath(where, "content") + "' is required");
     }
-    if (auto err = ParseMessageContent(*content, At(where, "content"), &m.content)) return err;
+    if (auto err = ParseMessageContent(*content, FieldPath(where, "content"), &m.content))
+      return err;
   } else if (type == "function_call") {
     ToolCall call;
     call.item_id = m.item_id;
     m.item_id.clear();
-    if (auto err = RequiredString(item, where, "call_id", &call.id)) return err;
-    if (auto err = RequiredString(item, where, "name", &call.name)) return err;
-    if (auto err = RequiredString(item, where, "arguments", &call.arguments)) return err;
+    if (auto err = RequiredStringField(item, where, "call_id", &call.id)) return err;
+    if (auto err = RequiredStringField(item, where, "name", &call.name)) return err;
+    if (auto err = RequiredStringField(item, where, "arguments", &call.arguments)) return err;
     m.role = "assistant";
     m.tool_calls.push_back(std::move(call));
   } else if (type == "function_call_output") {
     m.role = "tool";
-    if (auto err = RequiredString(item, where, "call_id", &m.tool_call_id)) return err;
+    if (auto err = RequiredStringField(item, where, "call_id", &m.tool_call_id)) return err;
     auto output = item.find("output");
     if (output == item.end()) {
-      return BadRequest(At(where, "output"), "'" + At(where, "output") + "' is required");
+      return BadRequest(FieldPath(where, "output"),
+                        "'" + FieldPath(where, "output") + "' is required");
     }
     // A string, or input_text parts.
-    if (auto err = ParseMessageContent(*output, At(where, "output"), &m.content)) return err;
+    if (auto err = ParseMessageContent(*output, FieldPath(where, "output"), &m.content)) return err;
   } else if (type == "item_reference") {
     if (m.item_id.empty()) {
-      return BadRequest(At(where, "id"), "'" + At(where, "id") + "' must be a string");
+      return BadRequest(FieldPath(where, "id"),
+                        "'" + FieldPath(where, "id") + "' must be a string");
     }
     m.item_reference = std::move(m.item_id);
     m.item_id.clear();
   } else if (type == "reasoning") {
     return std::nullopt;  // reasoning this model never produced: nothing to render
   } else {
-    return BadRequest(At(where, "type"),
-                      "'" + At(where, "type") +
+    return BadRequest(FieldPath(where, "type"),
+                      "'" + FieldPath(where, "type") +
                           "' must be message, function_call, function_call_output, "
                           "item_reference or reasoning; got \"" +
                           type + "\" (built-in tools are not supported)");
@@ -142,7 +132,7 @@ std::optional<ApiError> ParseInput(const ojson& v, std::vector<ChatMessage>* out
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseTools(const ojson& v, std::vector<ToolSpec>* out) {
+std::optional<ApiError> ParseResponsesTools(const ojson& v, std::vector<ToolSpec>* out) {
   if (v.is_null()) return std::nullopt;
   if (!v.is_array()) return WrongType("tools", "an array", json(v));
   for (size_t i = 0; i < v.size(); ++i) {
@@ -152,10 +142,10 @@ std::optional<ApiError> ParseTools(const ojson& v, std::vector<ToolSpec>* out) {
     auto type = t.find("type");
     if (type == t.end() || !type->is_string() || *type != "function") {
       std::string got = type != t.end() && type->is_string() ? type->get<std::string>() : "";
-      return BadRequest(At(p, "type"), "'" + At(p, "type") +
-                                           "' must be \"function\" (built-in tools are not "
-                                           "supported); got \"" +
-                                           got + "\"");
+      return BadRequest(FieldPath(p, "type"), "'" + FieldPath(p, "type") +
+                                                  "' must be \"function\" (built-in tools are not "
+                                                  "supported); got \"" +
+                                                  got + "\"");
     }
     // Responses function tools are strict unless they say otherwise.
     if (auto err = ParseFunctionTool(t, p, "parameters", /*default_strict=*/true, out)) return err;
@@ -163,7 +153,7 @@ std::optional<ApiError> ParseTools(const ojson& v, std::vector<ToolSpec>* out) {
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseToolChoice(const ojson& v, CompletionRequest* req) {
+std::optional<ApiError> ParseResponsesToolChoice(const ojson& v, CompletionRequest* req) {
   if (v.is_string()) {
     return ParseToolChoiceString(v.get<std::string>(), "{\"type\": \"function\", \"name\": ...}",
                                  req);
@@ -296,7 +286,7 @@ json ResponseObject(const CompletionRequest& req, const CompletionResult& r,
   return o;
 }
 
-std::string Status(const CompletionResult& r) {
+std::string ResponseStatus(const CompletionResult& r) {
   return r.finish_reason == "length" ? "incomplete" : "completed";
 }
 
@@ -329,7 +319,7 @@ class ResponsesStream : public StreamEncoder {
 
   std::string End(const CompletionResult& r, const std::string& rest,
                   const std::vector<TokenLogprob>& rest_logprobs) override {
-    const std::string status = Status(r);
+    const std::string status = ResponseStatus(r);
     const std::string item_status = status == "incomplete" ? "incomplete" : "completed";
     std::string out;
     int output_index = 0;
@@ -462,10 +452,10 @@ std::variant<CompletionRequest, ApiError> ParseResponsesRequest(std::string_view
     req.system = instructions->get<std::string>();
   }
   if (auto t = ordered.find("tools"); t != ordered.end()) {
-    if (auto e = ParseTools(*t, &req.tools)) return *e;
+    if (auto e = ParseResponsesTools(*t, &req.tools)) return *e;
   }
   if (auto tc = ordered.find("tool_choice"); tc != ordered.end() && !tc->is_null()) {
-    if (auto e = ParseToolChoice(*tc, &req)) return *e;
+    if (auto e = ParseResponsesToolChoice(*tc, &req)) return *e;
   } else if (req.tools.empty()) {
     req.tool_choice = ToolChoice::kNone;
   }
@@ -503,7 +493,7 @@ std::variant<CompletionRequest, ApiError> ParseResponsesRequest(std::string_view
 }
 
 json ResponsesBodyJson(const CompletionRequest& req, const CompletionResult& r) {
-  return ResponseObject(req, r, Status(r), true);
+  return ResponseObject(req, r, ResponseStatus(r), true);
 }
 
 std::vector<ChatMessage> MergeResponsesItems(std::vector<ChatMessage> items) {

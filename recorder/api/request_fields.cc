@@ -164,6 +164,22 @@ std::optional<ApiError> ParseTokenLimit(const json& body, const char* key, int32
   return std::nullopt;
 }
 
+std::string FieldPath(const std::string& where, const char* field) {
+  return where + "." + field;
+}
+
+std::optional<ApiError> RequiredStringField(const nlohmann::ordered_json& obj,
+                                            const std::string& where, const char* field,
+                                            std::string* out) {
+  auto it = obj.find(field);
+  if (it == obj.end() || !it->is_string()) {
+    return BadRequest(FieldPath(where, field),
+                      "'" + FieldPath(where, field) + "' must be a string");
+  }
+  *out = it->get<std::string>();
+  return std::nullopt;
+}
+
 std::string StringOr(const json& obj, const char* key, std::string fallback) {
   if (!obj.is_object()) return fallback;
   auto it = obj.find(key);

@@ -41,6 +41,14 @@ std::optional<ApiError> ParseTokenLimit(const nlohmann::json& body, const char* 
                                         int32_t default_limit, bool required,
                                         CompletionRequest* req);
 
+// "where.field": the parameter a member's error names.
+std::string FieldPath(const std::string& where, const char* field);
+// A required string member `field` of `obj` into *out; absent or not a string: a 400
+// naming where.field.
+std::optional<ApiError> RequiredStringField(const nlohmann::ordered_json& obj,
+                                            const std::string& where, const char* field,
+                                            std::string* out);
+
 // Lenient readers for response bodies (what an upstream sent): the member when `obj` is an
 // object holding one of the right type, else `fallback`.
 std::string StringOr(const nlohmann::json& obj, const char* key, std::string fallback = "");

@@ -19,7 +19,8 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-std::string_view Trim(std::string_view s) {
+// HTTP optional whitespace (spaces and tabs) off both ends.
+std::string_view TrimOws(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
@@ -65,7 +66,7 @@ ApiError Framing(int status, std::string code, std::string message) {
 }  // namespace
 
 std::string HostName(std::string_view host_header) {
-  std::string_view h = Trim(host_header);
+  std::string_view h = TrimOws(host_header);
   if (!h.empty() && h.front() == '[') {
     size_t close = h.find(']');
     h = close == std::string_view::npos ? h.substr(1) : h.substr(1, close - 1);
@@ -78,7 +79,7 @@ std::string HostName(std::string_view host_header) {
 }
 
 bool HostAllowed(std::string_view host_header, std::string_view listen_host) {
-  if (Trim(host_header).empty()) return true;  // HTTP/1.0 clients may send none
+  if (TrimOws(host_header).empty()) return true;  // HTTP/1.0 clients may send none
   const std::string listen = HostName(listen_host);
   if (IsWildcard(listen)) return true;
   const std::string name = HostName(host_header);
@@ -86,9 +87,9 @@ bool HostAllowed(std::string_view host_header, std::string_view listen_host) {
 }
 
 bool OriginAllowed(std::string_view origin, const std::vector<std::string>& allowed) {
-  const std::string o = Lower(Trim(origin));
+  const std::string o = Lower(TrimOws(origin));
   for (const std::string& a : allowed) {
-    std::string want = Lower(Trim(a));
+    std::string want = Lower(TrimOws(a));
     while (!want.empty() && want.back() == '/') want.pop_back();
     if (want == "*" || want == o) return true;
   }
@@ -127,12 +128,12 @@ std::optional<ApiError> CheckOrigin(const httplib::Request& req,
 
 std::string PresentedKey(const httplib::Request& req) {
   const std::string header = req.get_header_value("Authorization");
-  std::string_view auth = Trim(header);
+  std::string_view auth = TrimOws(header);
   constexpr std::string_view kBearer = "bearer ";
   if (auth.size() > kBearer.size() && strncasecmp(auth.data(), "bearer ", kBearer.size()) == 0) {
-    return std::string(Trim(auth.substr(kBearer.size())));
+    return std::string(TrimOws(auth.substr(kBearer.size())));
   }
-  return std::string(Trim(req.get_header_value("x-api-key")));
+  return std::string(TrimOws(req.get_header_value("x-api-key")));
 }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
@@ -156,8 +157,9 @@ std::optional<ApiError> CheckApiKey(const httplib::Request& req, const std::stri
   e.http_status = 401;
   e.code = "invalid_api_key";
   // OpenAI's clients send a bearer token, Anthropic's the x-api-key header.
-  const bool bearer = strncasecmp(std::string(Trim(req.get_header_value("Authorization"))).c_str(),
-                                  "bearer ", 7) == 0;
+  const bool bearer =
+      strncasecmp(std::string(TrimOws(req.get_header_value("Authorization"))).c_str(), "bearer ",
+                  7) == 0;
   e.message = presented.empty() ? "missing API key: send 'Authorization: Bearer $OPENAI_API_KEY' "
                                   "or 'x-api-key: $ANTHROPIC_API_KEY'"
                                 : std::string("invalid API key in the ") +
@@ -178,7 +180,7 @@ std::optional<ApiError> CheckBodyFraming(const httplib::Request& req, size_t max
   }
   const std::string te = req.get_header_value("Transfer-Encoding");
   const bool chunked = !te.empty();
-  if (chunked && strcasecmp(std::string(Trim(te)).c_str(), "chunked") != 0) {
+  if (chunked && strcasecmp(std::string(TrimOws(te)).c_str(), "chunked") != 0) {
     return Framing(400, "unsupported_transfer_encoding",
                    "Transfer-Encoding '" + te +
                        "' is not supported; send the body with Content-Length or chunked");
@@ -198,7 +200,7 @@ std::optional<ApiError> CheckBodyFraming(const httplib::Request& req, size_t max
                      "Content-Length '" + text + "' is not a byte count the server accepts");
     }
   }
-  const std::string encoding = Lower(Trim(req.get_header_value("Content-Encoding")));
+  const std::string encoding = Lower(TrimOws(req.get_header_value("Content-Encoding")));
   if (!encoding.empty() && encoding != "identity") {
     return Framing(415, "unsupported_content_encoding",
                    "Content-Encoding '" + encoding +

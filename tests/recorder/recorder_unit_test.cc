@@ -176,6 +176,24 @@ TEST(OpenAiApi, BadRequestsNameTheFieldAndStatus) {
   EXPECT_EQ(ParseError(R"({"model": "m", "prompt": ["a", "b"]})", false).param, "prompt");
 }
 
+// A json_schema format's name is 1 to 64 of [a-zA-Z0-9_-], as OpenAI checks it.
+TEST(OpenAiApi, JsonSchemaNameIsOneToSixtyFourLettersDigitsUnderscoresOrDashes) {
+  auto body = [](const std::string& name) {
+    return R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+               "response_format": {"type": "json_schema", "json_schema": {"name": ")" +
+           name + R"(", "schema": {}}}})";
+  };
+  for (const std::string& ok : {std::string("a"), std::string("Person_v2-b"),
+                                std::string("09_-AZaz"), std::string(64, 'x')}) {
+    EXPECT_EQ(ParseOk(body(ok)).response_format.name, ok);
+  }
+  for (const std::string& bad :
+       {std::string(""), std::string(65, 'x'), std::string("a b"), std::string("a.b"),
+        std::string("caf\\u00e9"), std::string("a/b"), std::string("x\\n")}) {
+    EXPECT_EQ(ParseError(body(bad)).param, "response_format.json_schema.name") << bad;
+  }
+}
+
 // What OpenAI accepts and this server used to refuse or mangle: a negative seed keeps its
 // sign, a huge max_tokens is accepted (clamped to the context when served), prompts of token
 // ids, response_format with its schema in the order sent.
