@@ -322,6 +322,20 @@ int Once(const Options& opt) {
   return 0;
 }
 
+constexpr const char* kUsage = R"(engine_bench: the CPU engine's speed (canonical against fast
+numerics in the same run), speed of light per ISA path, and the memory of a long context.
+
+  engine_bench [--model DIR] [--threads N] [--decode N] [--prefill N] [--context N]
+               [--no-speed-of-light]
+  engine_bench --once [--model DIR] [--threads N] [--prefill N] [--decode N] [--repeat N]
+
+Without --model it writes the qwen2.5-0.5b preset (seed 1) under $TMPDIR once and reuses it.
+--once prints one JSON line (canonical numerics, best ISA path, TRACE_CPU_ISA caps it):
+the mean prefill and batch-1 decode tokens/s of --repeat runs after a warm-up, the process
+CPU seconds of a prefill, and every run's tokens/s; --prefill 0 or --decode 0 skips either.
+Scripts that pair it: bench/engine/thread_scaling.py, bench/llama_cpp/compare.sh.
+)";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -353,8 +367,11 @@ int main(int argc, char** argv) {
       opt.once = true;
     else if (a == "--repeat")
       opt.repeat = std::max(1, std::atoi(next()));
-    else {
-      std::fprintf(stderr, "engine_bench: unknown argument %s\n", a.c_str());
+    else if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else {
+      std::fprintf(stderr, "engine_bench: unknown argument %s (--help lists them)\n", a.c_str());
       return 2;
     }
   }
