@@ -1,29 +1,5 @@
-// engine_bench: the cost of canonical numerics on the CPU engine, measured against the fast
-// baseline in the same run, and the memory of a long context.
-//
-//   engine_bench [--model DIR] [--threads N] [--decode N] [--prefill N] [--context N]
-//                [--no-speed-of-light]
-//   engine_bench --once [--model DIR] [--threads N] [--prefill N] [--decode N] [--repeat N]
-//
-
-// Without --model it writes the qwen2.5-0.5b preset (seed 1) to $TMPDIR once and reuses it.
-// Throughput (bench::RunThroughputSweep, shared with `trace bench throughput`): prefill
-// tokens/s (one sequence of --prefill tokens), decode tokens/s at batch 1 (--decode steps
-// after it) and at batch 8 (--decode steps after a 32-token prompt each), canonical and fast
-// alternately; figures are reported as the ratio canonical / fast. Memory: a child process loads
-// the model, fills one sequence to --context tokens and decodes 4 more; its peak RSS is compared
-// with the size of the weights (target <= 1.3x at 4096). Speed of light (skip with
-// --no-speed-of-light): canonical prefill and batch-1 decode on each SIMD path (AVX-512, AVX2)
-// at 1 and --threads threads, as GFLOP/s against the fp32 FMA peak measured for that path and
-// thread count, and as weight bytes/s against a copy and a read bandwidth measured in the
-// same run; plus the ratios AVX-512 / AVX2 and threads N / 1.
-// --once (for scripts that pair us with another engine, bench/llama_cpp/compare.sh): canonical
-// numerics on the best ISA path (TRACE_CPU_ISA caps it), one warm-up, then --repeat times a
-// prefill of --prefill tokens on a fresh sequence and, separately, --decode steps at batch 1
-// after an 8-token prompt (0 skips either); prints one JSON line with the means (tokens/s, and
-// the process CPU seconds of a prefill: idle workers spin at most ~100 us between calls before
-// they sleep, so CPU time is close to the work done whatever the load) and every repetition's
-// tokens/s.
+// engine_bench: the CPU engine's speed and memory. What it measures and how to call it is
+// kUsage below, which --help prints.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -322,18 +298,32 @@ int Once(const Options& opt) {
   return 0;
 }
 
-constexpr const char* kUsage = R"(engine_bench: the CPU engine's speed (canonical against fast
-numerics in the same run), speed of light per ISA path, and the memory of a long context.
+constexpr const char* kUsage =
+    R"(engine_bench: the cost of canonical numerics on the CPU engine, measured against
+the fast baseline in the same run, and the memory of a long context.
 
   engine_bench [--model DIR] [--threads N] [--decode N] [--prefill N] [--context N]
                [--no-speed-of-light]
   engine_bench --once [--model DIR] [--threads N] [--prefill N] [--decode N] [--repeat N]
 
 Without --model it writes the qwen2.5-0.5b preset (seed 1) under $TMPDIR once and reuses it.
---once prints one JSON line (canonical numerics, best ISA path, TRACE_CPU_ISA caps it):
-the mean prefill and batch-1 decode tokens/s of --repeat runs after a warm-up, the process
-CPU seconds of a prefill, and every run's tokens/s; --prefill 0 or --decode 0 skips either.
-Scripts that pair it: bench/engine/thread_scaling.py, bench/llama_cpp/compare.sh.
+Throughput (shared with `trace bench throughput`): prefill tokens/s (one sequence of
+--prefill tokens), decode tokens/s at batch 1 (--decode steps after it) and at batch 8
+(--decode steps after a 32-token prompt each), canonical and fast alternately, reported as
+the ratio canonical / fast. Memory: a child process loads the model, fills one sequence to
+--context tokens and decodes 4 more; its peak RSS against the size of the weights (target
+<= 1.3x at 4096). Speed of light (skip with --no-speed-of-light): canonical prefill and
+batch-1 decode on each SIMD path (AVX-512, AVX2) at 1 and --threads threads, as GFLOP/s
+against the fp32 FMA peak measured for that path and thread count, and as weight bytes/s
+against a copy and a read bandwidth measured in the same run; plus the ratios AVX-512 / AVX2
+and threads N / 1.
+--once (for scripts that pair it with another run: bench/engine/thread_scaling.py,
+bench/llama_cpp/compare.sh): canonical numerics on the best ISA path (TRACE_CPU_ISA caps it),
+one warm-up, then --repeat times a prefill of --prefill tokens on a fresh sequence and,
+separately, --decode steps at batch 1 after an 8-token prompt (0 skips either); prints one
+JSON line with the mean tokens/s, the process CPU seconds of a prefill (idle workers spin at
+most ~100 us between calls before they sleep, so CPU time is close to the work done whatever
+the load) and every repetition's tokens/s.
 )";
 
 }  // namespace

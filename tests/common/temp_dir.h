@@ -16,7 +16,12 @@ namespace trace::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "trace-test-XXXXXX").string();
+    // The error-code overload: an unusable $TMPDIR falls back to /tmp instead of throwing
+    // out of a test's set-up.
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    std::string tmpl = (base / "trace-test-XXXXXX").string();
     if (char* made = ::mkdtemp(tmpl.data())) path_ = made;
   }
   ~TempDir() {

@@ -37,16 +37,15 @@ GPU_TEST(Qwen25RealShapeBitwiseEqualsCpu) {
 // the CPU): the same model and prompts on the GPU.
 GPU_TEST(GoldenDigestsHoldOnGpu) {
   auto m = std::make_unique<TempModel>();
-  m->dir = TempDir();
-  if (m->dir.empty()) {
+  if (m->dir.path().empty()) {
     EXPECT_TRUE_MSG(false, "no temporary folder for the golden model");
     return;
   }
-  if (!InitModel(kGoldenPreset, kGoldenSeed, m->dir + "/tiny").ok()) {
+  if (!InitModel(kGoldenPreset, kGoldenSeed, m->dir.file("tiny")).ok()) {
     EXPECT_TRUE_MSG(false, "InitModel tiny seed 7 failed");
     return;
   }
-  auto model = Model::Load(m->dir + "/tiny", false);
+  auto model = Model::Load(m->dir.file("tiny"), false);
   if (!model.ok()) {
     EXPECT_TRUE_MSG(false, "%s", model.status().ToString().c_str());
     return;

@@ -18,6 +18,7 @@
 #include "engine/cuda/cuda_engine.h"
 #include "engine/engine.h"
 #include "engine/model_init.h"
+#include "tests/common/temp_dir.h"
 #include "tests/gpu/gpu_test.h"
 
 namespace trace::gputest::engine_util {
@@ -26,47 +27,31 @@ using namespace trace::engine;  // NOLINT: test brevity
 using trace::kernels::Impl;
 using trace::kernels::Numerics;
 
-// A new folder under the system's temporary folder; empty (with a line saying why) if none
-// could be made.
-inline std::string TempDir() {
-  std::error_code ec;
-  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
-  if (ec) base = "/tmp";
-  std::string tmpl = (base / "trace-gpu-XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    std::printf("  cannot make a folder like %s: %s\n", tmpl.c_str(), std::strerror(errno));
-    return "";
-  }
-  return tmpl;
-}
-
 struct TempModel {
-  std::string dir;
+  trace::testing::TempDir dir;  // removed with its contents when the model goes
   std::shared_ptr<const Model> model;
-  ~TempModel() {
-    std::error_code ec;
-    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
-  }
 };
 
 // A seeded model of `preset` with `layers` layers (0: the preset's own).
 inline std::unique_ptr<TempModel> MakeModel(const std::string& preset, uint64_t seed,
                                             int64_t layers) {
   auto m = std::make_unique<TempModel>();
-  m->dir = TempDir();
-  if (m->dir.empty()) return nullptr;
+  if (m->dir.path().empty()) {
+    std::printf("  no temporary folder for preset %s: %s\n", preset.c_str(), std::strerror(errno));
+    return nullptr;
+  }
   auto config = PresetConfig(preset);
   if (!config.ok()) {
     std::printf("  preset %s: %s\n", preset.c_str(), config.status().ToString().c_str());
     return nullptr;
   }
   if (layers > 0) config->num_layers = layers;
-  trace::Status st = InitModelFromConfig(*config, seed, m->dir + "/m", 1, preset);
+  trace::Status st = InitModelFromConfig(*config, seed, m->dir.file("m"), 1, preset);
   if (!st.ok()) {
     std::printf("  InitModel %s: %s\n", preset.c_str(), st.ToString().c_str());
     return nullptr;
   }
-  auto model = Model::Load(m->dir + "/m", /*hash_weights=*/false);
+  auto model = Model::Load(m->dir.file("m"), /*hash_weights=*/false);
   if (!model.ok()) {
     std::printf("  Model::Load: %s\n", model.status().ToString().c_str());
     return nullptr;
