@@ -134,7 +134,7 @@ TEST(KernelsMatMul, Avx2EqualsReferenceBitwise) {
   std::mt19937_64 rng(3);
   auto pool = ThreadPool::Create(2);
   // N past a 32-column panel and not a multiple of 8; M past the AVX-512 micro-tile (8
-  // rows) and, with K = 16385, past its row block (64 rows: 4 MiB of x) so each panel is
+  // rows) and, with K = 16385, past its row block (56 rows: 4 MiB of x) so each panel is
   // packed twice, the second block with a short micro-tile.
   const MatMulCase cases[] = {{1, 1, 1},     {1, 8, 31},     {3, 13, 33},   {7, 33, 1000},
                               {13, 9, 1025}, {1, 16, 4097},  {20, 24, 64},  {6, 8, 896},
