@@ -6,7 +6,8 @@
 // thread count; only the schedule differs:
 // - Prefill (M > 1): a panel of 32 columns is packed once into f32 [K][32] (kInterleaved32
 //   weights are converted in place when a single micro-tile of rows would use them) and
-//   reused by every micro-tile of a block of rows sized to stay in L2. The micro-tile runs
+//   reused by every micro-tile of a block of rows (up to 4 MiB of x: one block per prefill
+//   pass at the models' widths). The micro-tile runs
 //   lane by lane (lane l's blocks l, l + 32, ... then its fold step), so it needs no array
 //   of 32 partial sums: 2R accumulator registers and 2R running totals.
 // - Decode (M == 1) on kInterleaved32 weights: 4 groups of 32 columns at once (8 independent
@@ -187,10 +188,14 @@ void DecodeGroups(const float* x, int64_t K, const WeightT<D>* groups, const flo
   }
 }
 
-// Rows of x per row block: the block (block * K floats) stays in about 1 MiB of L2 while
-// each packed panel (K * 32 floats) is reused by all of its micro-tiles.
+// Rows of x per row block, whose micro-tiles all reuse one packed panel (K * 32 floats: 112
+// KiB at K = 896, 608 KiB at K = 4864; it stays in L2 while they stream it). Each panel is
+// packed once per block, so blocks are large: up to 4 MiB of x (all 128 rows of a prefill
+// pass at K = 4864 in one block); a micro-tile's 8 rows of x stream from L2 or L3 in
+// increasing k. With 1 MiB blocks down_proj's panels were packed 3 times per 128 rows, and
+// its MatMul ran 1.10-1.15x slower (docs/models.md).
 int64_t RowsPerBlock(int64_t K) {
-  const int64_t rows = (1024 * 1024) / std::max<int64_t>(1, K * 4);
+  const int64_t rows = (4 * 1024 * 1024) / std::max<int64_t>(1, K * 4);
   return std::max<int64_t>(kMaxRows, rows / kMaxRows * kMaxRows);
 }
 

@@ -134,11 +134,12 @@ TEST(KernelsMatMul, Avx2EqualsReferenceBitwise) {
   std::mt19937_64 rng(3);
   auto pool = ThreadPool::Create(2);
   // N past a 32-column panel and not a multiple of 8; M past the AVX-512 micro-tile (8
-  // rows) and, with K = 4097, past its L2 row block (56 rows) so the panel is packed twice.
-  const MatMulCase cases[] = {{1, 1, 1},     {1, 8, 31},    {3, 13, 33},  {7, 33, 1000},
-                              {13, 9, 1025}, {1, 16, 4097}, {20, 24, 64}, {6, 8, 896},
-                              {1, 70, 1000}, {1, 96, 65},   {8, 70, 100}, {9, 41, 67},
-                              {1, 161, 129}, {61, 37, 4097}};
+  // rows) and, with K = 16385, past its row block (56 rows: 4 MiB of x) so each panel is
+  // packed twice, the second block with a short micro-tile.
+  const MatMulCase cases[] = {{1, 1, 1},     {1, 8, 31},     {3, 13, 33},   {7, 33, 1000},
+                              {13, 9, 1025}, {1, 16, 4097},  {20, 24, 64},  {6, 8, 896},
+                              {1, 70, 1000}, {1, 96, 65},    {8, 70, 100},  {9, 41, 67},
+                              {1, 161, 129}, {61, 37, 4097}, {70, 9, 16385}};
   for (DType dtype : kDTypes) {
     for (const auto& c : cases) {
       const auto w = RandomWeights(rng, dtype, c.N, c.K);
