@@ -5,8 +5,8 @@
 # that fit CI's time; docs/testing.md has the figures).
 #   TRACE_SANITIZERS=slice (default)  the slice
 #   TRACE_SANITIZERS=0                no sanitizer run
-#   TRACE_SANITIZERS=1 (or full)      the whole sanitizer stage (ASan+UBSan on every parser,
-#                                     the server and the store too: about 10 minutes more)
+#   TRACE_SANITIZERS=1 (or full)      the whole sanitizer stage (ASan+UBSan also on the
+#                                     recorder, the server and every parser; docs/testing.md)
 # Tests labelled gpu skip themselves when no GPU is present. docs/testing.md has the details.
 set -euo pipefail
 cd "$(dirname "$0")/.."
