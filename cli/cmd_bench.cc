@@ -38,7 +38,7 @@
 #include "engine/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_bench {
 namespace {
 
 using bench::StepRecord;
@@ -647,4 +647,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(560, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_bench

@@ -8,7 +8,7 @@
 #include "replayer/diff.h"
 #include "store/store.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_diff {
 namespace {
 
 struct DiffArgs {
@@ -63,4 +63,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(45, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_diff

@@ -5,7 +5,7 @@
 #include "cli/command.h"
 #include "engine/doctor.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_doctor {
 namespace {
 
 struct DoctorArgs {
@@ -45,4 +45,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(700, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_doctor

@@ -24,7 +24,7 @@
 
 extern char** environ;
 
-namespace trace::cli {
+namespace trace::cli::cmd_export {
 namespace {
 
 struct Options {
@@ -290,4 +290,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(50, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_export

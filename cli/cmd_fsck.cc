@@ -7,7 +7,7 @@
 #include "cli/command.h"
 #include "store/fsck.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_fsck {
 namespace {
 
 struct Options {
@@ -120,4 +120,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(65, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_fsck

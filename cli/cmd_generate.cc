@@ -13,7 +13,7 @@
 #include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_generate {
 namespace {
 
 struct GenerateArgs {
@@ -168,4 +168,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(510, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_generate

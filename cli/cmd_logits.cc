@@ -13,7 +13,7 @@
 #include "engine/model_init.h"
 #include "engine/tokenizer/tokenizer.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_logits {
 namespace {
 
 struct LogitsArgs {
@@ -196,4 +196,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(520, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_logits

@@ -9,7 +9,7 @@
 #include "cli/command.h"
 #include "store/store.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_ls {
 namespace {
 
 std::string FormatTime(int64_t ns) {
@@ -143,4 +143,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(30, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_ls

@@ -8,7 +8,7 @@
 #include "engine/engine.h"
 #include "engine/model_init.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_model {
 namespace {
 
 namespace fs = std::filesystem;
@@ -174,4 +174,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(500, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_model

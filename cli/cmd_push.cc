@@ -16,7 +16,7 @@
 
 extern char** environ;
 
-namespace trace::cli {
+namespace trace::cli::cmd_push {
 namespace {
 
 struct Options {
@@ -132,4 +132,4 @@ TRACE_REGISTER_COMMAND(62, [](CLI::App& app, int* exit_code) { Setup(app, exit_c
 TRACE_REGISTER_COMMAND(63, [](CLI::App& app, int* exit_code) { Setup(app, exit_code, false); });
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_push

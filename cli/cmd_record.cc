@@ -8,7 +8,7 @@
 #include "cli/server_flags.h"
 #include "recorder/session.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_record {
 namespace {
 
 struct RecordArgs {
@@ -58,4 +58,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(10, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_record

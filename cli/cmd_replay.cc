@@ -13,7 +13,7 @@
 #include "replayer/report.h"
 #include "store/store.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_replay {
 namespace {
 
 struct ReplayArgs {
@@ -155,4 +155,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(40, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_replay

@@ -10,7 +10,7 @@
 #include "cli/server_flags.h"
 #include "recorder/rerun.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_rerun {
 namespace {
 
 struct RerunArgs {
@@ -112,4 +112,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(42, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_rerun

@@ -4,7 +4,7 @@
 #include "cli/command.h"
 #include "store/store.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_rm {
 namespace {
 
 struct Options {
@@ -68,4 +68,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(60, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_rm

@@ -9,7 +9,7 @@
 #include "recorder/secrets.h"
 #include "recorder/session.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_serve {
 namespace {
 
 struct ServeArgs {
@@ -99,4 +99,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(11, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_serve

@@ -12,7 +12,7 @@
 #include "store/export.h"
 #include "store/store.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_show {
 namespace {
 
 struct Options {
@@ -356,4 +356,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(35, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_show

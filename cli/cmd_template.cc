@@ -13,7 +13,7 @@
 #include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_template {
 namespace {
 
 struct TemplateArgs {
@@ -129,4 +129,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(310, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_template

@@ -7,7 +7,7 @@
 #include "cli/command.h"
 #include "engine/tokenizer/tokenizer.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_tokenize {
 namespace {
 
 struct TokenizeArgs {
@@ -62,4 +62,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(300, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_tokenize

@@ -4,7 +4,7 @@
 #include "base/build_info.h"
 #include "cli/command.h"
 
-namespace trace::cli {
+namespace trace::cli::cmd_version {
 namespace {
 
 void Setup(CLI::App& app, int* exit_code) {
@@ -20,4 +20,4 @@ void Setup(CLI::App& app, int* exit_code) {
 TRACE_REGISTER_COMMAND(900, Setup);
 
 }  // namespace
-}  // namespace trace::cli
+}  // namespace trace::cli::cmd_version

@@ -1,7 +1,9 @@
 // Command registration for the `trace` binary.
 //
 // Each command lives in its own cli/cmd_*.cc and registers itself with
-// TRACE_REGISTER_COMMAND, so adding a command touches no shared file. A command's
+// TRACE_REGISTER_COMMAND, so adding a command touches no shared file. Its code lives in
+// namespace trace::cli::cmd_NAME (NAME: the file's), because a unity build (TRACE_UNITY)
+// compiles several command files as one and each defines its own Setup/Options/Run. A command's
 // setup function adds a CLI11 subcommand to the app and a callback that returns the
 // process exit code. Commands call the parts (store, engine, recorder, replayer) and
 // print; they hold no logic of their own beyond presentation.

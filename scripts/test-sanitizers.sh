@@ -10,10 +10,13 @@
 #   tsan  build-tsan/: TSan at -O1: the tests whose subject is concurrency: the server (its
 #         scheduler, streaming, proxying, commit waits), its connection layer, the run log,
 #         the store's concurrent writers and readers and the kernel thread pool.
-# Each builds only the binaries its tests need, without CUDA and benchmarks. Usage:
+# Each builds only the binaries its tests need, without CUDA and benchmarks. With both, the
+# two builds run side by side, then the two test runs: each fills the cores the other
+# leaves idle (its links, its longest test); their output is printed when both are done.
+# Usage:
 #   scripts/test-sanitizers.sh [--slice | --all] [asan] [tsan]     (default: both)
-# --slice: the part of the stage CI runs by default (scripts/test.sh), sized to what the
-# clean build's unity builds and precompiled headers save (docs/testing.md: the figures).
+# --slice: the part of the stage CI runs by default (scripts/test.sh): all of TSan, and of
+# ASan+UBSan what fits CI's time (docs/testing.md: the figures).
 # --all: ASan+UBSan builds and runs every unit, e2e and fuzz test instead (the `trace`
 # binary and its CLI tests too; about twice the time, too long for CI).
 # Extra cmake arguments can come from $TRACE_SANITIZER_CMAKE_ARGS (e.g. a compiler launcher).
@@ -107,60 +110,95 @@ tsan_tests='(^|/)(ServerTest\.(SixteenConcurrentClients|StreamingEqualsNonStream
 tsan_targets=(recorder_server_test recorder_hostile_input_test recorder_unit_test store_test
               store_durability_test kernels_test)
 
-# --slice, what scripts/test.sh (so CI) runs by default, sized to what unity builds and
-# precompiled headers save in the clean Release build (docs/testing.md: both measured).
-# ASan+UBSan: the parsers that need neither the recorder nor the engine (every seed and
-# corpus input of the tokenizer.json loader and encoder, the chat templates, stored rows
-# and redaction rules) and the store (round trips, checksums and byte flips, fsck, read-only
-# stores, group commit, held locks, a full store). TSan: the store's concurrent writers,
-# committers and openers. The server's TSan tests cost more than the saving (the recorder
-# and engine built once more, about 4 minutes of test): the whole stage runs them.
+# --slice, what scripts/test.sh (so CI) runs by default. TSan: all of the above, the
+# server's and the scheduler's tests included. ASan+UBSan: the parsers that need neither
+# the recorder nor the engine (every seed and corpus input of the tokenizer.json loader, the
+# chat templates, stored rows and redaction rules; the template, redaction and escaping unit
+# tests) and the store (round trips, checksums and byte flips, fsck, read-only stores,
+# group commit, held locks, a full store). What links the recorder or the engine under
+# ASan+UBSan does not fit CI's time: the whole stage runs it.
 slice_asan_targets=(tokenizer_load_fuzz template_fuzz store_row_fuzz redact_fuzz store_test
-                    store_integrity_test store_durability_test)
-slice_tsan_targets=(store_test store_durability_test)
-slice_tsan_tests='(^|/)(StoreWriter|StoreConcurrency|StoreGroupCommit|StoreLock|StoreOpenConcurrency)\.'
+                    store_integrity_test store_durability_test template_unit_test redact_test
+                    base_test)
 if ((slice && all)); then
   echo "test-sanitizers: --slice and --all exclude each other" >&2
   exit 2
 fi
 if ((slice)); then
   asan_targets=("${slice_asan_targets[@]}")
-  tsan_targets=("${slice_tsan_targets[@]}")
-  tsan_tests=$slice_tsan_tests
 fi
 
+asan_build() {
+  local start=$SECONDS
+  # -O0: ASan+UBSan at -O1 costs about 1.7x the compile time of the Release build,
+  # at -O0 about 1.1x (docs/testing.md); none of these tests is compute-bound.
+  echo "test-sanitizers: ASan+UBSan build (build-asan)"
+  configure build-asan address,undefined -O0
+  if ((all)); then
+    cmake --build build-asan -j"$jobs"
+  else
+    cmake --build build-asan -j"$jobs" --target "${asan_targets[@]}"
+  fi
+  stage "ASan+UBSan build" "$start"
+}
+
+asan_tests() {
+  local start=$SECONDS
+  # halt_on_error: the first report fails the test; detect_leaks: LSan is part of ASan.
+  ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    run_built build-asan "$( ((all)) || echo "${asan_targets[*]}")" -L 'unit|e2e|fuzz' -LE 'gpu'
+  stage "ASan+UBSan tests" "$start"
+}
+
+tsan_build() {
+  local start=$SECONDS
+  echo "test-sanitizers: TSan build (build-tsan: ${tsan_targets[*]})"
+  configure build-tsan thread -O1
+  cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"
+  stage "TSan build" "$start"
+}
+
+tsan_tests_run() {
+  local start=$SECONDS
+  # tests/sanitizers/tsan.supp: the uninstrumented httplib library (why, in the file).
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp" \
+    ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 1800 \
+    -R "$tsan_tests"
+  stage "TSan tests" "$start"
+}
+
+# side_by_side FN...: runs the functions at once, each with its output in a file, then
+# prints the outputs in order (so a log reads as if they had run one after the other);
+# fails if any failed.
+side_by_side() {
+  local pids=() logs=() rc=0 i
+  for f in "$@"; do
+    logs+=("$(mktemp)")
+    "$f" >"${logs[-1]}" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[i]}" || rc=1
+  done
+  for i in "${!logs[@]}"; do
+    cat "${logs[i]}"
+    rm -f "${logs[i]}"
+  done
+  return "$rc"
+}
+
+builds=()
+runs=()
 for w in "${which[@]}"; do
-  start=$SECONDS
   case "$w" in
-    asan)
-      # -O0: ASan+UBSan at -O1 costs about 1.7x the compile time of the Release build,
-      # at -O0 about 1.1x (docs/testing.md); none of these tests is compute-bound.
-      echo "test-sanitizers: ASan+UBSan build (build-asan)"
-      configure build-asan address,undefined -O0
-      if ((all)); then
-        cmake --build build-asan -j"$jobs"
-      else
-        cmake --build build-asan -j"$jobs" --target "${asan_targets[@]}"
-      fi
-      stage "ASan+UBSan build" "$start"
-      start=$SECONDS
-      # halt_on_error: the first report fails the test; detect_leaks: LSan is part of ASan.
-      ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1 \
-        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        run_built build-asan "$( ((all)) || echo "${asan_targets[*]}")" -L 'unit|e2e|fuzz' -LE 'gpu'
-      stage "ASan+UBSan tests" "$start"
-      ;;
-    tsan)
-      echo "test-sanitizers: TSan build (build-tsan: ${tsan_targets[*]})"
-      configure build-tsan thread -O1
-      cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"
-      stage "TSan build" "$start"
-      start=$SECONDS
-      # tests/sanitizers/tsan.supp: the uninstrumented httplib library (why, in the file).
-      TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp" \
-        ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 1800 \
-        -R "$tsan_tests"
-      stage "TSan tests" "$start"
-      ;;
+    asan) builds+=(asan_build) runs+=(asan_tests) ;;
+    tsan) builds+=(tsan_build) runs+=(tsan_tests_run) ;;
   esac
 done
+start=$SECONDS
+side_by_side "${builds[@]}"
+stage "builds (side by side)" "$start"
+start=$SECONDS
+side_by_side "${runs[@]}"
+stage "tests (side by side)" "$start"

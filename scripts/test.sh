@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): install dependencies, build, run every test that
-# fits this machine, then a slice of the tests once more under ASan+UBSan and TSan
-# (scripts/test-sanitizers.sh --slice: what the clean build's unity builds and precompiled
-# headers save pays for it, docs/testing.md has the figures).
+# fits this machine, then tests once more under sanitizers (scripts/test-sanitizers.sh
+# --slice: every TSan test, the server's and scheduler's included, and the ASan+UBSan tests
+# that fit CI's time; docs/testing.md has the figures).
 #   TRACE_SANITIZERS=slice (default)  the slice
 #   TRACE_SANITIZERS=0                no sanitizer run
-#   TRACE_SANITIZERS=1 (or full)      the whole sanitizer stage (about 25 minutes more)
+#   TRACE_SANITIZERS=1 (or full)      the whole sanitizer stage (ASan+UBSan also on the
+#                                     recorder, the server and every parser; docs/testing.md)
 # Tests labelled gpu skip themselves when no GPU is present. docs/testing.md has the details.
 set -euo pipefail
 cd "$(dirname "$0")/.."
