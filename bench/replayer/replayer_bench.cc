@@ -1,10 +1,4 @@
-// Replay vs generation, in one run: generates model calls the way the recorder does (one
-// prefill, then one decode step per token) and verifies each at once with the replayer
-// (teacher-forced prefill passes of VerifyOptions::chunk_rows tokens), and prints both times
-// and their ratio.
-//
-//   replayer_bench [--preset tiny] [--calls 4] [--tokens 128] [--threads 0] [--batch 1]
-//                  [--chunk ROWS]  (logits rows per replay pass; default VerifyOptions)
+// Replay vs generation, in one run: kUsage below, which --help prints.
 //
 // The model is a seeded random one written by InitModel into a temporary folder. Both the
 // wall-clock ratio and the ratio of process CPU seconds are printed: on a shared, loaded
@@ -12,10 +6,13 @@
 // not spin, so CPU time is work done).
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "bench/common/machine_peak.h"
 #include "replayer/replayer.h"
@@ -24,27 +21,77 @@
 
 using namespace trace;
 
+namespace {
+
+constexpr const char* kUsage =
+    R"(replayer_bench: replay vs generation, in one run. Generates model calls the way the
+recorder does (one prefill, then one decode step per token), verifies each at once with the
+replayer (teacher-forced prefill passes of --chunk tokens) and prints both times, their ratio
+(wall clock and process CPU seconds) and whether every call replayed bit for bit.
+
+  replayer_bench [--preset NAME] [--calls N] [--tokens N] [--threads N] [--batch N]
+                 [--chunk ROWS]
+
+  --preset NAME  a `trace model init` preset, written with seed 3 (default tiny)
+  --calls N      model calls to generate and replay (default 4)
+  --tokens N     sampled tokens per call (default 128)
+  --threads N    engine threads, 0 = every CPU (default 0)
+  --batch N      replay each call beside N - 1 companion sequences of random tokens in
+                 every forward pass (batch invariance; default 1)
+  --chunk ROWS   logits rows per replay pass (default: VerifyOptions' default)
+)";
+
+// A whole non-negative decimal number, or nullopt.
+std::optional<int> ParseCount(const char* text) {
+  int value = 0;
+  const char* end = text + std::strlen(text);
+  const auto [ptr, ec] = std::from_chars(text, end, value);
+  if (ec != std::errc() || ptr != end || ptr == text || value < 0) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string preset = "tiny";
   int calls = 4, tokens = 128, threads = 0, batch = 1, chunk = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    if (flag == "--preset")
-      preset = argv[i + 1];
-    else if (flag == "--calls")
-      calls = std::atoi(argv[i + 1]);
-    else if (flag == "--tokens")
-      tokens = std::atoi(argv[i + 1]);
-    else if (flag == "--threads")
-      threads = std::atoi(argv[i + 1]);
-    else if (flag == "--batch")
-      batch = std::atoi(argv[i + 1]);
-    else if (flag == "--chunk")
-      chunk = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "replayer_bench: unknown flag %s\n", flag.c_str());
+  const std::pair<const char*, int*> counts[] = {{"--calls", &calls},
+                                                 {"--tokens", &tokens},
+                                                 {"--threads", &threads},
+                                                 {"--batch", &batch},
+                                                 {"--chunk", &chunk}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "replayer_bench: %s needs a value (--help lists the options)\n",
+                   flag.c_str());
       return 2;
     }
+    const char* value = argv[++i];
+    if (flag == "--preset") {
+      preset = value;
+      continue;
+    }
+    int* target = nullptr;
+    for (const auto& [name, field] : counts) {
+      if (flag == name) target = field;
+    }
+    if (target == nullptr) {
+      std::fprintf(stderr, "replayer_bench: unknown argument %s (--help lists them)\n",
+                   flag.c_str());
+      return 2;
+    }
+    const std::optional<int> parsed = ParseCount(value);
+    if (!parsed) {
+      std::fprintf(stderr, "replayer_bench: %s takes a whole number >= 0, got '%s'\n", flag.c_str(),
+                   value);
+      return 2;
+    }
+    *target = *parsed;
   }
   replayer::testing::TempDir dir;
   std::string model_dir = dir.file("model");
