@@ -303,6 +303,17 @@ class Renderer {
     frame_ = std::make_shared<Frame>();
     globals_ = std::move(globals);
   }
+  // A macro holds its defining frame (its closure), and that frame holds the macro: a
+  // reference cycle that would keep the frame, and every value in it (the messages of the
+  // conversation among them), alive after the render. Nothing calls a macro after its
+  // render, so dropping each macro's function here breaks every such cycle.
+  ~Renderer() {
+    for (const auto& made : macros_) {
+      if (auto fn = made.lock()) fn->fn = nullptr;
+    }
+  }
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
 
   Result<std::string> Run() {
     std::string out;
@@ -601,6 +612,7 @@ class Renderer {
       if (!st.ok()) return st;
       return Value::Str(std::move(out));
     };
+    macros_.push_back(fn);
     return Value::MakeCallable(fn);
   }
 
@@ -1029,6 +1041,7 @@ class Renderer {
   const Program& program_;
   std::shared_ptr<Dict> globals_;
   std::shared_ptr<Frame> frame_;
+  std::vector<std::weak_ptr<Callable>> macros_;  // every macro made: ~Renderer breaks cycles
   Flow flow_ = Flow::kNormal;
   int loop_depth_ = 0;
   int call_depth_ = 0;
