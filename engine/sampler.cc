@@ -30,22 +30,6 @@ struct Candidate {
   int32_t id;
 };
 
-bool IsAllowed(std::span<const uint8_t> allowed, size_t id) {
-  return allowed.empty() || (id < allowed.size() && allowed[id] != 0);
-}
-
-// Ids that may be drawn (allowed, logit neither NaN nor -inf), ascending.
-std::vector<int32_t> EligibleIds(std::span<const float> logits, std::span<const uint8_t> allowed) {
-  std::vector<int32_t> ids;
-  ids.reserve(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (IsAllowed(allowed, i) && !std::isnan(logits[i]) && logits[i] != -INFINITY) {
-      ids.push_back(static_cast<int32_t>(i));
-    }
-  }
-  return ids;
-}
-
 // Highest logit among `ids` other than `exclude`, lowest id on ties; -1 if none.
 int32_t BestLogit(std::span<const float> logits, const std::vector<int32_t>& ids, int32_t exclude) {
   int32_t best = -1;
@@ -179,6 +163,21 @@ Cut CutCandidates(const std::vector<int32_t>& ids, const Distribution& d,
 }
 
 }  // namespace
+
+bool IsAllowed(std::span<const uint8_t> allowed, size_t id) {
+  return allowed.empty() || (id < allowed.size() && allowed[id] != 0);
+}
+
+std::vector<int32_t> EligibleIds(std::span<const float> logits, std::span<const uint8_t> allowed) {
+  std::vector<int32_t> ids;
+  ids.reserve(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (IsAllowed(allowed, i) && !std::isnan(logits[i]) && logits[i] != -INFINITY) {
+      ids.push_back(static_cast<int32_t>(i));
+    }
+  }
+  return ids;
+}
 
 Status ValidateSamplingParams(const SamplingParams& params) {
   if (!(params.temperature >= 0.0f) || std::isinf(params.temperature)) {

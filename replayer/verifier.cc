@@ -178,11 +178,10 @@ const char* LevelKey(Level level) {
 std::vector<Candidate> TopCandidates(std::span<const float> logits,
                                      const engine::SamplingParams& params,
                                      std::span<const uint8_t> allowed, int n) {
-  std::vector<int32_t> ids;
-  ids.reserve(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (allowed.empty() || allowed[i] != 0) ids.push_back(static_cast<int32_t>(i));
-  }
+  // The sampler's own rule: a mask shorter than the logits (the tokenizer's vocabulary
+  // inside the model's padded one) allows nothing past its end, and NaN (which would break
+  // the sort's ordering) and -inf are never candidates.
+  std::vector<int32_t> ids = engine::EligibleIds(logits, allowed);
   size_t k = std::min<size_t>(static_cast<size_t>(std::max(n, 0)), ids.size());
   auto before = [&](int32_t a, int32_t b) {
     if (logits[a] != logits[b]) return logits[a] > logits[b];

@@ -178,7 +178,8 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
                               const RecordedCall& call, const VerifyOptions& options);
 
 // The `n` highest logits (ties: lower id first), with probabilities under `params`'
-// temperature and `allowed` (empty: all allowed).
+// temperature, among the ids the sampler could draw (engine::EligibleIds: `allowed` empty
+// allows all, ids past its end none; NaN and -inf logits never).
 std::vector<Candidate> TopCandidates(std::span<const float> logits,
                                      const engine::SamplingParams& params,
                                      std::span<const uint8_t> allowed, int n);
