@@ -6,6 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace trace::redact {
 namespace {
@@ -26,6 +29,28 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
 
 std::string Marker(const std::string& rule) {
   return "[REDACTED:" + rule + "]";
+}
+
+// The markers already in `text`, as [begin, end) spans in increasing order. A rule name
+// holds no bracket (rules.cc ValidName), so a marker runs from "[REDACTED:" to the next ']'.
+std::vector<std::pair<size_t, size_t>> MarkerSpans(std::string_view text) {
+  static constexpr std::string_view kOpen = "[REDACTED:";
+  std::vector<std::pair<size_t, size_t>> spans;
+  for (size_t at = text.find(kOpen); at != std::string_view::npos; at = text.find(kOpen, at + 1)) {
+    const size_t close = text.find_first_of("[]", at + kOpen.size());
+    if (close != std::string_view::npos && text[close] == ']') spans.emplace_back(at, close + 1);
+  }
+  return spans;
+}
+
+// Whether [begin, end) lies inside one of `spans` (sorted, disjoint).
+bool InsideSpan(const std::vector<std::pair<size_t, size_t>>& spans, size_t begin, size_t end) {
+  auto it =
+      std::upper_bound(spans.begin(), spans.end(), begin,
+                       [](size_t b, const std::pair<size_t, size_t>& s) { return b < s.first; });
+  if (it == spans.begin()) return false;
+  --it;
+  return begin >= it->first && end <= it->second;
 }
 
 // Applies `fn` to every string (keys included) of a JSON value; rebuilds objects whose
@@ -226,6 +251,16 @@ bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
       return true;
     }
     for (const auto& [b, e] : found) ranges.push_back({b, e, literals_.size() + i});
+  }
+  // A match inside a marker that an earlier pass wrote is not redacted again: a rule that
+  // matches the marker's own characters would replace them pass after pass, the text growing
+  // by the marker's length for every byte each pass (export_inputs_fuzz: a one-character
+  // class over "_.:a9" hung for minutes). A match that only starts or ends in a marker
+  // still counts (a marker can complete a rule's context:
+  // RedactRulesTest.AMarkerThatCompletesARuleIsRedactedInTheSamePass).
+  if (!ranges.empty()) {
+    const auto markers = MarkerSpans(subject);
+    std::erase_if(ranges, [&](const Range& r) { return InsideSpan(markers, r.begin, r.end); });
   }
   if (ranges.empty()) return false;
   std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {

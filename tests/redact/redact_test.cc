@@ -254,6 +254,24 @@ TEST(RedactRulesTest, AMarkerThatCompletesARuleIsRedactedInTheSamePass) {
   }
 }
 
+// A rule that matches characters of its own marker ("[REDACTED:x]" holds 'x' and ':') does
+// not redact inside the markers an earlier pass wrote: before, every pass replaced each of
+// those characters with a new marker, and the text grew by a factor of about the marker's
+// length per pass (export_inputs_fuzz hung on such a rules file).
+TEST(RedactRulesTest, ARuleMatchingItsOwnMarkerRedactsOnceAndStops) {
+  RuleSet rules = RuleSet::Empty();
+  ASSERT_TRUE(rules.AddPattern("x", "[x:.]").ok());
+  auto r = Redactor::Create(rules);
+  ASSERT_TRUE(r.ok());
+  for (bool json : {false, true}) {
+    std::string text = json ? R"({"a": "x.x"})" : "x.x";
+    ASSERT_TRUE(json ? r->RedactJsonText(&text, nullptr) : r->RedactText(&text, nullptr));
+    EXPECT_EQ(text, json ? R"({"a": "[REDACTED:x][REDACTED:x][REDACTED:x]"})"
+                         : "[REDACTED:x][REDACTED:x][REDACTED:x]");
+    EXPECT_FALSE(json ? r->RedactJsonText(&text, nullptr) : r->RedactText(&text, nullptr));
+  }
+}
+
 // Nesting too deep to walk safely is scanned as text: no stack overflow, the raw secret
 // still found.
 TEST(RedactRulesTest, DeeplyNestedJsonIsScannedAsText) {
