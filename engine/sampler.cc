@@ -16,6 +16,12 @@
 namespace trace::engine {
 namespace {
 
+// Whether the mask lets `id` be drawn: an empty mask allows every id, and an id past the
+// mask's end (a tokenizer's mask inside a model's padded vocabulary) is not allowed.
+bool IsAllowed(std::span<const uint8_t> allowed, size_t id) {
+  return allowed.empty() || (id < allowed.size() && allowed[id] != 0);
+}
+
 std::string FloatText(float v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(v));
@@ -163,10 +169,6 @@ Cut CutCandidates(const std::vector<int32_t>& ids, const Distribution& d,
 }
 
 }  // namespace
-
-bool IsAllowed(std::span<const uint8_t> allowed, size_t id) {
-  return allowed.empty() || (id < allowed.size() && allowed[id] != 0);
-}
 
 std::vector<int32_t> EligibleIds(std::span<const float> logits, std::span<const uint8_t> allowed) {
   std::vector<int32_t> ids;

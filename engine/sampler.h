@@ -44,12 +44,9 @@ struct SampleResult {
   float runner_up_logit = 0.0f;
 };
 
-// Whether `allowed` (a mask over the vocabulary; empty: every id) lets `id` be drawn. An id
-// past the mask's end is not allowed: a tokenizer's mask can be shorter than the model's
-// padded vocabulary.
-bool IsAllowed(std::span<const uint8_t> allowed, size_t id);
-
-// The ids a draw may choose, ascending: allowed (IsAllowed), logit neither NaN nor -inf.
+// The ids a draw may choose, ascending: allowed by `allowed` (a mask over the vocabulary;
+// empty: every id; an id past its end, as a tokenizer's mask inside a model's padded
+// vocabulary leaves, is not allowed), logit neither NaN nor -inf.
 std::vector<int32_t> EligibleIds(std::span<const float> logits, std::span<const uint8_t> allowed);
 
 // `allowed`, when non-empty, is a mask over the vocabulary (constrained decoding):

@@ -27,17 +27,20 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// A redaction marker is kMarkerOpen + rule name + "]".
+constexpr std::string_view kMarkerOpen = "[REDACTED:";
+
 std::string Marker(const std::string& rule) {
-  return "[REDACTED:" + rule + "]";
+  return std::string(kMarkerOpen) + rule + "]";
 }
 
 // The markers already in `text`, as [begin, end) spans in increasing order. A rule name
 // holds no bracket (rules.cc ValidName), so a marker runs from "[REDACTED:" to the next ']'.
 std::vector<std::pair<size_t, size_t>> MarkerSpans(std::string_view text) {
-  static constexpr std::string_view kOpen = "[REDACTED:";
   std::vector<std::pair<size_t, size_t>> spans;
-  for (size_t at = text.find(kOpen); at != std::string_view::npos; at = text.find(kOpen, at + 1)) {
-    const size_t close = text.find_first_of("[]", at + kOpen.size());
+  for (size_t at = text.find(kMarkerOpen); at != std::string_view::npos;
+       at = text.find(kMarkerOpen, at + 1)) {
+    const size_t close = text.find_first_of("[]", at + kMarkerOpen.size());
     if (close != std::string_view::npos && text[close] == ']') spans.emplace_back(at, close + 1);
   }
   return spans;
