@@ -91,11 +91,15 @@ fi
 # CPU seconds (user + system) used so far by this script's finished children, from bash's
 # `times` (run in this shell: in a $(...) subshell it would count the subshell's own). On
 # a shared machine the wall-clock exec/s libFuzzer prints follows the load; executions per
-# CPU second are the target's own cost.
+# CPU second are the target's own cost. The scratch files carry this script's pid, so two
+# fuzz.sh fuzzing different targets from one build folder (one per core) keep their own.
+mkdir -p "$build_dir/fuzz-logs"
+scratch="$build_dir/fuzz-logs/.cpu.$$"
+trap 'rm -f "$scratch".*' EXIT
 children_cpu() {
-  times >"$build_dir/fuzz-logs/.times"
+  times >"$scratch.times"
   awk 'NR == 2 { split($0, f, /[ ms]+/); print f[1] * 60 + f[2] + f[3] * 60 + f[4] }' \
-    "$build_dir/fuzz-logs/.times"
+    "$scratch.times"
 }
 
 status=0
@@ -112,8 +116,8 @@ for t in "${targets[@]}"; do
   before=$(find "$findings" -type f | wc -l)
   echo "fuzz.sh: $t for $what (log: $log)"
   rc=0
-  children_cpu >"$build_dir/fuzz-logs/.cpu-before"
-  cpu_before=$(<"$build_dir/fuzz-logs/.cpu-before")
+  children_cpu >"$scratch.before"
+  cpu_before=$(<"$scratch.before")
   # New inputs go into the first corpus folder ($work); the checked-in seeds stay as they are.
   TRACE_FUZZ_SEED_DIR="$work" "$build_dir/tests/fuzz/$t" "${args[@]}" \
     "${budget[@]}" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
@@ -124,8 +128,8 @@ for t in "${targets[@]}"; do
     execs=$(sed -n 's/^#\([0-9]*\): cov:.*/\1/p' "$log" | tail -1)
     rate=$(sed -n 's/^#[0-9]*: cov:.* exec\/s: \([0-9]*\).*/\1/p' "$log" | tail -1)
   fi
-  children_cpu >"$build_dir/fuzz-logs/.cpu-after"
-  cpu=$(awk -v a="$cpu_before" -v b="$(<"$build_dir/fuzz-logs/.cpu-after")" \
+  children_cpu >"$scratch.after"
+  cpu=$(awk -v a="$cpu_before" -v b="$(<"$scratch.after")" \
     'BEGIN { printf "%.1f", b - a }')
   per_cpu=$(awk -v e="${execs:-0}" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", e / c; else print "?" }')
   after=$(find "$findings" -type f | wc -l)
