@@ -1,0 +1,163 @@
+// Python's str operations on UTF-8 strings: case mapping and character classes by
+// utf8proc's Unicode tables, split / splitlines / replace with CPython's rules.
+#include "engine/template/py_string.h"
+
+#include <utf8proc.h>
+
+#include "engine/template/template_internal.h"
+
+namespace trace::engine::tmpl {
+
+namespace {
+
+char32_t ToTitle(char32_t c) {
+  return static_cast<char32_t>(utf8proc_totitle(c));
+}
+
+std::string MapChars(const std::string& s, char32_t (*f)(char32_t)) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : DecodeUtf8(s)) AppendUtf8(out, f(c));
+  return out;
+}
+
+}  // namespace
+
+char32_t ToUpper(char32_t c) {
+  return static_cast<char32_t>(utf8proc_toupper(c));
+}
+char32_t ToLower(char32_t c) {
+  return static_cast<char32_t>(utf8proc_tolower(c));
+}
+bool IsCased(char32_t c) {
+  return ToUpper(c) != c || ToLower(c) != c || ToTitle(c) != c;
+}
+bool IsAlnumCp(char32_t c) {
+  auto cat = utf8proc_category(c);
+  return (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+         (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
+}
+bool IsAlphaCp(char32_t c) {
+  auto cat = utf8proc_category(c);
+  return cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
+}
+
+std::string PyUpper(const std::string& s) {
+  return MapChars(s, ToUpper);
+}
+std::string PyLower(const std::string& s) {
+  return MapChars(s, ToLower);
+}
+
+std::string PyCapitalize(const std::string& s) {
+  auto cps = DecodeUtf8(s);
+  std::string out;
+  for (size_t i = 0; i < cps.size(); ++i)
+    AppendUtf8(out, i == 0 ? ToTitle(cps[i]) : ToLower(cps[i]));
+  return out;
+}
+
+// str.title(): a cased character after an uncased one is titlecased, others lowercased.
+std::string PyTitle(const std::string& s) {
+  std::string out;
+  bool prev_cased = false;
+  for (char32_t c : DecodeUtf8(s)) {
+    AppendUtf8(out, prev_cased ? ToLower(c) : ToTitle(c));
+    prev_cased = IsCased(c);
+  }
+  return out;
+}
+
+size_t CodePointLength(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// Python str.split(sep=None, maxsplit=-1).
+std::vector<std::string> PySplit(const std::string& s, const std::string* sep, int64_t maxsplit) {
+  std::vector<std::string> out;
+  if (sep) {
+    size_t start = 0;
+    while (maxsplit != 0) {
+      size_t p = s.find(*sep, start);
+      if (p == std::string::npos) break;
+      out.push_back(s.substr(start, p - start));
+      start = p + sep->size();
+      if (maxsplit > 0) --maxsplit;
+    }
+    out.push_back(s.substr(start));
+    return out;
+  }
+  auto cps = DecodeUtf8(s);
+  size_t i = 0;
+  while (i < cps.size()) {
+    while (i < cps.size() && IsPyWhitespace(cps[i])) ++i;
+    if (i >= cps.size()) break;
+    if (maxsplit == 0) {
+      // The rest, with trailing whitespace stripped.
+      size_t e = cps.size();
+      while (e > i && IsPyWhitespace(cps[e - 1])) --e;
+      out.push_back(EncodeUtf8(std::u32string_view(cps.data() + i, e - i)));
+      break;
+    }
+    size_t j = i;
+    while (j < cps.size() && !IsPyWhitespace(cps[j])) ++j;
+    out.push_back(EncodeUtf8(std::u32string_view(cps.data() + i, j - i)));
+    if (maxsplit > 0) --maxsplit;
+    i = j;
+  }
+  return out;
+}
+
+std::string PyReplace(const std::string& s, const std::string& old, const std::string& repl,
+                      int64_t count) {
+  std::string out;
+  if (old.empty()) {
+    auto cps = DecodeUtf8(s);
+    int64_t done = 0;
+    for (size_t i = 0; i <= cps.size(); ++i) {
+      if (count < 0 || done < count) {
+        out += repl;
+        ++done;
+      }
+      if (i < cps.size()) AppendUtf8(out, cps[i]);
+    }
+    return out;
+  }
+  size_t start = 0;
+  int64_t done = 0;
+  while (count < 0 || done < count) {
+    size_t p = s.find(old, start);
+    if (p == std::string::npos) break;
+    out.append(s, start, p - start);
+    out += repl;
+    start = p + old.size();
+    ++done;
+  }
+  out.append(s, start, std::string::npos);
+  return out;
+}
+
+std::vector<std::string> PySplitLines(const std::string& s, bool keepends) {
+  std::vector<std::string> out;
+  auto cps = DecodeUtf8(s);
+  size_t start = 0;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    char32_t c = cps[i];
+    bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D ||
+               c == 0x1E || c == 0x85 || c == 0x2028 || c == 0x2029;
+    if (!brk) continue;
+    size_t end = i + 1;
+    if (c == '\r' && i + 1 < cps.size() && cps[i + 1] == '\n') end = i + 2;
+    out.push_back(
+        EncodeUtf8(std::u32string_view(cps.data() + start, (keepends ? end : i) - start)));
+    start = end;
+    i = end - 1;
+  }
+  if (start < cps.size())
+    out.push_back(EncodeUtf8(std::u32string_view(cps.data() + start, cps.size() - start)));
+  return out;
+}
+
+}  // namespace trace::engine::tmpl

@@ -1,0 +1,128 @@
+// The Renderer: one render of a parsed Program (statements, expressions, filters, tests,
+// globals, methods), and the helpers its files share. Private to engine/template/; the
+// rest of the module reaches it through RenderProgram (template_internal.h).
+//
+// Its bodies are split by idea: interpreter.cc (statements, expressions, operators,
+// attribute access, validation, RenderProgram), builtins.cc (ApplyFilter, ApplyTest,
+// Builtin), methods.cc (BoundMethod, CallStrMethod).
+//
+// Ownership: a Renderer borrows its Program (which must outlive it) and shares the
+// globals dict with its caller; it owns the frames it makes. A macro's Callable holds its
+// defining frame, which holds the macro: ~Renderer drops every macro's function so that
+// no value of the render outlives it. Thread safety: one Renderer serves one render on
+// one thread; several Renderers may render the same Program at once. Errors: every
+// fallible step returns a Status; Err and Locate prefix "template ORIGIN line N: ",
+// constructs outside the subset are Unsupported, limits (kMaxIndent, kMaxBuiltSize, the
+// macro call depth) and Python's own errors are InvalidArgument.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/template/template_internal.h"
+
+namespace trace::engine::tmpl {
+
+// ---- helpers shared by interpreter.cc, builtins.cc and methods.cc ------------------------
+
+// Python's TypeError (an InvalidArgument).
+Status TypeError(std::string m);
+// Python has big ints; we have int64 and say so instead of wrapping around.
+Status IntTooLarge();
+// Guards against templates that would build gigabytes (jinja2 would try and run out of
+// memory); no chat template comes near these.
+inline constexpr int64_t kMaxIndent = 1 << 16;
+inline constexpr size_t kMaxBuiltSize = size_t{256} << 20;
+// "`what` would be larger than kMaxBuiltSize bytes".
+Status TooLarge(const std::string& what);
+// A value in a message: quoted, escaped and clipped (base/escape.h).
+std::string Quote(const std::string& s);
+// Positional argument `index` or keyword `name`, else nullptr.
+const Value* Arg(const CallArgs& args, size_t index, std::string_view name);
+// Python's str.`name`(args) on `s` (methods.cc); filters and tests reuse it.
+Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallArgs& args);
+
+// ---- the renderer ------------------------------------------------------------------------
+
+// A scope: a macro's or loop iteration's variables, then its parent's.
+struct Frame {
+  std::shared_ptr<Frame> parent;
+  Dict vars;
+};
+
+class Renderer {
+ public:
+  Renderer(const Program& program, std::shared_ptr<Dict> globals);
+  // Breaks the macro / closure-frame cycles (see Ownership above).
+  ~Renderer();
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
+
+  // Renders the whole program.
+  Result<std::string> Run();
+
+  // An error at template line `line`.
+  Status Err(int line, const std::string& what) const;
+  // Adds the template location to an error from a filter, test, method or callee.
+  Status Locate(const Status& st, int line) const;
+
+  // ---- expressions (interpreter.cc) ----
+
+  Result<Value> Eval(const Expr& e);
+  // A name: the frames innermost first, then the globals, then Builtin.
+  Value Lookup(const std::string& name) const;
+  Result<CallArgs> EvalArgs(const Expr& e);
+  Result<Value> CallValue(const Value& callee, CallArgs& args, int line);
+
+  // ---- operators (interpreter.cc) ----
+
+  static Result<Value> Binary(const std::string& op, const Value& l, const Value& r);
+  static Result<int> Compare(const Value& l, const Value& r, const std::string& op);
+  static Result<bool> Contains(const Value& container, const Value& needle);
+
+  // ---- attribute / item access, jinja2's sandbox getattr / getitem (interpreter.cc) ----
+
+  Result<Value> GetAttr(const Value& obj, const std::string& name);
+  Result<Value> GetItem(const Value& obj, const Value& key);
+  static Result<Value> Slice(const Value& obj, const Value& start, const Value& stop,
+                             const Value& step);
+
+  // ---- builtins.cc and methods.cc ----
+
+  // A global function (range, namespace, ...), or undefined if `name` is none.
+  Value Builtin(const std::string& name) const;
+  // `self`.`name` as a callable Python method (methods.cc).
+  Value BoundMethod(const Value& self, const std::string& name);
+  Result<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& args);
+  Result<bool> ApplyTest(const std::string& name, const Value& v, CallArgs& args);
+
+ private:
+  // ---- statements (interpreter.cc) ----
+
+  enum class Flow { kNormal, kBreak, kContinue };
+
+  Status ExecBody(const Body& body, std::string& out);
+  Status Exec(const Stmt& s, std::string& out);
+  Result<Value> EvalWithBlock(const Expr& filter_chain, std::string text);
+  Status Assign(const std::vector<std::string>& targets, const Value& v, Dict& vars, int line);
+  Status ExecSet(const Stmt& s);
+  static bool HasBlockName(const Expr& e);
+  Result<std::vector<Value>> Iterate(const Value& v, int line);
+  Status ExecFor(const Stmt& s, std::string& out);
+  Value MakeMacro(const Stmt& s, std::string name = "");
+
+  const Program& program_;
+  std::shared_ptr<Dict> globals_;
+  std::shared_ptr<Frame> frame_;
+  std::vector<std::weak_ptr<Callable>> macros_;  // every macro made: ~Renderer breaks cycles
+  Flow flow_ = Flow::kNormal;
+  int loop_depth_ = 0;
+  int call_depth_ = 0;
+};
+
+}  // namespace trace::engine::tmpl
