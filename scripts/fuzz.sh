@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of trace's parsers with libFuzzer (docs/fuzzing.md).
 #
-#   scripts/fuzz.sh [--minutes N | --runs N] [--keep-going] [--build-dir DIR]
+#   scripts/fuzz.sh [--minutes N | --runs N] [--parallel J] [--keep-going] [--build-dir DIR]
 #                   [--build-only | --no-build] [TARGET...]
 #
 # Builds every fuzz target of tests/fuzz/ with clang, libFuzzer and ASan+UBSan into its own
 # build folder (default build-fuzz/), then fuzzes each TARGET (default: all) in turn for N
-# minutes (default 10) or for exactly N inputs (--runs: the same work on any machine),
+# minutes (default 10) or for exactly N inputs (--runs: the same work on any machine), J
+# targets at once (--parallel, default 1: one libFuzzer process and one core per target),
 # starting from its seeds (tests/fuzz/corpus/TARGET/ and the seeds
 # the target computes) and the corpus earlier runs grew (DIR/fuzz-corpus/TARGET/). Prints
 # executions, speed, corpus size and findings per target; a finding is saved in
@@ -23,6 +24,7 @@ build_dir=build-fuzz
 build=1
 run=1
 keep_going=0
+parallel=1
 targets=()
 while (($#)); do
   case "$1" in
@@ -32,7 +34,8 @@ while (($#)); do
     --no-build) build=0; shift ;;
     --build-only) run=0; shift ;;
     --keep-going) keep_going=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --parallel) parallel="$2"; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -43,6 +46,10 @@ if ! [[ "$minutes" =~ ^[0-9]+([.][0-9]+)?$ ]] || awk -v m="$minutes" 'BEGIN { ex
   exit 2
 fi
 
+if ! [[ "$parallel" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz.sh: --parallel takes a positive whole number, got '$parallel'" >&2
+  exit 2
+fi
 if ! [[ "$runs" =~ ^[0-9]+$ ]]; then
   echo "fuzz.sh: --runs takes a whole number, got '$runs'" >&2
   exit 2
@@ -88,36 +95,39 @@ fi
 
 ((run)) || exit 0
 
-# CPU seconds (user + system) used so far by this script's finished children, from bash's
-# `times` (run in this shell: in a $(...) subshell it would count the subshell's own). On
-# a shared machine the wall-clock exec/s libFuzzer prints follows the load; executions per
-# CPU second are the target's own cost. The scratch files carry this script's pid, so two
-# fuzz.sh fuzzing different targets from one build folder (one per core) keep their own.
+# CPU seconds (user + system) used so far by this shell's finished children, from bash's
+# `times`. Each target is fuzzed in a subshell of its own (below), so the figure is that
+# target's alone, also when several run at once. On a shared machine the wall-clock exec/s
+# libFuzzer prints follows the load; executions per CPU second are the target's own cost.
+# The scratch files carry the pid of the shell that writes them, so targets fuzzed at once,
+# and two fuzz.sh sharing one build folder, keep their own.
 mkdir -p "$build_dir/fuzz-logs"
-scratch="$build_dir/fuzz-logs/.cpu.$$"
+scratch="$build_dir/fuzz-logs/.fuzz.$$"
 trap 'rm -f "$scratch".*' EXIT
+# Called as `children_cpu >FILE`, never in $(...): a command substitution is a new process,
+# whose `times` would count only its own children (none).
 children_cpu() {
-  times >"$scratch.times"
-  awk 'NR == 2 { split($0, f, /[ ms]+/); print f[1] * 60 + f[2] + f[3] * 60 + f[4] }' \
-    "$scratch.times"
+  local file="$scratch.times.$BASHPID"
+  times >"$file"
+  awk 'NR == 2 { split($0, f, /[ ms]+/); print f[1] * 60 + f[2] + f[3] * 60 + f[4] }' "$file"
 }
 
-status=0
-summary=()
-for t in "${targets[@]}"; do
-  work="$build_dir/fuzz-corpus/$t"
-  findings="$build_dir/fuzz-findings/$t"
-  log="$build_dir/fuzz-logs/$t.log"
+# fuzz_one TARGET: fuzzes it, prints its summary line (also into $scratch.line.TARGET);
+# exit 1 when it found something or libFuzzer failed.
+fuzz_one() {
+  local t=$1 me=$BASHPID  # this target's subshell ($BASHPID differs inside $(...))
+  local work="$build_dir/fuzz-corpus/$t" findings="$build_dir/fuzz-findings/$t"
+  local log="$build_dir/fuzz-logs/$t.log"
   mkdir -p "$work" "$findings" "$(dirname "$log")"
-  args=("$work")
+  local args=("$work")
   [[ -d tests/fuzz/corpus/$t ]] && args+=("tests/fuzz/corpus/$t")
   [[ -f tests/fuzz/dict/$t.dict ]] && args+=("-dict=tests/fuzz/dict/$t.dict")
   ((keep_going)) && args+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+  local before after corpus execs rate cpu per_cpu line rc=0 cpu_before
   before=$(find "$findings" -type f | wc -l)
   echo "fuzz.sh: $t for $what (log: $log)"
-  rc=0
-  children_cpu >"$scratch.before"
-  cpu_before=$(<"$scratch.before")
+  children_cpu >"$scratch.before.$me"
+  cpu_before=$(<"$scratch.before.$me")
   # New inputs go into the first corpus folder ($work); the checked-in seeds stay as they are.
   TRACE_FUZZ_SEED_DIR="$work" "$build_dir/tests/fuzz/$t" "${args[@]}" \
     "${budget[@]}" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
@@ -128,22 +138,43 @@ for t in "${targets[@]}"; do
     execs=$(sed -n 's/^#\([0-9]*\): cov:.*/\1/p' "$log" | tail -1)
     rate=$(sed -n 's/^#[0-9]*: cov:.* exec\/s: \([0-9]*\).*/\1/p' "$log" | tail -1)
   fi
-  children_cpu >"$scratch.after"
-  cpu=$(awk -v a="$cpu_before" -v b="$(<"$scratch.after")" \
-    'BEGIN { printf "%.1f", b - a }')
+  children_cpu >"$scratch.after.$me"
+  cpu=$(awk -v a="$cpu_before" -v b="$(<"$scratch.after.$me")" 'BEGIN { printf "%.1f", b - a }')
   per_cpu=$(awk -v e="${execs:-0}" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", e / c; else print "?" }')
   after=$(find "$findings" -type f | wc -l)
   corpus=$(find "$work" -type f | wc -l)
   line=$(printf '%-24s %12s execs %8s/s %8s/cpu-s %7s cpu-s  corpus %6s  findings %s' "$t" \
     "${execs:-?}" "${rate:-?}" "$per_cpu" "$cpu" "$corpus" "$((after - before))")
+  local failed=0
   if ((rc != 0 || after > before)); then
-    status=1
+    failed=1
     line+="  FAILED (exit $rc): $(grep -m1 -E '^SUMMARY|^fuzz target:|==ERROR' "$log" || true)"
   fi
   echo "$line"
-  summary+=("$line")
+  echo "$line" >"$scratch.line.$t"
+  return "$failed"
+}
+
+# Up to $parallel targets at once, each in its own subshell (one libFuzzer process, one
+# core each); the summary lists them in the order given, and a target whose subshell
+# left no line (killed) counts as failed.
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= parallel)); do
+    wait -n || true
+  done
+  (fuzz_one "$t") &
 done
+wait
+status=0
 echo
-echo "fuzz.sh: summary ($what per target)"
-printf '%s\n' "${summary[@]}"
+echo "fuzz.sh: summary ($what per target$( ((parallel > 1)) && echo ", up to $parallel at once"))"
+for t in "${targets[@]}"; do
+  if [[ -f $scratch.line.$t ]]; then
+    cat "$scratch.line.$t"
+    grep -q '  FAILED (exit' "$scratch.line.$t" && status=1
+  else
+    printf '%-24s no result (the fuzzing subshell ended early)\n' "$t"
+    status=1
+  fi
+done
 exit "$status"
