@@ -132,31 +132,6 @@ Result<int> SortCompare(const Value& a, const Value& b, bool case_sensitive) {
                    Quote(KindName(b)));
 }
 
-Result<std::vector<Value>> ToList(const Value& v) {
-  switch (v.kind()) {
-    case Kind::kUndefined:
-      return std::vector<Value>{};
-    case Kind::kList:
-      return v.items();
-    case Kind::kDict: {
-      std::vector<Value> keys;
-      for (const auto& [k, x] : v.dict()->entries) keys.push_back(Value::Str(k));
-      return keys;
-    }
-    case Kind::kString: {
-      std::vector<Value> chars;
-      for (char32_t c : DecodeUtf8(v.str())) {
-        std::string one;
-        AppendUtf8(one, c);
-        chars.push_back(Value::Str(one));
-      }
-      return chars;
-    }
-    default:
-      return TypeError(Quote(KindName(v)) + " object is not iterable");
-  }
-}
-
 std::string HtmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -197,6 +172,31 @@ double PyRound(double x, int64_t ndigits) {
 }
 
 }  // namespace
+
+Result<std::vector<Value>> ToList(const Value& v) {
+  switch (v.kind()) {
+    case Kind::kUndefined:
+      return std::vector<Value>{};
+    case Kind::kList:
+      return v.items();
+    case Kind::kDict: {
+      std::vector<Value> keys;
+      for (const auto& [k, x] : v.dict()->entries) keys.push_back(Value::Str(k));
+      return keys;
+    }
+    case Kind::kString: {
+      std::vector<Value> chars;
+      for (char32_t c : DecodeUtf8(v.str())) {
+        std::string one;
+        AppendUtf8(one, c);
+        chars.push_back(Value::Str(one));
+      }
+      return chars;
+    }
+    default:
+      return TypeError(Quote(KindName(v)) + " object is not iterable");
+  }
+}
 
 Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, CallArgs& args) {
   auto need_str = [&](const Value& x) { return ToPyStr(x); };  // jinja2's soft_str

@@ -317,34 +317,11 @@ bool Renderer::HasBlockName(const Expr& e) {
   return !e.children.empty() && e.children[0] && HasBlockName(*e.children[0]);
 }
 
-Result<std::vector<Value>> Renderer::Iterate(const Value& v, int line) {
-  switch (v.kind()) {
-    case Kind::kUndefined:
-      return std::vector<Value>{};
-    case Kind::kList:
-      return v.items();
-    case Kind::kDict: {
-      std::vector<Value> keys;
-      for (const auto& [k, val] : v.dict()->entries) keys.push_back(Value::Str(k));
-      return keys;
-    }
-    case Kind::kString: {
-      std::vector<Value> chars;
-      for (char32_t c : DecodeUtf8(v.str())) {
-        std::string one;
-        AppendUtf8(one, c);
-        chars.push_back(Value::Str(one));
-      }
-      return chars;
-    }
-    default:
-      return Err(line, Quote(std::string(KindName(v))) + " object is not iterable");
-  }
-}
-
 Status Renderer::ExecFor(const Stmt& s, std::string& out) {
   TRACE_ASSIGN_OR_RETURN(Value seq, Eval(*s.expr));
-  TRACE_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(seq, s.line));
+  auto iterated = ToList(seq);
+  if (!iterated.ok()) return Locate(iterated.status(), s.line);
+  std::vector<Value> items = std::move(iterated).value();
   auto outer = frame_;
   if (s.filter) {
     std::vector<Value> kept;

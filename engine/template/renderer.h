@@ -44,6 +44,10 @@ Status TooLarge(const std::string& what);
 std::string Quote(const std::string& s);
 // Positional argument `index` or keyword `name`, else nullptr.
 const Value* Arg(const CallArgs& args, size_t index, std::string_view name);
+// What iterating `v` yields, as Python and Jinja do (builtins.cc): a list's items, a dict's
+// keys, a string's characters, nothing for undefined; a TypeError for anything else. The
+// sequence filters and {% for %} share it.
+Result<std::vector<Value>> ToList(const Value& v);
 // Python's str.`name`(args) on `s` (methods.cc); filters and tests reuse it.
 Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallArgs& args);
 
@@ -112,7 +116,6 @@ class Renderer {
   Status Assign(const std::vector<std::string>& targets, const Value& v, Dict& vars, int line);
   Status ExecSet(const Stmt& s);
   static bool HasBlockName(const Expr& e);
-  Result<std::vector<Value>> Iterate(const Value& v, int line);
   Status ExecFor(const Stmt& s, std::string& out);
   Value MakeMacro(const Stmt& s, std::string name = "");
 

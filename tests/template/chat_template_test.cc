@@ -101,6 +101,18 @@ TEST(ChatTemplate, RuntimeErrorsNameTheLine) {
       << e;
 }
 
+// {% for %} and the sequence filters iterate the same way (ToList), so they refuse the same
+// values with the same words; the loop's error names its line.
+TEST(ChatTemplate, IteratingANonSequenceNamesTheLoopsLine) {
+  EXPECT_EQ(ErrorOf("\n{% for x in 5 %}{{ x }}{% endfor %}"),
+            "template test.jinja line 2: 'int' object is not iterable");
+  EXPECT_NE(ErrorOf("{{ 5 | list }}").find("'int' object is not iterable"), std::string::npos);
+  auto r = RenderText("{% for c in 'ab' %}{{ c }},{% endfor %}{% for k in d %}{{ k }}{% endfor %}",
+                      {{"d", ordered_json{{"y", 1}, {"x", 2}}}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "a,b,yx");
+}
+
 TEST(ChatTemplate, RaiseExceptionBecomesStatusWithMessage) {
   auto r = RenderText(
       "ok\n{% if true %}{{ raise_exception('Conversation roles must alternate') }}{% endif %}");
