@@ -205,8 +205,40 @@ Result<Redactor> Redactor::Create(const RuleSet& rules) {
     r.patterns_.push_back({p.name, std::move(*compiled)});
   }
   r.literals_ = rules.literals();
+  for (const std::string& name : r.RuleNames()) {
+    const std::string marker = Marker(name);
+    const size_t in_json = nlohmann::json(marker).dump().size() - 2;
+    r.longest_marker_ = std::max({r.longest_marker_, marker.size(), in_json});
+  }
   return r;
 }
+
+size_t Redactor::GrowthLimit(size_t size) const {
+  return (size + 1) * std::max<size_t>(longest_marker_, 1);
+}
+
+namespace {
+
+// The rule named on a text replaced whole: the one that replaced the most (then the first
+// by name), or `fallback` when none did.
+const std::string& MostHits(const std::map<std::string, int>& hits, const std::string& fallback) {
+  const std::string* best = &fallback;
+  int most = 0;
+  for (const auto& [rule, count] : hits) {
+    if (count > most) {
+      most = count;
+      best = &rule;
+    }
+  }
+  return *best;
+}
+
+void AddHits(const std::map<std::string, int>& from, std::map<std::string, int>* to) {
+  if (to == nullptr) return;
+  for (const auto& [rule, count] : from) (*to)[rule] += count;
+}
+
+}  // namespace
 
 std::vector<std::string> Redactor::RuleNames() const {
   std::vector<std::string> names;
@@ -218,20 +250,31 @@ std::vector<std::string> Redactor::RuleNames() const {
 // A marker can complete a rule's context ("[REDACTED:aws-secret-access-key]" holds "aws" and
 // "secret", so 40 characters after it look like a key), and a replaced secret can make a
 // document JSON: redaction repeats until nothing changes, so redacting its output again
-// changes nothing. Each pass only replaces text with markers; a few passes always settle.
+// changes nothing. Each pass only replaces text with markers, and with real rules a few
+// passes settle; rules whose matches break the markers of the pass before can grow the text
+// at every pass, which GrowthLimit stops (the text is then replaced whole).
 constexpr int kMaxRedactionPasses = 8;
 
 bool Redactor::RedactText(std::string* text, std::map<std::string, int>* hits) const {
+  const size_t max_size = GrowthLimit(text->size());
+  std::map<std::string, int> counted;  // this text's alone: a text replaced whole counts once
   bool changed = false;
-  for (int pass = 0; pass < kMaxRedactionPasses && Redact(text, hits, nullptr); ++pass) {
+  for (int pass = 0; pass < kMaxRedactionPasses && Redact(text, &counted, nullptr, max_size);
+       ++pass) {
     changed = true;
   }
+  AddHits(counted, hits);
   return changed;
 }
 
-bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
-                      const std::vector<uint8_t>* json_layout) const {
+bool Redactor::Redact(std::string* text, std::map<std::string, int>* caller_hits,
+                      const std::vector<uint8_t>* json_layout, size_t max_size) const {
   if (text->empty()) return false;
+  // This pass's counts reach the caller only if the pass completes. A text replaced whole
+  // counts once: `caller_hits` holds this text's counts alone (RedactText's and
+  // RedactJsonText's own maps) and becomes that one count.
+  std::map<std::string, int> pass_hits;
+  std::map<std::string, int>* hits = caller_hits ? &pass_hits : nullptr;
   std::string_view subject(*text);
   std::vector<Range> ranges;
   // Literal secrets first: on equal ranges the environment variable's name is reported.
@@ -250,7 +293,7 @@ bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
       // becomes a JSON string, so it stays JSON).
       *text = json_layout ? nlohmann::json(Marker(patterns_[i].name)).dump()
                           : Marker(patterns_[i].name);
-      if (hits) ++(*hits)[patterns_[i].name];
+      if (caller_hits) *caller_hits = {{patterns_[i].name, 1}};
       return true;
     }
     for (const auto& [b, e] : found) ranges.push_back({b, e, literals_.size() + i});
@@ -278,7 +321,9 @@ bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
   out.reserve(text->size());
   size_t copied = 0;
   bool changed = false;
+  const std::string* runaway = nullptr;  // the rule whose marker passed max_size
   auto replace = [&](size_t begin, size_t end, const std::string& name) {
+    if (runaway) return;
     out.append(subject.substr(copied, begin - copied));
     // Inside a JSON string the marker is written as JSON string content (a rule named
     // after an environment variable may hold any character).
@@ -289,13 +334,17 @@ bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
     }
     out += marker;
     copied = end;
+    if (out.size() > max_size) {
+      runaway = &name;
+      return;
+    }
     // A match that is already this marker (a URL password rule matches
     // "user:[REDACTED:url-password]@") changes nothing: redacting twice is a no-op.
     if (subject.substr(begin, end - begin) == marker) return;
     if (hits) ++(*hits)[name];
     changed = true;
   };
-  for (size_t i = 0; i < ranges.size();) {
+  for (size_t i = 0; i < ranges.size() && !runaway;) {
     // Overlapping ranges merge into one replacement, named by the first.
     size_t begin = ranges[i].begin, end = ranges[i].end;
     const std::string& name = rule_name(ranges[i].rule);
@@ -324,31 +373,51 @@ bool Redactor::Redact(std::string* text, std::map<std::string, int>* hits,
       k = piece_end;
     }
   }
+  if (runaway) {
+    // Replaced whole, as when PCRE2 gives up (a JSON document becomes a JSON string).
+    *text = json_layout ? nlohmann::json(Marker(*runaway)).dump() : Marker(*runaway);
+    if (caller_hits) *caller_hits = {{*runaway, 1}};
+    return true;
+  }
   out.append(subject.substr(copied));
   *text = std::move(out);
+  AddHits(pass_hits, caller_hits);
   return changed;
 }
 
 bool Redactor::RedactJsonText(std::string* text, std::map<std::string, int>* hits) const {
+  const size_t max_size = GrowthLimit(text->size());
+  std::map<std::string, int> counted;
   bool changed = false;
-  for (int pass = 0; pass < kMaxRedactionPasses && RedactJsonOnce(text, hits); ++pass) {
+  for (int pass = 0; pass < kMaxRedactionPasses && RedactJsonOnce(text, &counted, max_size);
+       ++pass) {
     changed = true;
+    // The strings inside are redacted one by one, each within its own limit; the document
+    // as a whole is held to its own here.
+    if (text->size() > max_size) {
+      const std::string rule = MostHits(counted, RuleNames().front());
+      *text = nlohmann::json(Marker(rule)).dump();
+      counted = {{rule, 1}};
+      break;
+    }
   }
+  AddHits(counted, hits);
   return changed;
 }
 
-bool Redactor::RedactJsonOnce(std::string* text, std::map<std::string, int>* hits) const {
+bool Redactor::RedactJsonOnce(std::string* text, std::map<std::string, int>* hits,
+                              size_t max_size) const {
   std::optional<nlohmann::json> doc = ParseBounded(*text);
   if (!doc) {  // not JSON (or too deep to walk): text it is
     const bool changed = RedactText(text, hits);
     // The secret replaced may have been what kept the text from being JSON (a control
     // byte in a token): then the JSON pass follows, so a second redaction finds nothing
     // more (escaped secrets such as "\u0073k-..." are only seen in the parsed strings).
-    if (changed && ParseBounded(*text)) RedactJsonOnce(text, hits);
+    if (changed && ParseBounded(*text)) RedactJsonOnce(text, hits, max_size);
     return changed;
   }
   const std::vector<uint8_t> layout = JsonLayout(*text);
-  const bool changed = Redact(text, hits, &layout);
+  const bool changed = Redact(text, hits, &layout, max_size);
   if (changed) doc = ParseBounded(*text);  // string content changed, the structure did not
   if (!doc || !doc->is_structured()) return changed;
   bool deeper = RedactJsonStrings(&*doc, [&](std::string* s) { return RedactText(s, hits); });

@@ -91,12 +91,19 @@ class Redactor {
   std::vector<std::string> RuleNames() const;
 
  private:
-  // RedactText; with `json_layout` (a valid JSON text's layout, see redactor.cc) a match
-  // replaces only the string content it covers, so the document stays valid JSON.
+  // One pass of RedactText; with `json_layout` (a valid JSON text's layout, see
+  // redactor.cc) a match replaces only the string content it covers, so the document stays
+  // valid JSON. A pass whose output would pass `max_size` bytes replaces the whole text by
+  // one marker instead (see GrowthLimit).
   bool Redact(std::string* text, std::map<std::string, int>* hits,
-              const std::vector<uint8_t>* json_layout) const;
+              const std::vector<uint8_t>* json_layout, size_t max_size) const;
   // One pass of RedactJsonText (which repeats it until nothing changes).
-  bool RedactJsonOnce(std::string* text, std::map<std::string, int>* hits) const;
+  bool RedactJsonOnce(std::string* text, std::map<std::string, int>* hits, size_t max_size) const;
+  // The most a redaction of a `size`-byte text may write: every byte replaced by the
+  // longest marker, which one pass of any rule set can reach and legitimate rules never
+  // pass. Rules whose matches straddle the markers of the pass before grow a text again at
+  // every pass (geometrically); such a text is replaced whole by one marker.
+  size_t GrowthLimit(size_t size) const;
 
   struct Pattern {
     std::string name;
@@ -105,6 +112,7 @@ class Redactor {
   Redactor() = default;
   std::vector<Pattern> patterns_;
   std::vector<LiteralRule> literals_;
+  size_t longest_marker_ = 0;  // bytes, as written in text or inside a JSON string
 };
 
 // Redacts a whole run in place: header and every event (for `trace push --redact` and the
