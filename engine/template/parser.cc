@@ -1,5 +1,6 @@
 // Template parser: jinja2's grammar (jinja2/parser.py) for the statements and
 // expressions chat templates use. Anything else is an error naming the construct and line.
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -316,6 +317,26 @@ class Parser {
     return e;
   }
 
+  // Every composite expression passes here once its operands are attached: its depth is
+  // one more than its deepest operand's, and past kMaxExprDepth the template is refused.
+  // Chains such as `a + b + ...`, `a.b.c...` or `x|f|g...` nest without recursing in the
+  // parser (so kMaxDepth does not see them), while the renderer, the validator and ~Expr
+  // recurse once per level: a 200,000-term sum overflowed the stack (template_fuzz).
+  Result<ExprPtr> Sealed(ExprPtr e) {
+    int deepest = 0;
+    for (const auto& c : e->children) {
+      if (c) deepest = std::max(deepest, c->depth);
+    }
+    for (const auto& a : e->args) deepest = std::max(deepest, a->depth);
+    for (const auto& [key, v] : e->kwargs) deepest = std::max(deepest, v->depth);
+    e->depth = deepest + 1;
+    if (e->depth > kMaxExprDepth) {
+      return Error("expression nested too deeply (more than " + std::to_string(kMaxExprDepth) +
+                   " levels of operators, attributes, calls or filters)");
+    }
+    return e;
+  }
+
   // An expression, or a bare tuple `a, b` (as in {{ a, b }} and set x = a, b).
   Result<ExprPtr> ParseTupleExpr(bool no_condexpr = false) {
     int line = Cur().line;
@@ -340,11 +361,13 @@ class Parser {
       }
       tuple->children.push_back(std::move(next));
     }
-    return tuple;
+    return Sealed(std::move(tuple));
   }
 
   // Nesting limit standing in for Python's recursion limit (jinja2 raises RecursionError).
   static constexpr int kMaxDepth = 200;
+  // The deepest expression tree (Sealed): as deep as kMaxDepth allows by recursion.
+  static constexpr int kMaxExprDepth = 200;
   struct DepthGuard {
     explicit DepthGuard(int* d) : depth(d) { ++*depth; }
     ~DepthGuard() { --*depth; }
@@ -368,7 +391,7 @@ class Parser {
       c->children.push_back(std::move(cond));
       c->children.push_back(std::move(expr));
       c->children.push_back(std::move(otherwise));
-      expr = std::move(c);
+      TRACE_ASSIGN_OR_RETURN(expr, Sealed(std::move(c)));
     }
     return expr;
   }
@@ -382,7 +405,7 @@ class Parser {
       auto e = Make(ExprKind::kOr, line);
       e->children.push_back(std::move(left));
       e->children.push_back(std::move(right));
-      left = std::move(e);
+      TRACE_ASSIGN_OR_RETURN(left, Sealed(std::move(e)));
     }
     return left;
   }
@@ -396,7 +419,7 @@ class Parser {
       auto e = Make(ExprKind::kAnd, line);
       e->children.push_back(std::move(left));
       e->children.push_back(std::move(right));
-      left = std::move(e);
+      TRACE_ASSIGN_OR_RETURN(left, Sealed(std::move(e)));
     }
     return left;
   }
@@ -411,7 +434,7 @@ class Parser {
       auto e = Make(ExprKind::kUnary, line);
       e->name = "not";
       e->children.push_back(std::move(operand));
-      return e;
+      return Sealed(std::move(e));
     }
     return ParseCompare();
   }
@@ -443,7 +466,7 @@ class Parser {
       e->name = op;
       e->children.push_back(std::move(left));
       e->children.push_back(std::move(right));
-      left = std::move(e);
+      TRACE_ASSIGN_OR_RETURN(left, Sealed(std::move(e)));
     }
     return left;
   }
@@ -458,7 +481,7 @@ class Parser {
       TRACE_ASSIGN_OR_RETURN(ExprPtr right, (this->*next)());
       e->children.push_back(std::move(left));
       e->children.push_back(std::move(right));
-      left = std::move(e);
+      TRACE_ASSIGN_OR_RETURN(left, Sealed(std::move(e)));
     }
     return left;
   }
@@ -480,7 +503,7 @@ class Parser {
       Next();
       TRACE_ASSIGN_OR_RETURN(ExprPtr operand, ParseUnary(false));
       e->children.push_back(std::move(operand));
-      node = std::move(e);
+      TRACE_ASSIGN_OR_RETURN(node, Sealed(std::move(e)));
     } else {
       TRACE_ASSIGN_OR_RETURN(node, ParsePrimary());
     }
@@ -539,7 +562,7 @@ class Parser {
           TRACE_ASSIGN_OR_RETURN(ExprPtr item, ParseExpression());
           tuple->children.push_back(std::move(item));
         }
-        inner = std::move(tuple);
+        TRACE_ASSIGN_OR_RETURN(inner, Sealed(std::move(tuple)));
       }
       TRACE_RETURN_IF_ERROR(ExpectOp(")"));
       return inner;
@@ -554,7 +577,7 @@ class Parser {
         list->children.push_back(std::move(item));
       }
       Next();
-      return list;
+      return Sealed(std::move(list));
     }
     if (IsOp("{")) {
       Next();
@@ -569,7 +592,7 @@ class Parser {
         dict->children.push_back(std::move(value));
       }
       Next();
-      return dict;
+      return Sealed(std::move(dict));
     }
     return Error("unexpected " + Describe(t) + " in expression");
   }
@@ -590,14 +613,14 @@ class Parser {
           e->children.push_back(std::move(node));
           e->children.push_back(std::move(idx));
           Next();
-          node = std::move(e);
+          TRACE_ASSIGN_OR_RETURN(node, Sealed(std::move(e)));
           continue;
         } else {
           return Error("expected an attribute name after '.', got " + Describe(Cur()));
         }
         Next();
         e->children.push_back(std::move(node));
-        node = std::move(e);
+        TRACE_ASSIGN_OR_RETURN(node, Sealed(std::move(e)));
       } else if (IsOp("[")) {
         int line = Cur().line;
         Next();
@@ -631,12 +654,12 @@ class Parser {
       auto e = Make(ExprKind::kGetItem, line);
       e->children.push_back(std::move(target));
       e->children.push_back(std::move(parts[0]));
-      return e;
+      return Sealed(std::move(e));
     }
     auto e = Make(ExprKind::kSlice, line);
     e->children.push_back(std::move(target));
     for (auto& p : parts) e->children.push_back(std::move(p));
-    return e;
+    return Sealed(std::move(e));
   }
 
   Status ParseArgs(Expr* e) {
@@ -667,7 +690,7 @@ class Parser {
     auto e = Make(ExprKind::kCall, Cur().line);
     e->children.push_back(std::move(callee));
     TRACE_RETURN_IF_ERROR(ParseArgs(e.get()));
-    return e;
+    return Sealed(std::move(e));
   }
 
   // After the '|' has been consumed.
@@ -681,7 +704,7 @@ class Parser {
     }
     e->children.push_back(std::move(node));
     if (IsOp("(")) TRACE_RETURN_IF_ERROR(ParseArgs(e.get()));
-    return e;
+    return Sealed(std::move(e));
   }
 
   Result<ExprPtr> ParseFilterChain(ExprPtr node) {
@@ -715,7 +738,7 @@ class Parser {
       TRACE_ASSIGN_OR_RETURN(arg, ParsePostfix(std::move(arg)));
       e->args.push_back(std::move(arg));
     }
-    return e;
+    return Sealed(std::move(e));
   }
 
   std::vector<Token> toks_;

@@ -225,6 +225,7 @@ struct Expr {
   std::vector<ExprPtr> children;
   std::vector<ExprPtr> args;                            // call/filter/test positional
   std::vector<std::pair<std::string, ExprPtr>> kwargs;  // call/filter/test keyword
+  int depth = 1;  // levels of this tree, bounded by the parser (parser.cc: Sealed)
 };
 
 enum class StmtKind {

@@ -101,6 +101,30 @@ TEST(ChatTemplate, RuntimeErrorsNameTheLine) {
       << e;
 }
 
+// Chains nest without recursion in the parser, but rendering, validating and freeing a
+// tree recurse once per level: a 200,000-term sum in a model's chat template crashed
+// `trace template` (stack overflow, template_fuzz). Past 200 levels the template is refused
+// with a one-line error naming its line; 200 still render.
+TEST(ChatTemplate, ExpressionsNestedTooDeeplyAreRefusedNotACrash) {
+  auto chain = [](const std::string& head, const std::string& link, int n) {
+    std::string out = head;
+    for (int i = 0; i < n; ++i) out += link;
+    return out;
+  };
+  for (const std::string& deep :
+       {chain("{{ 1", " + 1", 100000) + " }}", chain("{{ 1", " < 2", 300) + " }}",
+        chain("{{ x", ".a", 300) + " }}", chain("{{ 'a'", " | upper", 300) + " }}",
+        chain("{{ f", "()", 300) + " }}", chain("{{ x", "[0]", 300) + " }}"}) {
+    const std::string e = ErrorOf("\n" + deep);
+    EXPECT_EQ(e.rfind("template test.jinja line 2: expression nested too deeply", 0), 0u)
+        << e.substr(0, 200);
+    EXPECT_EQ(e.find('\n'), std::string::npos);
+  }
+  auto r = RenderText(chain("{{ 0", " + 1", 199) + " }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "199");
+}
+
 // {% for %} and the sequence filters iterate the same way (ToList), so they refuse the same
 // values with the same words; the loop's error names its line.
 TEST(ChatTemplate, IteratingANonSequenceNamesTheLoopsLine) {
