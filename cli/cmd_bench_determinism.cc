@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/escape.h"
 #include "bench/common/determinism.h"
 #include "cli/cmd_bench.h"
 #include "cli/command.h"
@@ -29,30 +30,6 @@ using bench::StepRecord;
 using cmd_bench::LoadModel;
 using cmd_bench::Progress;
 using cmd_bench::ValidateDevice;
-
-// A token's (or a text's) bytes for people: control characters escaped, valid UTF-8.
-std::string Printable(const std::string& bytes) {
-  std::string text = engine::SanitizeUtf8(bytes);
-  std::string out;
-  for (unsigned char ch : text) {
-    if (ch == '\n') {
-      out += "\\n";
-    } else if (ch == '\t') {
-      out += "\\t";
-    } else if (ch == '\r') {
-      out += "\\r";
-    } else if (ch == '"') {
-      out += "\\\"";
-    } else if (ch < 0x20 || ch == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", ch);
-      out += buf;
-    } else {
-      out.push_back(static_cast<char>(ch));
-    }
-  }
-  return out;
-}
 
 // nlohmann writes NaN/inf as null; keep finite values exact.
 nlohmann::ordered_json Num(double v) {
@@ -232,7 +209,7 @@ int Run(const Args& args) {
                   ? (std::string(" (") + kernels::kNumericsVersion + ")").c_str()
                   : "");
   std::printf("prompt    \"%s\" (%zu tokens), greedy, up to %d tokens\n",
-              Printable(args.prompt).c_str(), prompt.size(), args.sim.max_tokens);
+              EscapeForDisplay(args.prompt, kNoLimit).c_str(), prompt.size(), args.sim.max_tokens);
   std::printf(
       "batching  each run with 0..%d random other requests (largest batch per run %lld..%lld), "
       "seed %llu, %.1fs\n\n",
@@ -241,8 +218,8 @@ int Run(const Args& args) {
       r.seconds);
   std::printf("%zu distinct completions out of %d runs\n", variants.size(), args.sim.runs);
   for (size_t v = 0; v < variants.size() && v < 10; ++v) {
-    std::string text = Printable(Text(tokenizer, variants[v].tokens));
-    if (text.size() > 70) text = text.substr(0, 67) + "...";
+    // Clipped between characters, never inside one or inside an escape.
+    const std::string text = EscapeForDisplay(Text(tokenizer, variants[v].tokens), 70);
     std::printf("  #%zu  %4zu runs (first: run %d)%s  \"%s\"\n", v + 1, variants[v].runs.size(),
                 variants[v].runs[0],
                 variants[v].tokens == reference.tokens ? ", = batch-1 reference" : "",
@@ -263,7 +240,7 @@ int Run(const Args& args) {
       }
       const StepRecord& rec = steps[d.step];
       std::printf("  run %-4d chose %6d \"%s\"", run, rec.token,
-                  Printable(TokenPiece(tokenizer, rec.token)).c_str());
+                  EscapeForDisplay(TokenPiece(tokenizer, rec.token), kNoLimit).c_str());
       if (!rec.top.empty()) std::printf(" logit %.9g", static_cast<double>(rec.top[0].logit));
       const int32_t other_token = token_at(other, d.step);
       bool shown = false;

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "base/escape.h"
 #include "base/hash.h"
 #include "cli/command.h"
 #include "engine/engine.h"
@@ -44,27 +45,6 @@ Result<std::vector<int32_t>> ParseTokenList(const std::string& text) {
   }
   if (ids.empty()) return InvalidArgument("--tokens: no token ids");
   return ids;
-}
-
-// A token's text for people: decoded, with control characters escaped.
-std::string Printable(const std::string& text) {
-  std::string out;
-  for (unsigned char ch : text) {
-    if (ch == '\n') {
-      out += "\\n";
-    } else if (ch == '\t') {
-      out += "\\t";
-    } else if (ch == '\r') {
-      out += "\\r";
-    } else if (ch < 0x20 || ch == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", ch);
-      out += buf;
-    } else {
-      out.push_back(static_cast<char>(ch));
-    }
-  }
-  return out;
 }
 
 int Run(const LogitsArgs& args) {
@@ -165,7 +145,7 @@ int Run(const LogitsArgs& args) {
                     static_cast<double>(logits[id]) - logits[order[r + 1]]);
     }
     std::printf("%4zu %8d %16.9g %16s  \"%s\"\n", r + 1, id, static_cast<double>(logits[id]),
-                margin, Printable(piece(id)).c_str());
+                margin, EscapeForDisplay(piece(id), kNoLimit).c_str());
   }
   return kExitOk;
 }

@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <sstream>
 
 #include "base/hash.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine_test_util.h"
 
 namespace trace::engine {
@@ -100,6 +103,42 @@ TEST_F(CliTest, LogitsAllJsonReadsBackToTheEnginesBits) {
     ASSERT_EQ(std::memcmp(&parsed, &out.row(0)[id], 4), 0) << "logit " << id;
   }
   EXPECT_EQ(id + 1, out.row(0).size());
+}
+
+// Token pieces are user data on a terminal line: `trace logits` escapes them like every
+// other message (base/escape.h), so a vocabulary's bidirectional controls (Qwen3 has
+// " \u202b", RIGHT-TO-LEFT EMBEDDING) and C1 controls cannot reorder or restyle the table.
+TEST_F(CliTest, LogitsTableEscapesTokenPiecesForTheTerminal) {
+  auto tokenizer = Tokenizer::Load(dir_ + "/tokenizer.json");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  const std::string rle = "\xe2\x80\xab";  // U+202B in UTF-8
+  int32_t rle_id = -1;
+  for (int32_t id = 0; id < (*tokenizer)->vocab_size() && rle_id < 0; ++id) {
+    if ((*tokenizer)->Decode(std::span<const int32_t>(&id, 1)).find(rle) != std::string::npos) {
+      rle_id = id;
+    }
+  }
+  ASSERT_GE(rle_id, 0) << "the bundled tokenizer has no token holding U+202B";
+
+  // Every token ranked: the table holds each piece once.
+  Ran text =
+      RunTrace("logits --model " + dir_ + " --tokens 9707,11,1879,0 --top 200000", tmp_.path());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.find(rle), std::string::npos) << "a raw U+202B reached the terminal";
+  EXPECT_EQ(text.out.find("\xc2\x80"), std::string::npos)
+      << "a raw C1 control reached the terminal";
+  std::istringstream lines(text.out);
+  std::string line;
+  bool found = false;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string rank, id;
+    fields >> rank >> id;
+    if (id != std::to_string(rle_id)) continue;
+    found = true;
+    EXPECT_NE(line.find("\\u202b"), std::string::npos) << line;
+  }
+  EXPECT_TRUE(found) << "no row for token " << rle_id;
 }
 
 TEST_F(CliTest, GenerateIsAFunctionOfTheSeed) {
