@@ -203,13 +203,13 @@ int Run(const Args& args) {
     return kExitOk;
   }
 
-  std::printf("model     %s (%s), %s, %s numerics%s\n", loaded->dir.c_str(),
-              config.architecture.c_str(), device_desc.c_str(), numerics_name,
+  std::printf("model     %s (%s), %s, %s numerics%s\n", EscapePathForDisplay(loaded->dir).c_str(),
+              EscapeForDisplay(config.architecture).c_str(), device_desc.c_str(), numerics_name,
               options.numerics == kernels::Numerics::kCanonical
                   ? (std::string(" (") + kernels::kNumericsVersion + ")").c_str()
                   : "");
-  std::printf("prompt    \"%s\" (%zu tokens), greedy, up to %d tokens\n",
-              EscapeForDisplay(args.prompt, kNoLimit).c_str(), prompt.size(), args.sim.max_tokens);
+  std::printf("prompt    %s (%zu tokens), greedy, up to %d tokens\n",
+              QuoteForDisplay(args.prompt).c_str(), prompt.size(), args.sim.max_tokens);
   std::printf(
       "batching  each run with 0..%d random other requests (largest batch per run %lld..%lld), "
       "seed %llu, %.1fs\n\n",
@@ -219,8 +219,8 @@ int Run(const Args& args) {
   std::printf("%zu distinct completions out of %d runs\n", variants.size(), args.sim.runs);
   for (size_t v = 0; v < variants.size() && v < 10; ++v) {
     // Clipped between characters, never inside one or inside an escape.
-    const std::string text = EscapeForDisplay(Text(tokenizer, variants[v].tokens), 70);
-    std::printf("  #%zu  %4zu runs (first: run %d)%s  \"%s\"\n", v + 1, variants[v].runs.size(),
+    const std::string text = QuoteForDisplay(Text(tokenizer, variants[v].tokens), 70);
+    std::printf("  #%zu  %4zu runs (first: run %d)%s  %s\n", v + 1, variants[v].runs.size(),
                 variants[v].runs[0],
                 variants[v].tokens == reference.tokens ? ", = batch-1 reference" : "",
                 text.c_str());
@@ -239,8 +239,8 @@ int Run(const Args& args) {
         continue;
       }
       const StepRecord& rec = steps[d.step];
-      std::printf("  run %-4d chose %6d \"%s\"", run, rec.token,
-                  EscapeForDisplay(TokenPiece(tokenizer, rec.token), kNoLimit).c_str());
+      std::printf("  run %-4d chose %6d %s", run, rec.token,
+                  QuoteForDisplay(TokenPiece(tokenizer, rec.token)).c_str());
       if (!rec.top.empty()) std::printf(" logit %.9g", static_cast<double>(rec.top[0].logit));
       const int32_t other_token = token_at(other, d.step);
       bool shown = false;

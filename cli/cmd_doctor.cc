@@ -1,7 +1,9 @@
 // `trace doctor`: this machine's fingerprint and the numerics self-test on every kernel path
 // and device present (engine/doctor.h does the work; this file parses and prints).
 #include <iostream>
+#include <sstream>
 
+#include "base/escape.h"
 #include "cli/command.h"
 #include "engine/doctor.h"
 
@@ -17,10 +19,20 @@ int Run(const DoctorArgs& args) {
   engine::DoctorOptions options;
   options.model_check = !args.no_model;
   if (!Globals().quiet) {
-    options.progress = [](const std::string& line) { std::cerr << "doctor: " << line << "\n"; };
+    options.progress = [](const std::string& line) {
+      std::cerr << "doctor: " << EscapeForDisplay(line, kNoLimit) << "\n";
+    };
   }
   const engine::DoctorReport report = engine::RunDoctor(options);
-  std::cout << (args.json ? engine::RenderDoctorJson(report) : engine::RenderDoctorText(report));
+  if (args.json) {
+    std::cout << engine::RenderDoctorJson(report);
+  } else {
+    // The report quotes what the machine says of itself (CPU and GPU names, driver errors,
+    // a model folder's path): escaped line by line like everything else on the terminal.
+    std::istringstream lines(engine::RenderDoctorText(report));
+    std::string line;
+    while (std::getline(lines, line)) std::cout << EscapeForDisplay(line, kNoLimit) << "\n";
+  }
   if (report.reproduces()) return kExitOk;
   return report.any_failed() ? kExitMismatch : kExitError;
 }

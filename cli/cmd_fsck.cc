@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "base/escape.h"
 #include "cli/command.h"
 #include "store/fsck.h"
 
@@ -47,30 +48,33 @@ nlohmann::json ReportJson(const store::FsckReport& r) {
           {"salvage", r.salvage}};
 }
 
+// Problems quote what they found in the store (run ids, statuses, damaged rows' contents),
+// and a store may come from anywhere (trace pull): every string escaped (base/escape.h).
 void PrintText(const store::FsckReport& r) {
+  const auto shown = [](const std::string& s) { return EscapeForDisplay(s, kNoLimit); };
   std::printf("store %s: schema %d, %zu runs, %lld events, %lld blobs checked, %.1f KiB\n",
-              r.path.c_str(), r.schema_version, r.runs.size(),
+              EscapePathForDisplay(r.path).c_str(), r.schema_version, r.runs.size(),
               static_cast<long long>(r.events_checked), static_cast<long long>(r.blobs_checked),
               static_cast<double>(r.file_bytes) / 1024.0);
-  for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
+  for (const auto& n : r.notes) std::printf("note: %s\n", shown(n).c_str());
   if (r.sqlite_problems.empty()) {
     std::printf("sqlite integrity: ok\n");
   } else {
     std::printf("sqlite integrity: DAMAGED\n");
-    for (const auto& p : r.sqlite_problems) std::printf("  %s\n", p.c_str());
-    std::printf("  salvage: %s\n", r.salvage.c_str());
+    for (const auto& p : r.sqlite_problems) std::printf("  %s\n", shown(p).c_str());
+    std::printf("  salvage: %s\n", shown(r.salvage).c_str());
   }
   for (const auto& run : r.runs) {
     if (run.ok()) continue;
-    std::printf("run %s (%s): DAMAGED\n", run.run_id.c_str(), run.status.c_str());
-    for (const auto& p : run.problems) std::printf("  %s\n", p.c_str());
-    std::printf("  salvage: %s\n", run.salvage.c_str());
+    std::printf("run %s (%s): DAMAGED\n", shown(run.run_id).c_str(), shown(run.status).c_str());
+    for (const auto& p : run.problems) std::printf("  %s\n", shown(p).c_str());
+    std::printf("  salvage: %s\n", shown(run.salvage).c_str());
   }
   if (!r.blob_problems.empty()) {
     std::printf("blobs: DAMAGED\n");
-    for (const auto& p : r.blob_problems) std::printf("  %s\n", p.c_str());
+    for (const auto& p : r.blob_problems) std::printf("  %s\n", shown(p).c_str());
   }
-  for (const auto& p : r.orphan_problems) std::printf("orphan rows: %s\n", p.c_str());
+  for (const auto& p : r.orphan_problems) std::printf("orphan rows: %s\n", shown(p).c_str());
   if (r.unreferenced_blobs > 0) {
     std::printf("note: %lld blobs (%.1f KiB) are used by no run (freed by the next `trace rm`)\n",
                 static_cast<long long>(r.unreferenced_blobs),

@@ -144,8 +144,8 @@ int Run(const LogitsArgs& args) {
       std::snprintf(margin, sizeof(margin), "%.9g",
                     static_cast<double>(logits[id]) - logits[order[r + 1]]);
     }
-    std::printf("%4zu %8d %16.9g %16s  \"%s\"\n", r + 1, id, static_cast<double>(logits[id]),
-                margin, EscapeForDisplay(piece(id), kNoLimit).c_str());
+    std::printf("%4zu %8d %16.9g %16s  %s\n", r + 1, id, static_cast<double>(logits[id]), margin,
+                QuoteForDisplay(piece(id)).c_str());
   }
   return kExitOk;
 }

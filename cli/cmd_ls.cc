@@ -124,10 +124,11 @@ int Run(const Options& options) {
               ": " + r.command;
     }
     const std::string command = EscapeForDisplay(shown, 80);  // one table row, always
-    std::printf("%-26s  %-20s  %8s  %5lld  %7lld  %-10s  %9s  %s\n", r.run_id.c_str(),
-                FormatTime(r.start_time_ns).c_str(), FormatDuration(DurationNs(r)).c_str(),
-                static_cast<long long>(r.model_calls), static_cast<long long>(r.sampled_tokens),
-                status.c_str(), FormatBytes(r.stored_bytes).c_str(), command.c_str());
+    std::printf("%-26s  %-20s  %8s  %5lld  %7lld  %-10s  %9s  %s\n",
+                EscapeForDisplay(r.run_id, 40).c_str(), FormatTime(r.start_time_ns).c_str(),
+                FormatDuration(DurationNs(r)).c_str(), static_cast<long long>(r.model_calls),
+                static_cast<long long>(r.sampled_tokens), status.c_str(),
+                FormatBytes(r.stored_bytes).c_str(), command.c_str());
   }
   return ReportDamaged(*runs);
 }

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/escape.h"
 #include "cli/command.h"
 #include "exporters/run_data.h"
 #include "redact/rules.h"
@@ -73,7 +74,8 @@ int Run(const Options& o) {
     if (st.code() == StatusCode::kAlreadyExists) {
       entry["result"] = "already there";
       if (!Globals().quiet && !o.json) {
-        std::cerr << "trace: run " << id << " is already in " << (*to)->path() << "; skipped\n";
+        std::cerr << "trace: run " << EscapeForDisplay(id) << " is already in "
+                  << EscapePathForDisplay((*to)->path()) << "; skipped\n";
       }
     } else if (!st.ok()) {
       ReportError(st);
@@ -85,13 +87,13 @@ int Run(const Options& o) {
       entry["events"] = run->events.size();
       if (o.redact) entry["redacted_values"] = run->redaction.replacements();
       if (!Globals().quiet && !o.json) {
-        std::cout << (o.push ? "pushed " : "pulled ") << id << " (" << run->events.size()
-                  << " events"
+        std::cout << (o.push ? "pushed " : "pulled ") << EscapeForDisplay(id) << " ("
+                  << run->events.size() << " events"
                   << (o.redact ? ", " + std::to_string(run->redaction.replacements()) +
                                      " value(s) redacted"
                                : std::string())
                   << ") " << (o.push ? "to " : "from ")
-                  << (o.push ? (*to)->path() : (*from)->path()) << "\n";
+                  << EscapePathForDisplay(o.push ? (*to)->path() : (*from)->path()) << "\n";
       }
     }
     report.push_back(std::move(entry));

@@ -1,6 +1,7 @@
 // `trace rm RUN...`: delete runs (and the stored blobs no other run uses).
 #include <iostream>
 
+#include "base/escape.h"
 #include "cli/command.h"
 #include "store/store.h"
 
@@ -48,7 +49,7 @@ int Run(const Options& options) {
     Status s = (*st)->DeleteRun(id, del);
     // Listed twice on the command line: the second delete finds nothing, which is fine.
     if (!s.ok() && s.code() != StatusCode::kNotFound) return ReportError(s);
-    if (s.ok() && !Globals().quiet) std::cout << "removed " << id << "\n";
+    if (s.ok() && !Globals().quiet) std::cout << "removed " << EscapeForDisplay(id) << "\n";
   }
   return kExitOk;
 }

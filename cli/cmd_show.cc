@@ -27,8 +27,10 @@ std::string Excerpt(std::string_view text, size_t max, bool tail = false) {
   return EscapeForDisplay(text, max, tail ? ClipSide::kKeepTail : ClipSide::kKeepHead);
 }
 
+// A value the reader must read exactly (a prompt, an output, a tool's result): between
+// quotes, its own quotes and backslashes escaped too (QuoteForDisplay).
 std::string Quote(std::string_view text, size_t max, bool tail = false) {
-  return "\"" + Excerpt(text, max, tail) + "\"";
+  return QuoteForDisplay(text, max, tail ? ClipSide::kKeepTail : ClipSide::kKeepHead);
 }
 
 std::string FormatTime(int64_t ns) {
@@ -230,7 +232,8 @@ int Run(const Options& options) {
   nlohmann::json events = nlohmann::json::array();
   if (!options.json) {
     std::string status(store::RunStatusName(summary->status));
-    std::printf("run %s  %s  started %s\n", id->c_str(), status.c_str(), FormatTime(start).c_str());
+    std::printf("run %s  %s  started %s\n", EscapeForDisplay(*id).c_str(), status.c_str(),
+                FormatTime(start).c_str());
     std::string command;
     for (const auto& a : header->argv()) command += (command.empty() ? "" : " ") + a;
     // Everything printed from the run goes through EscapeForDisplay: an agent's argv, output
@@ -322,8 +325,8 @@ int Run(const Options& options) {
         {"events", events}};
     std::cout << out.dump(2) << "\n";
   } else if (summary->end_time_ns == 0) {
-    const std::string recorder =
-        "pid " + std::to_string(summary->recorder_pid) + " on " + summary->recorder_host;
+    const std::string recorder = "pid " + std::to_string(summary->recorder_pid) + " on " +
+                                 EscapeForDisplay(summary->recorder_host);
     if (summary->status == store::RunStatus::kRecording) {
       std::printf("\n(no RunEnd yet: still being recorded by %s)\n", recorder.c_str());
     } else if (summary->status == store::RunStatus::kCrashed) {

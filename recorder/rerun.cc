@@ -164,9 +164,10 @@ std::string RerunReportText(const RerunOutcome& o) {
   s << "re-ran run " << o.parent_run_id << " as run " << o.record.run_id << " ("
     << (o.mode == "fork" ? "fork at call " + std::to_string(o.live_from) : "cassette")
     << (o.strict ? ", strict" : "") << "): " << st.calls << " model calls, " << st.calls_answered
-    << " answered from the recording, " << st.calls_live << " live (" << o.live_backend << "); "
-    << st.tools_answered << " tool results from the recording, " << st.tools_live
-    << " tools run live; " << st.clocks_answered << " clock reads from the recording.\n";
+    << " answered from the recording, " << st.calls_live << " live ("
+    << EscapeForDisplay(o.live_backend) << "); " << st.tools_answered
+    << " tool results from the recording, " << st.tools_live << " tools run live; "
+    << st.clocks_answered << " clock reads from the recording.\n";
   if (o.divergence) {
     s << "diverged: " << o.divergence->Describe();
     if (o.strict) s << "stopped at the first difference (--strict).\n";

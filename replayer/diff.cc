@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/escape.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "replayer/report.h"
 #include "replayer/verifier.h"
@@ -202,6 +203,22 @@ bool SameEvent(const Event& a, const Event& b, const Exchanges& ex) {
   }
 }
 
+// Describe's pieces: every recorded string goes into the one-line description escaped
+// (base/escape.h), so the description is safe on a terminal wherever it is shown (trace
+// diff's text, its sources of variation, the HTML page, the JSON): a tool that returned
+// "\x1b]0;title\x07" must not retitle the user's terminal. Values the reader must read
+// exactly (a tool's result, a chunk, a variable, an answer) are quoted, names and JSON not.
+constexpr size_t kDescribedLimit = 60;
+std::string ValueText(const std::string& value) {
+  return QuoteForDisplay(value, kDescribedLimit);
+}
+std::string NameText(const std::string& name) {
+  return EscapeForDisplay(name, kDescribedLimit);
+}
+std::string FieldText(const std::string& value) {
+  return EscapeForDisplay(value);
+}
+
 std::string Describe(const Event& a, const Event& b, const Exchanges& ex) {
   std::ostringstream o;
   switch (a.kind_case()) {
@@ -210,12 +227,12 @@ std::string Describe(const Event& a, const Event& b, const Exchanges& ex) {
       const auto& y = b.llm_call();
       auto params = ParamDifferences(x, y);
       if (!params.empty()) {
-        o << "params differ: " << params[0].field << " " << params[0].recorded << " vs "
-          << params[0].current;
+        o << "params differ: " << params[0].field << " " << FieldText(params[0].recorded) << " vs "
+          << FieldText(params[0].current);
       } else if (ExchangeOnly(x) && ExchangeOnly(y)) {
-        o << (SameRequest(x, y, ex) ? "same request to the upstream, the answers differ: \""
-                                    : "the requests differ; answers \"")
-          << Clip(x.output_text()) << "\" vs \"" << Clip(y.output_text()) << "\"";
+        o << (SameRequest(x, y, ex) ? "same request to the upstream, the answers differ: "
+                                    : "the requests differ; answers ")
+          << ValueText(x.output_text()) << " vs " << ValueText(y.output_text());
       } else if (!SamePrompt(x, y)) {
         o << "prompts differ (" << x.prompt_token_ids_size() << " vs " << y.prompt_token_ids_size()
           << " tokens)";
@@ -225,30 +242,32 @@ std::string Describe(const Event& a, const Event& b, const Exchanges& ex) {
       break;
     }
     case Event::kToolCall:
-      o << "tool call " << a.tool_call().name() << " " << Clip(a.tool_call().arguments_json())
-        << " vs " << b.tool_call().name() << " " << Clip(b.tool_call().arguments_json());
+      o << "tool call " << NameText(a.tool_call().name()) << " "
+        << NameText(a.tool_call().arguments_json()) << " vs " << NameText(b.tool_call().name())
+        << " " << NameText(b.tool_call().arguments_json());
       break;
     case Event::kToolResult:
-      o << "tool " << a.tool_result().name() << " returned \"" << Clip(a.tool_result().content())
-        << "\" vs \"" << Clip(b.tool_result().content()) << "\"";
+      o << "tool " << NameText(a.tool_result().name()) << " returned "
+        << ValueText(a.tool_result().content()) << " vs " << ValueText(b.tool_result().content());
       break;
     case Event::kContextChunk:
-      o << "chunk " << a.context_chunk().source() << "#" << a.context_chunk().chunk_id() << " \""
-        << Clip(a.context_chunk().content()) << "\" vs " << b.context_chunk().source() << "#"
-        << b.context_chunk().chunk_id() << " \"" << Clip(b.context_chunk().content()) << "\"";
+      o << "chunk " << NameText(a.context_chunk().source()) << "#"
+        << NameText(a.context_chunk().chunk_id()) << " " << ValueText(a.context_chunk().content())
+        << " vs " << NameText(b.context_chunk().source()) << "#"
+        << NameText(b.context_chunk().chunk_id()) << " " << ValueText(b.context_chunk().content());
       break;
     case Event::kTemplateVar:
-      o << "template variable " << a.template_var().name() << " = \""
-        << Clip(a.template_var().value()) << "\" vs " << b.template_var().name() << " = \""
-        << Clip(b.template_var().value()) << "\"";
+      o << "template variable " << NameText(a.template_var().name()) << " = "
+        << ValueText(a.template_var().value()) << " vs " << NameText(b.template_var().name())
+        << " = " << ValueText(b.template_var().value());
       break;
     case Event::kClockRead:
-      o << "clock " << a.clock_read().clock() << " read "
+      o << "clock " << NameText(a.clock_read().clock()) << " read "
         << (a.clock_read().text().empty() ? std::to_string(a.clock_read().value_ns())
-                                          : a.clock_read().text())
+                                          : NameText(a.clock_read().text()))
         << " vs "
         << (b.clock_read().text().empty() ? std::to_string(b.clock_read().value_ns())
-                                          : b.clock_read().text());
+                                          : NameText(b.clock_read().text()));
       break;
     case Event::kRunEnd:
       o << "run ended " << a.run_end().how() << " exit " << a.run_end().exit_code() << " vs "
@@ -506,7 +525,7 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
   }
   if (!diff.fingerprint_differences.empty()) {
     const auto& f = diff.fingerprint_differences[0];
-    mark(Source::kKernels, f.field + " " + f.recorded + " vs " + f.current);
+    mark(Source::kKernels, f.field + " " + FieldText(f.recorded) + " vs " + FieldText(f.current));
   }
 
   // The seq (in run A's numbering) of the earliest difference of each kind of effect:
@@ -531,8 +550,9 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
     const std::string where =
         "call " + std::to_string(number) + " (seq " + std::to_string(p.a->seq()) + ")";
     if (!cd.params.empty()) {
-      mark(Source::kSampling, where + ": " + cd.params[0].field + " " + cd.params[0].recorded +
-                                  " vs " + cd.params[0].current);
+      mark(Source::kSampling, where + ": " + cd.params[0].field + " " +
+                                  FieldText(cd.params[0].recorded) + " vs " +
+                                  FieldText(cd.params[0].current));
     }
     if (cd.first_prompt_token < 0 && cd.params.empty() && diff.model_differences.empty() &&
         (cd.first_output_token >= 0 || cd.first_logits_difference >= 0)) {
@@ -546,8 +566,8 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& ha, const std::vector<Eve
       // An upstream answered the same request differently: a hosted model's version,
       // sampling and serving stack cannot be told apart from outside, save its name.
       if (cd.response_model_a != cd.response_model_b) {
-        mark(Source::kModel, where + ": the upstream answered as " + cd.response_model_a + " vs " +
-                                 cd.response_model_b);
+        mark(Source::kModel, where + ": the upstream answered as " + NameText(cd.response_model_a) +
+                                 " vs " + NameText(cd.response_model_b));
       } else {
         mark(Source::kSampling, where +
                                     ": same request to the upstream, different answer (a hosted "

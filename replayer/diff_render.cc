@@ -1,4 +1,8 @@
 // The run diff for people and tools: RenderDiffText, DiffJson, RenderDiffHtml (diff.h).
+// The text is for a terminal: every recorded string in it (field values, params, prompt and
+// request diff lines, answers, token texts, descriptions, evidence) goes through
+// base/escape.h, so what an agent, a tool or a model produced cannot move the cursor,
+// recolour, retitle or reorder the user's terminal. JSON keeps the raw values.
 #include <sstream>
 
 #include "base/escape.h"
@@ -7,6 +11,21 @@
 
 namespace trace::replayer {
 namespace {
+
+// A recorded string on a terminal line, whole. The descriptions and evidence are escaped
+// where diff.cc builds them; escaping is idempotent, so this costs them nothing and catches
+// any part that was not (a header's divergence note, a field of a hand-made store).
+std::string DiffShown(const std::string& s) {
+  return EscapeForDisplay(s, kNoLimit);
+}
+
+// A line diff (base/line_diff.h) line by line: the diff's own lines and "-"/"+" markers kept,
+// each line's content escaped.
+void DiffLines(const std::string& diff, std::ostringstream& o) {
+  std::istringstream lines(diff);
+  std::string line;
+  while (std::getline(lines, line)) o << "    " << DiffShown(line) << "\n";
+}
 
 std::string EventRef(const EventDifference& d) {
   return d.kind + " (A seq " + (d.seq_a ? std::to_string(d.seq_a) : "-") + ", B seq " +
@@ -27,13 +46,18 @@ nlohmann::json FieldsJson(const std::vector<FieldDifference>& v) {
 
 std::string RenderDiffText(const RunDiff& d) {
   std::ostringstream o;
-  o << "diff A " << d.run_a << "  B " << d.run_b << "\n";
-  if (d.link.linked()) o << d.link.Describe() << "\n";
+  o << "diff A " << DiffShown(d.run_a) << "  B " << DiffShown(d.run_b) << "\n";
+  if (d.link.linked()) {
+    std::istringstream lines(d.link.Describe());
+    std::string line;
+    while (std::getline(lines, line)) o << DiffShown(line) << "\n";
+  }
   auto fields = [&](const char* title, const std::vector<FieldDifference>& v) {
     if (v.empty()) return;
     o << title << ":\n";
     for (const auto& f : v) {
-      o << "  " << f.field << ": " << Clip(f.recorded, 80) << " | " << Clip(f.current, 80) << "\n";
+      o << "  " << DiffShown(f.field) << ": " << EscapeForDisplay(f.recorded, 80) << " | "
+        << EscapeForDisplay(f.current, 80) << "\n";
     }
   };
   fields("fingerprint differences (A | B)", d.fingerprint_differences);
@@ -41,45 +65,42 @@ std::string RenderDiffText(const RunDiff& d) {
   fields("run header differences (A | B)", d.header_differences);
   if (d.first_difference) {
     o << "first differing event: " << EventRef(*d.first_difference) << ": "
-      << d.first_difference->description << "\n";
+      << DiffShown(d.first_difference->description) << "\n";
   } else {
     o << "no differing event\n";
   }
   for (const auto& c : d.calls) {
     o << "model call " << c.call << " (A seq " << c.seq_a << ", B seq " << c.seq_b << "):\n";
     for (const auto& p : c.params) {
-      o << "  " << p.field << ": " << p.recorded << " | " << p.current << "\n";
+      o << "  " << p.field << ": " << EscapeForDisplay(p.recorded) << " | "
+        << EscapeForDisplay(p.current) << "\n";
     }
     if (c.first_prompt_token >= 0) {
       o << "  prompts differ from token " << c.first_prompt_token << " (A " << c.prompt_token_a
         << ", B " << c.prompt_token_b << "); rendered prompt diff (- A, + B):\n";
-      std::istringstream lines(c.prompt_text_diff);
-      std::string line;
-      while (std::getline(lines, line)) o << "    " << line << "\n";
+      DiffLines(c.prompt_text_diff, o);
     }
     if (!c.request_diff.empty()) {
       o << "  requests differ (upstream ids compared by place); request diff (- A, + B):\n";
-      std::istringstream lines(c.request_diff);
-      std::string line;
-      while (std::getline(lines, line)) o << "    " << line << "\n";
+      DiffLines(c.request_diff, o);
     }
     if (c.answers_differ) {
-      o << "  answers differ: A " << QuoteToken(Clip(c.output_text_a, 200)) << " | B "
-        << QuoteToken(Clip(c.output_text_b, 200)) << "\n";
+      o << "  answers differ: A " << QuoteForDisplay(c.output_text_a, 200) << " | B "
+        << QuoteForDisplay(c.output_text_b, 200) << "\n";
     }
     if (c.first_logits_difference >= 0) {
       o << "  logits first differ at step " << c.first_logits_difference << "\n";
     }
     if (c.first_output_token >= 0) {
       o << "  sampled tokens first differ at step " << c.first_output_token << ": A "
-        << c.output_token_a << " " << QuoteToken(c.output_text_a) << " | B " << c.output_token_b
-        << " " << QuoteToken(c.output_text_b) << "\n";
+        << c.output_token_a << " " << QuoteForDisplay(c.output_text_a) << " | B "
+        << c.output_token_b << " " << QuoteForDisplay(c.output_text_b) << "\n";
     }
   }
   auto events = [&](const char* title, const std::vector<EventDifference>& v) {
     if (v.empty()) return;
     o << title << ":\n";
-    for (const auto& e : v) o << "  " << EventRef(e) << ": " << e.description << "\n";
+    for (const auto& e : v) o << "  " << EventRef(e) << ": " << DiffShown(e.description) << "\n";
   };
   events("tool results", d.tool_differences);
   events("context chunks", d.context_differences);
@@ -89,7 +110,7 @@ std::string RenderDiffText(const RunDiff& d) {
   o << "sources of variation:\n";
   for (const auto& v : d.sources) {
     o << "  " << (v.changed ? "CHANGED " : "same    ") << SourceName(v.source);
-    if (v.changed) o << ": " << v.evidence;
+    if (v.changed) o << ": " << DiffShown(v.evidence);
     o << "\n";
   }
   if (d.side_by_side_call > 0) {
@@ -99,8 +120,8 @@ std::string RenderDiffText(const RunDiff& d) {
       char head[32];
       std::snprintf(head, sizeof(head), "%s %4d  ", same ? (r.logits_differ ? "~" : " ") : "*",
                     r.step);
-      std::string a = r.id_a >= 0 ? std::to_string(r.id_a) + " " + QuoteToken(r.text_a) : "-";
-      std::string b = r.id_b >= 0 ? std::to_string(r.id_b) + " " + QuoteToken(r.text_b) : "-";
+      std::string a = r.id_a >= 0 ? std::to_string(r.id_a) + " " + QuoteForDisplay(r.text_a) : "-";
+      std::string b = r.id_b >= 0 ? std::to_string(r.id_b) + " " + QuoteForDisplay(r.text_b) : "-";
       if (a.size() < 32) a.resize(32, ' ');
       o << head << a << " | " << b << "\n";
     }
@@ -203,8 +224,8 @@ std::string RenderDiffHtml(const RunDiff& d) {
     }
     if (c.first_output_token >= 0) {
       o << "<p>Sampled tokens first differ at step " << c.first_output_token << ": A <code>"
-        << HtmlEscape(QuoteToken(c.output_text_a)) << "</code>, B <code>"
-        << HtmlEscape(QuoteToken(c.output_text_b)) << "</code>.</p>\n";
+        << HtmlEscape(QuoteForDisplay(c.output_text_a)) << "</code>, B <code>"
+        << HtmlEscape(QuoteForDisplay(c.output_text_b)) << "</code>.</p>\n";
     }
   }
   if (d.side_by_side_call > 0) {

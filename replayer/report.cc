@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/escape.h"
+
 namespace trace::replayer {
 namespace {
 
@@ -76,49 +78,18 @@ const char* MarginClass(float margin) {
   return "m3";
 }
 
+// A recorded string (a run id, a path, a URL, a field of the recorded fingerprint) on a
+// terminal line: escaped, whole (base/escape.h).
+std::string ReportShown(const std::string& s) {
+  return EscapeForDisplay(s, kNoLimit);
+}
+
 }  // namespace
 
 std::string FormatFloat(double v) {
   char buf[48];
   std::snprintf(buf, sizeof(buf), "%.9g", v);
   return buf;
-}
-
-std::string Clip(const std::string& s, size_t n) {
-  if (s.size() <= n) return s;
-  return s.substr(0, n) + "...";
-}
-
-std::string QuoteToken(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string HtmlEscape(const std::string& text) {
@@ -149,33 +120,35 @@ std::string HtmlEscape(const std::string& text) {
 
 std::string RenderReplayText(const RunReport& r) {
   std::ostringstream o;
-  o << "run " << r.run_id << " (" << r.run_status << "): " << r.calls_in_run
-    << " model calls, replayed " << r.calls.size();
+  o << "run " << ReportShown(r.run_id) << " (" << ReportShown(r.run_status)
+    << "): " << r.calls_in_run << " model calls, replayed " << r.calls.size();
   if (!r.device.empty()) {
-    o << " on " << r.device << ", numerics " << r.numerics
+    o << " on " << ReportShown(r.device) << ", numerics " << ReportShown(r.numerics)
       << (r.batch > 1 ? ", batch " + std::to_string(r.batch) : "");
   }
   o << "\n";
   if (r.run_status == "recording") {
     o << "note: the run is still being recorded; replayed the model calls committed so far\n";
   } else if (r.run_status != "complete") {
-    o << "note: the run is " << r.run_status
+    o << "note: the run is " << ReportShown(r.run_status)
       << " (it did not end cleanly); replayed the model calls it holds\n";
   }
   if (!r.upstream.empty()) {
-    o << "upstream: the run was recorded against " << r.upstream
+    o << "upstream: the run was recorded against " << ReportShown(r.upstream)
       << "; a hosted model's calls are recorded only: they cannot be re-executed bit for bit "
          "here (`trace diff` compares such runs)\n";
   }
   if (r.model_dir.empty()) {
     // No model loaded: nothing was re-executed.
   } else if (r.model_override) {
-    o << "model: replaying against " << r.model_dir << " ON PURPOSE (--model); it differs:\n";
+    o << "model: replaying against " << EscapePathForDisplay(r.model_dir)
+      << " ON PURPOSE (--model); it differs:\n";
     for (const auto& d : r.model_differences) {
-      o << "  " << d.field << ": recorded " << d.recorded << ", now " << d.current << "\n";
+      o << "  " << d.field << ": recorded " << EscapeForDisplay(d.recorded) << ", now "
+        << EscapeForDisplay(d.current) << "\n";
     }
   } else {
-    o << "model: " << r.model_dir << " (hashes equal to the recording)\n";
+    o << "model: " << EscapePathForDisplay(r.model_dir) << " (hashes equal to the recording)\n";
   }
   if (r.model_dir.empty()) {
     // No engine ran: no fingerprint to compare.
@@ -184,20 +157,21 @@ std::string RenderReplayText(const RunReport& r) {
   } else {
     o << "fingerprint differences (recorded -> now):\n";
     for (const auto& d : r.fingerprint_differences) {
-      o << "  " << d.field << ": " << (d.recorded.empty() ? "(none)" : d.recorded) << " -> "
-        << (d.current.empty() ? "(none)" : d.current) << "\n";
+      o << "  " << d.field << ": " << (d.recorded.empty() ? "(none)" : EscapeForDisplay(d.recorded))
+        << " -> " << (d.current.empty() ? "(none)" : EscapeForDisplay(d.current)) << "\n";
     }
   }
   for (const auto& s : r.skipped) {
-    o << "call " << s.call << " (seq " << s.seq << "): skipped, " << s.reason << "\n";
+    o << "call " << s.call << " (seq " << s.seq << "): skipped, " << ReportShown(s.reason) << "\n";
   }
   for (const auto& s : r.recorded_only) {
-    o << "call " << s.call << " (seq " << s.seq << "): recorded only, " << s.reason << "\n";
+    o << "call " << s.call << " (seq " << s.seq << "): recorded only, " << ReportShown(s.reason)
+      << "\n";
   }
   for (const auto& c : r.calls) {
     char secs[32];
     std::snprintf(secs, sizeof(secs), "%.3f s", c.seconds);
-    o << "call " << c.call << " (" << c.event_id << "): ";
+    o << "call " << c.call << " (" << ReportShown(c.event_id) << "): ";
     if (c.level == Level::kDiverged) {
       o << "DIVERGED at step " << c.divergence->step << " of " << c.tokens_recorded;
     } else {
@@ -232,20 +206,20 @@ std::string RenderReplayText(const RunReport& r) {
   }
   o << "\n";
   if (const Divergence* d = r.first_divergence()) {
-    o << "\nfirst divergence: call " << d->call << " (" << d->event_id << "), step " << d->step
-      << "\n";
-    o << "  recorded: token " << d->recorded_token << " " << QuoteToken(d->recorded_text);
+    o << "\nfirst divergence: call " << d->call << " (" << ReportShown(d->event_id) << "), step "
+      << d->step << "\n";
+    o << "  recorded: token " << d->recorded_token << " " << QuoteForDisplay(d->recorded_text);
     if (d->recorded_logit) o << "  logit " << FormatFloat(*d->recorded_logit);
     if (d->recorded_margin) o << "  margin to runner-up " << FormatFloat(*d->recorded_margin);
     o << "\n";
-    o << "  replayed: token " << d->replayed_token << " " << QuoteToken(d->replayed_text)
+    o << "  replayed: token " << d->replayed_token << " " << QuoteForDisplay(d->replayed_text)
       << "  logit " << FormatFloat(d->replayed_logit) << "  margin to runner-up "
       << FormatFloat(d->replayed_margin) << "\n";
     o << "  the recorded token's logit on replay: " << FormatFloat(d->recorded_token_replayed_logit)
       << "\n";
     o << "  recorded candidates (runner-up first): " << Candidates(d->recorded_top) << "\n";
     o << "  replayed top 5: " << Candidates(d->replayed_top) << "\n";
-    o << "  output before it: " << QuoteToken(d->text_before) << "\n";
+    o << "  output before it: " << QuoteForDisplay(d->text_before) << "\n";
     if (d->layer_digests_recorded) {
       if (d->first_differing_layer >= 0) {
         o << "  first layer whose output differs at this token: layer " << d->first_differing_layer
@@ -257,7 +231,7 @@ std::string RenderReplayText(const RunReport& r) {
     } else {
       o << "  layer digests not recorded (trace record --layer-digests names the layer)\n";
     }
-    o << "  the replay continues: " << QuoteToken(d->replay_continuation_text) << "\n";
+    o << "  the replay continues: " << QuoteForDisplay(d->replay_continuation_text) << "\n";
   }
   for (const auto& c : r.calls) {
     if (!c.first_route_difference) continue;
@@ -403,9 +377,9 @@ std::string RenderReplayHtml(const RunReport& r) {
   }
   if (first) {
     o << "<h2>First divergence</h2><p>Call " << first->call << ", step " << first->step
-      << ": recorded <code>" << HtmlEscape(QuoteToken(first->recorded_text)) << "</code> ("
+      << ": recorded <code>" << HtmlEscape(QuoteForDisplay(first->recorded_text)) << "</code> ("
       << first->recorded_token << "), replayed <code>"
-      << HtmlEscape(QuoteToken(first->replayed_text)) << "</code> (" << first->replayed_token
+      << HtmlEscape(QuoteForDisplay(first->replayed_text)) << "</code> (" << first->replayed_token
       << "), replayed margin " << FormatFloat(first->replayed_margin);
     if (first->first_differing_layer >= 0) {
       o << "; first differing layer " << first->first_differing_layer;

@@ -7,9 +7,11 @@ namespace trace::recorder {
 
 namespace {
 
+// The path and role come from the agent's request (a tool's or a property's name can be in
+// the path): escaped like the values.
 std::string Where(const FieldChange& c) {
-  std::string s = c.path;
-  if (c.message >= 0 && !c.role.empty()) s += " (" + c.role + " message)";
+  std::string s = EscapeForDisplay(c.path);
+  if (c.message >= 0 && !c.role.empty()) s += " (" + EscapeForDisplay(c.role, 40) + " message)";
   return s;
 }
 

@@ -136,7 +136,7 @@ TEST_F(CliTest, LogitsTableEscapesTokenPiecesForTheTerminal) {
     fields >> rank >> id;
     if (id != std::to_string(rle_id)) continue;
     found = true;
-    EXPECT_NE(line.find("\\u202b"), std::string::npos) << line;
+    EXPECT_NE(line.find("\" \\u202B\""), std::string::npos) << line;  // quoted, as escaped
   }
   EXPECT_TRUE(found) << "no row for token " << rle_id;
 }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -59,11 +60,34 @@ inline ::testing::AssertionResult IsOneSafeLine(const std::string& message,
       if ((d & 0xc0) != 0x80) return ::testing::AssertionFailure() << "invalid UTF-8 at " << i;
       cp = (cp << 6) | (d & 0x3f);
     }
-    if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 ||
-        (cp >= 0x202a && cp <= 0x202e)) {
-      return ::testing::AssertionFailure() << "hidden control U+" << std::hex << cp;
+    if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 || cp == 0x061c ||
+        cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+        (cp >= 0x2066 && cp <= 0x2069)) {
+      char name[16];
+      std::snprintf(name, sizeof name, "U+%04X", static_cast<unsigned>(cp));
+      return ::testing::AssertionFailure() << "hidden control " << name;
     }
     i += n + 1;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Text for a terminal: lines (split at '\n', empty ones allowed), each one safe as above and
+// at most `max_line` bytes.
+inline ::testing::AssertionResult IsSafeTerminalText(const std::string& text,
+                                                     size_t max_line = 1 << 20) {
+  size_t start = 0;
+  int line = 1;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) {
+      const std::string l = text.substr(start, end - start);
+      ::testing::AssertionResult r = IsOneSafeLine(l, max_line);
+      if (!r) return ::testing::AssertionFailure() << "line " << line << ": " << r.message();
+    }
+    start = end + 1;
+    ++line;
   }
   return ::testing::AssertionSuccess();
 }
