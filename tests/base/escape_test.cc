@@ -104,6 +104,21 @@ TEST(EscapeForDisplay, ClipsLongValuesBetweenCharacters) {
   EXPECT_EQ(EscapeForDisplay("abc", 0), "...");
 }
 
+// Up to 63 pieces, each a random byte (one in three) or one of `alphabet`'s strings.
+template <size_t N>
+std::string RandomText(std::mt19937_64& rng, const std::string (&alphabet)[N]) {
+  std::string s;
+  const size_t n = rng() % 64;
+  for (size_t i = 0; i < n; ++i) {
+    if (rng() % 3 == 0) {
+      s += static_cast<char>(rng());
+    } else {
+      s += alphabet[rng() % N];
+    }
+  }
+  return s;
+}
+
 // Random bytes (biased towards the interesting ones) always come out as one safe line
 // within the limit, whichever side is kept; a fixed seed keeps the test reproducible.
 TEST(EscapeForDisplay, AnyBytesBecomeOneSafeLine) {
@@ -112,15 +127,7 @@ TEST(EscapeForDisplay, AnyBytesBecomeOneSafeLine) {
                                   "\xff", "\x80", "\xC2\x85", "\xE2\x80\xA8", "\xE2\x80\xAE",
                                   "é",    "😀",    "\\",       "\xF0\x9F",     "\xED\xA0\x80"};
   for (int trial = 0; trial < 3000; ++trial) {
-    std::string s;
-    const size_t n = rng() % 64;
-    for (size_t i = 0; i < n; ++i) {
-      if (rng() % 3 == 0) {
-        s += static_cast<char>(rng());
-      } else {
-        s += alphabet[rng() % std::size(alphabet)];
-      }
-    }
+    const std::string s = RandomText(rng, alphabet);
     const size_t limit = rng() % 2 ? kNoLimit : rng() % 40;
     const ClipSide side = rng() % 2 ? ClipSide::kKeepHead : ClipSide::kKeepTail;
     const std::string out = EscapeForDisplay(s, limit, side);
@@ -296,15 +303,7 @@ TEST(QuoteForDisplay, AnyBytesReadBackAndClipsNeverSplitAnEscape) {
                                   "\x7f", "\xff", "\x80",     "\xC2\x85",     "\xC2\x9B",
                                   "é",    "😀",    "\xF0\x9F", "\xE2\x80\xAE", "\xED\xA0\x80"};
   for (int trial = 0; trial < 3000; ++trial) {
-    std::string s;
-    const size_t n = rng() % 64;
-    for (size_t i = 0; i < n; ++i) {
-      if (rng() % 3 == 0) {
-        s += static_cast<char>(rng());
-      } else {
-        s += alphabet[rng() % std::size(alphabet)];
-      }
-    }
+    const std::string s = RandomText(rng, alphabet);
     const size_t limit = rng() % 2 ? kNoLimit : rng() % 40;
     const ClipSide side = rng() % 2 ? ClipSide::kKeepHead : ClipSide::kKeepTail;
     const std::string out = QuoteForDisplay(s, limit, side);
