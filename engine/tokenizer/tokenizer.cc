@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include <unordered_map>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer_testing.h"
 
 #include "base/escape.h"
 
@@ -34,9 +36,12 @@ using json = nlohmann::json;
 // shifted to U+0100 and up, so every byte has a visible one-character name.
 struct ByteAlphabet {
   std::array<std::string, 256> byte_to_utf8;
-  std::unordered_map<uint32_t, uint8_t> codepoint_to_byte;
+  // By code point (the alphabet's characters are all below U+0800, which is every code
+  // point a one- or two-byte sequence can name): the byte, or -1 when not in the alphabet.
+  std::array<int16_t, 0x800> codepoint_to_byte;
 
   ByteAlphabet() {
+    codepoint_to_byte.fill(-1);
     int next = 0;
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
@@ -64,6 +69,7 @@ const ByteAlphabet& Alphabet() {
 bool ByteLevelToBytes(std::string_view text, std::string* bytes) {
   const auto& map = Alphabet().codepoint_to_byte;
   bytes->clear();
+  bytes->reserve(text.size());
   size_t i = 0;
   while (i < text.size()) {
     const auto b = static_cast<uint8_t>(text[i]);
@@ -77,9 +83,9 @@ bool ByteLevelToBytes(std::string_view text, std::string* bytes) {
     } else {
       return false;  // the alphabet only uses one- and two-byte characters
     }
-    auto it = map.find(cp);
-    if (it == map.end()) return false;
-    bytes->push_back(static_cast<char>(it->second));
+    const int16_t byte = map[cp];  // cp < 0x800 by construction
+    if (byte < 0) return false;
+    bytes->push_back(static_cast<char>(byte));
   }
   return true;
 }
@@ -241,6 +247,16 @@ class MergeTable {
         return;
       }
       if (slots_[i].key == key) return;
+    }
+  }
+
+  // Calls fn(left, right, rank, merged_id) for every entry, in slot order.
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    for (const Entry& e : slots_) {
+      if (e.key == kEmpty) continue;
+      fn(static_cast<int32_t>(e.key >> 32), static_cast<int32_t>(e.key & 0xFFFFFFFFu), e.rank,
+         e.merged_id);
     }
   }
 
@@ -502,6 +518,275 @@ std::string_view TrimJsEnd(std::string_view s) {
   return in_run ? s.substr(0, run_start) : s;
 }
 
+// ---------------------------------------------------------------------------------------
+// Streaming load. A tokenizer.json is mostly model.vocab (one entry per token) and
+// model.merges (about as many): as a DOM they cost a heap node per entry and most of the
+// load time. The SAX handler below sends those two straight into compact arrays and builds
+// everything else (small) as the usual DOM, which Build reads. The result is exactly what
+// the DOM gave: the same lexer and parser run (so the same parse errors), and the same
+// rules for duplicated keys (the last value wins; object keys are visited in sorted order).
+
+constexpr int64_t kMaxTokenId = 16'000'000;
+
+// model.vocab and model.merges as the document had them (the last of duplicated keys).
+struct StreamedModel {
+  // model.vocab in document order. id: the value when it is a token id (an integer in
+  // [0, kMaxTokenId]), else -1.
+  struct VocabEntry {
+    size_t offset;  // of the key in vocab_keys
+    size_t size;
+    int32_t id;
+  };
+  std::string vocab_keys;
+  std::vector<VocabEntry> vocab;
+
+  // model.merges in document order: the two token strings, adjacent in merge_text (so
+  // their concatenation, the merged token, is a view too).
+  enum class MergeForm : uint8_t { kPair, kNoSpace, kNeither };
+  struct Merge {
+    size_t offset;  // of the left token in merge_text; the right one follows it
+    size_t left_size;
+    size_t right_size;
+    MergeForm form;  // kNoSpace: a string without a space; kNeither: not "a b" nor [a, b]
+  };
+  std::string merge_text;
+  std::vector<Merge> merges;
+
+  std::string_view Key(const VocabEntry& e) const { return {vocab_keys.data() + e.offset, e.size}; }
+
+  // Indices into `vocab` in the order a json object iterates its keys: sorted (bytewise,
+  // as std::string compares), one per key, the last value of a duplicated key.
+  std::vector<uint32_t> SortedUniqueVocab() const {
+    std::vector<uint32_t> order(vocab.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return Key(vocab[a]) < Key(vocab[b]); });
+    std::vector<uint32_t> unique;
+    unique.reserve(order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (i + 1 < order.size() && Key(vocab[order[i]]) == Key(vocab[order[i + 1]])) continue;
+      unique.push_back(order[i]);  // the last of a run of equal keys
+    }
+    return unique;
+  }
+};
+
+// The SAX handler (nlohmann's sax_parse). Inside the root object's "model" object, a
+// "vocab" object and a "merges" array are streamed into StreamedModel and stand in the DOM
+// as an empty object / array (so Build sees which key won and its type); every other event
+// goes to nlohmann's own DOM builder. No recursion: nesting is a stack or a counter.
+class TokenizerSax {
+ public:
+  TokenizerSax(json* root, StreamedModel* streamed) : dom_(*root, true), out_(streamed) {}
+
+  bool null() { return Scalar(&Dom::null); }
+  bool boolean(bool v) { return mode_ == Mode::kDom ? dom_.boolean(v) : Other(); }
+  bool number_integer(json::number_integer_t v) {
+    if (mode_ == Mode::kDom) return dom_.number_integer(v);
+    return Integer(v >= 0 && v <= kMaxTokenId ? static_cast<int32_t>(v) : -1);
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (mode_ == Mode::kDom) return dom_.number_unsigned(v);
+    return Integer(v <= static_cast<uint64_t>(kMaxTokenId) ? static_cast<int32_t>(v) : -1);
+  }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return mode_ == Mode::kDom ? dom_.number_float(v, s) : Other();
+  }
+  bool binary(json::binary_t& v) { return mode_ == Mode::kDom ? dom_.binary(v) : Other(); }
+
+  bool string(json::string_t& v) {
+    if (mode_ == Mode::kDom) return dom_.string(v);
+    if (skip_ > 0) return true;
+    if (mode_ == Mode::kVocab) return Other();
+    if (in_pair_) {  // an element of a [a, b] merge
+      if (pair_count_ < 2) {
+        out_->merge_text += v;
+        pair_sizes_[pair_count_] = v.size();
+      }
+      ++pair_count_;
+      return true;
+    }
+    // Old format "a b": split at the first space; the right part ends at the next one.
+    StreamedModel::Merge m{out_->merge_text.size(), 0, 0, StreamedModel::MergeForm::kNoSpace};
+    const size_t space = v.find(' ');
+    if (space != std::string::npos) {
+      const size_t second = v.find(' ', space + 1);
+      const size_t right_end = second == std::string::npos ? v.size() : second;
+      m.form = StreamedModel::MergeForm::kPair;
+      m.left_size = space;
+      m.right_size = right_end - space - 1;
+      out_->merge_text.append(v, 0, space);
+      out_->merge_text.append(v, space + 1, m.right_size);
+    }
+    out_->merges.push_back(m);
+    return true;
+  }
+
+  bool start_object(std::size_t len) {
+    if (mode_ == Mode::kDom) {
+      if (places_.empty()) {
+        places_.push_back(Place::kRoot);
+      } else if (places_.back() == Place::kRoot && key_is_model_) {
+        places_.push_back(Place::kModel);
+      } else if (places_.back() == Place::kModel && model_key_ == ModelKey::kVocab) {
+        // A later "vocab" replaces an earlier one, as in the DOM.
+        out_->vocab.clear();
+        out_->vocab_keys.clear();
+        mode_ = Mode::kVocab;
+        return dom_.start_object(len) && dom_.end_object();  // the placeholder
+      } else {
+        places_.push_back(Place::kOther);
+      }
+      return dom_.start_object(len);
+    }
+    return Nested();
+  }
+
+  bool start_array(std::size_t len) {
+    if (mode_ == Mode::kDom) {
+      if (!places_.empty() && places_.back() == Place::kModel && model_key_ == ModelKey::kMerges) {
+        out_->merges.clear();
+        out_->merge_text.clear();
+        mode_ = Mode::kMerges;
+        return dom_.start_array(len) && dom_.end_array();  // the placeholder
+      }
+      places_.push_back(Place::kOther);
+      return dom_.start_array(len);
+    }
+    if (skip_ == 0 && mode_ == Mode::kMerges && !in_pair_) {
+      in_pair_ = true;
+      pair_count_ = 0;
+      pair_ok_ = true;
+      pair_offset_ = out_->merge_text.size();
+      return true;
+    }
+    return Nested();
+  }
+
+  bool key(json::string_t& k) {
+    if (mode_ == Mode::kDom) {
+      if (places_.back() == Place::kRoot) {
+        key_is_model_ = k == "model";
+      } else if (places_.back() == Place::kModel) {
+        model_key_ = k == "vocab"    ? ModelKey::kVocab
+                     : k == "merges" ? ModelKey::kMerges
+                                     : ModelKey::kOther;
+      }
+      return dom_.key(k);
+    }
+    if (skip_ == 0) {  // a key of model.vocab itself
+      key_offset_ = out_->vocab_keys.size();
+      key_size_ = k.size();
+      out_->vocab_keys += k;
+    }
+    return true;
+  }
+
+  bool end_object() {
+    if (mode_ == Mode::kDom) {
+      places_.pop_back();
+      return dom_.end_object();
+    }
+    if (skip_ > 0) {
+      --skip_;
+      return true;
+    }
+    mode_ = Mode::kDom;  // the end of model.vocab (an object in merges is skipped)
+    return true;
+  }
+
+  bool end_array() {
+    if (mode_ == Mode::kDom) {
+      places_.pop_back();
+      return dom_.end_array();
+    }
+    if (skip_ > 0) {
+      --skip_;
+      return true;
+    }
+    if (in_pair_) {
+      in_pair_ = false;
+      StreamedModel::Merge m{pair_offset_, 0, 0, StreamedModel::MergeForm::kNeither};
+      if (pair_ok_ && pair_count_ == 2) {
+        m.form = StreamedModel::MergeForm::kPair;
+        m.left_size = pair_sizes_[0];
+        m.right_size = pair_sizes_[1];
+      } else {
+        out_->merge_text.resize(pair_offset_);
+      }
+      out_->merges.push_back(m);
+      return true;
+    }
+    mode_ = Mode::kDom;  // the end of model.merges (an array in vocab is skipped)
+    return true;
+  }
+
+  // Rethrows what the DOM parser would throw (the same message), for ParseJson to catch.
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& last_token, const Exception& ex) {
+    return dom_.parse_error(position, last_token, ex);
+  }
+
+ private:
+  using Dom = nlohmann::detail::json_sax_dom_parser<json>;
+  enum class Mode : uint8_t { kDom, kVocab, kMerges };
+  enum class Place : uint8_t { kRoot, kModel, kOther };
+  enum class ModelKey : uint8_t { kOther, kVocab, kMerges };
+
+  bool Scalar(bool (Dom::*f)()) { return mode_ == Mode::kDom ? (dom_.*f)() : Other(); }
+
+  // A streamed value that is an integer: a vocab id (or -1), or a non-string merge part.
+  bool Integer(int32_t id) {
+    if (skip_ > 0) return true;
+    if (mode_ == Mode::kVocab) {
+      out_->vocab.push_back({key_offset_, key_size_, id});
+      return true;
+    }
+    return Other();
+  }
+
+  // A streamed scalar that is neither a token id nor a merge string.
+  bool Other() {
+    if (skip_ > 0) return true;
+    if (mode_ == Mode::kVocab) {
+      out_->vocab.push_back({key_offset_, key_size_, -1});
+    } else if (in_pair_) {
+      pair_ok_ = false;
+      ++pair_count_;
+    } else {
+      out_->merges.push_back({out_->merge_text.size(), 0, 0, StreamedModel::MergeForm::kNeither});
+    }
+    return true;
+  }
+
+  // An object or array inside a streamed value: recorded as a bad value, its contents
+  // skipped (counted, never stored).
+  bool Nested() {
+    if (skip_ == 0) Other();
+    ++skip_;
+    return true;
+  }
+
+  Dom dom_;
+  StreamedModel* out_;
+  Mode mode_ = Mode::kDom;
+  // DOM mode: where each open container is, and the key just read at the two levels that
+  // matter (the root object's and the model object's).
+  std::vector<Place> places_;
+  bool key_is_model_ = false;
+  ModelKey model_key_ = ModelKey::kOther;
+  // Streaming: depth inside a skipped object or array; the pending vocab key; the
+  // [a, b] merge element being read.
+  size_t skip_ = 0;
+  size_t key_offset_ = 0;
+  size_t key_size_ = 0;
+  bool in_pair_ = false;
+  bool pair_ok_ = true;
+  size_t pair_count_ = 0;
+  size_t pair_sizes_[2] = {0, 0};
+  size_t pair_offset_ = 0;
+};
+
 class BpeTokenizer final : public Tokenizer {
  public:
   std::vector<int32_t> Encode(std::string_view text) const override;
@@ -513,7 +798,7 @@ class BpeTokenizer final : public Tokenizer {
     return InRange(id) ? token_text_[id] : std::string();
   }
   std::optional<int32_t> TokenId(std::string_view token_text) const override {
-    auto it = text_to_id_.find(std::string(token_text));
+    auto it = text_to_id_.find(token_text);
     if (it == text_to_id_.end()) return std::nullopt;
     return it->second;
   }
@@ -525,8 +810,11 @@ class BpeTokenizer final : public Tokenizer {
 
   // `name` is the file as errors show it (already escaped); values taken from the JSON go
   // through EscapeForDisplay before they enter a message.
-  Status Build(const json& root, const std::string& name);
+  // `root` is the document without model.vocab and model.merges (empty placeholders stand
+  // in for them when they were streamed into `streamed`).
+  Status Build(const json& root, const StreamedModel& streamed, const std::string& name);
   Status ApplyConfig(const json& config, const std::string& name);
+  std::string DumpTables() const;
 
  private:
   static constexpr uint8_t kSpecial = 1;
@@ -534,7 +822,12 @@ class BpeTokenizer final : public Tokenizer {
 
   bool InRange(int32_t id) const { return id >= 0 && id < vocab_size(); }
   void SetToken(int32_t id, std::string text, std::string bytes);
-  Status BuildModel(const json& model, const std::string& name);
+  Status BuildModel(const json& model, const StreamedModel& streamed, const std::string& name);
+  // Fills the vocabulary tables from `streamed` in `order` (indices into streamed.vocab:
+  // the DOM's order, with errors reported), or with order null in document order; then
+  // false (tables half built) when that order could differ from the DOM's.
+  Result<bool> BuildVocab(const StreamedModel& streamed, const std::vector<uint32_t>* order,
+                          const std::string& name);
   Status BuildPreTokenizer(const json& pre, const std::string& name, const std::string& where);
   void RebuildAddedIndex();
   // Added-token matching: the longest added token starting at `pos`, or nullptr.
@@ -547,7 +840,12 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> token_bytes_;
   std::vector<std::string> token_text_;
   std::vector<uint8_t> flags_;
-  std::unordered_map<std::string, int32_t> text_to_id_;   // tokenizer.json strings
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  // tokenizer.json strings (looked up by view: no temporary strings)
+  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> text_to_id_;
   std::unordered_map<std::string, int32_t> bytes_to_id_;  // vocabulary by bytes (ignore_merges)
   std::array<int32_t, 256> byte_id_{};                    // single-byte tokens (-1: none)
   MergeTable merges_;
@@ -583,7 +881,58 @@ std::string Field(const std::string& name, const std::string& field, const std::
   return name + ": " + field + " " + what;
 }
 
-Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
+Result<bool> BpeTokenizer::BuildVocab(const StreamedModel& streamed,
+                                      const std::vector<uint32_t>* order, const std::string& name) {
+  const size_t n = order != nullptr ? order->size() : streamed.vocab.size();
+  std::string bytes;
+  byte_id_.fill(-1);
+  token_bytes_.reserve(n + 1024);
+  token_text_.reserve(n + 1024);
+  if (ignore_merges_) bytes_to_id_.reserve(n);
+  text_to_id_.reserve(n + 1024);
+  std::vector<bool> id_seen;  // document order: ids taken so far
+  for (size_t i = 0; i < n; ++i) {
+    const StreamedModel::VocabEntry& entry = streamed.vocab[order != nullptr ? (*order)[i] : i];
+    const std::string_view key = streamed.Key(entry);
+    if (entry.id < 0) {
+      if (order == nullptr) return false;
+      return InvalidArgument(Field(name, "model.vocab[\"" + EscapeForDisplay(key) + "\"]",
+                                   "is not a token id (a non-negative integer)"));
+    }
+    const int32_t id = entry.id;
+    if (!ByteLevelToBytes(key, &bytes)) {
+      if (order == nullptr) return false;
+      return Unsupported(Field(name, "model.vocab[\"" + EscapeForDisplay(key) + "\"]",
+                               "is not in the byte-level alphabet (not a byte-level BPE)"));
+    }
+    if (order == nullptr) {
+      if (static_cast<size_t>(id) >= id_seen.size()) id_seen.resize(id + n + 1);
+      if (id_seen[id]) return false;  // a shared id: the sorted order decides
+      id_seen[id] = true;
+      // A repeated key: the sorted order decides (its last value wins).
+      if (!text_to_id_.emplace(key, id).second) return false;
+    } else {
+      text_to_id_.emplace(key, id);  // keys are unique in this order
+    }
+    if (bytes.size() == 1) {
+      // (Distinct valid UTF-8 keys name distinct bytes; checked all the same, as the
+      // order would matter otherwise.)
+      if (order == nullptr && byte_id_[static_cast<uint8_t>(bytes[0])] >= 0) return false;
+      byte_id_[static_cast<uint8_t>(bytes[0])] = id;
+    }
+    if (ignore_merges_) {  // only ignore_merges looks words up
+      if (!bytes_to_id_.emplace(bytes, id).second) {
+        if (order == nullptr) return false;
+        bytes_to_id_[bytes] = id;
+      }
+    }
+    SetToken(id, std::string(key), bytes);
+  }
+  return true;
+}
+
+Status BpeTokenizer::BuildModel(const json& model, const StreamedModel& streamed,
+                                const std::string& name) {
   if (!model.is_object())
     return InvalidArgument(Field(name, "model", "is missing or not an object"));
   if (!model.contains("type")) return InvalidArgument(Field(name, "model.type", "is missing"));
@@ -616,30 +965,27 @@ Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
     ignore_merges_ = model["ignore_merges"].get<bool>();
   }
 
+  // model.vocab and model.merges were streamed: the DOM holds an empty object / array in
+  // their place when the (last) value was an object / array, else the value itself.
   if (!model.contains("vocab")) return InvalidArgument(Field(name, "model.vocab", "is missing"));
-  const json& vocab = model["vocab"];
-  if (!vocab.is_object()) return InvalidArgument(Field(name, "model.vocab", "is not an object"));
-  std::string bytes;
-  byte_id_.fill(-1);
-  token_bytes_.reserve(vocab.size() + 1024);
-  token_text_.reserve(vocab.size() + 1024);
-  if (ignore_merges_) bytes_to_id_.reserve(vocab.size());
-  text_to_id_.reserve(vocab.size() + 1024);
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-        it.value().get<int64_t>() > 16'000'000) {
-      return InvalidArgument(Field(name, "model.vocab[\"" + EscapeForDisplay(it.key()) + "\"]",
-                                   "is not a token id (a non-negative integer)"));
-    }
-    const auto id = static_cast<int32_t>(it.value().get<int64_t>());
-    if (!ByteLevelToBytes(it.key(), &bytes)) {
-      return Unsupported(Field(name, "model.vocab[\"" + EscapeForDisplay(it.key()) + "\"]",
-                               "is not in the byte-level alphabet (not a byte-level BPE)"));
-    }
-    if (bytes.size() == 1) byte_id_[static_cast<uint8_t>(bytes[0])] = id;
-    if (ignore_merges_) bytes_to_id_[bytes] = id;  // only ignore_merges looks words up
-    text_to_id_[it.key()] = id;
-    SetToken(id, it.key(), bytes);
+  if (!model["vocab"].is_object()) {
+    return InvalidArgument(Field(name, "model.vocab", "is not an object"));
+  }
+  // The DOM visited the keys in sorted order, the last value of a duplicated key. That order
+  // only shows when keys repeat, two keys share an id (the later one's text wins) or an
+  // entry is bad (the first in that order is reported): the common case, none of these,
+  // builds the same tables in document order, without sorting; otherwise the tables are
+  // cleared and built again in the DOM's order.
+  TRACE_ASSIGN_OR_RETURN(const bool built, BuildVocab(streamed, nullptr, name));
+  if (!built) {
+    token_bytes_.clear();
+    token_text_.clear();
+    flags_.clear();
+    text_to_id_.clear();
+    bytes_to_id_.clear();
+    const std::vector<uint32_t> order = streamed.SortedUniqueVocab();
+    TRACE_ASSIGN_OR_RETURN(const bool built_sorted, BuildVocab(streamed, &order, name));
+    (void)built_sorted;  // always true in that order
   }
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     auto it = text_to_id_.find(model["unk_token"].get<std::string>());
@@ -647,33 +993,26 @@ Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
   }
 
   if (!model.contains("merges")) return InvalidArgument(Field(name, "model.merges", "is missing"));
-  const json& merges = model["merges"];
-  if (!merges.is_array()) return InvalidArgument(Field(name, "model.merges", "is not an array"));
-  merges_.Reserve(merges.size());
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const json& m = merges[rank];
-    std::string left, right;
-    const std::string where = "model.merges[" + std::to_string(rank) + "]";
-    if (m.is_string()) {
-      // Old format "a b": split at the first space (the reference keeps two parts).
-      const std::string s = m.get<std::string>();
-      const size_t space = s.find(' ');
-      if (space == std::string::npos) return InvalidArgument(Field(name, where, "has no space"));
-      const size_t second = s.find(' ', space + 1);
-      left = s.substr(0, space);
-      right =
-          s.substr(space + 1, second == std::string::npos ? std::string::npos : second - space - 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      left = m[0].get<std::string>();
-      right = m[1].get<std::string>();
-    } else {
-      return InvalidArgument(Field(name, where, "is neither \"a b\" nor [a, b]"));
+  if (!model["merges"].is_array()) {
+    return InvalidArgument(Field(name, "model.merges", "is not an array"));
+  }
+  merges_.Reserve(streamed.merges.size());
+  for (size_t rank = 0; rank < streamed.merges.size(); ++rank) {
+    const StreamedModel::Merge& m = streamed.merges[rank];
+    auto where = [&] { return "model.merges[" + std::to_string(rank) + "]"; };
+    if (m.form == StreamedModel::MergeForm::kNoSpace) {
+      return InvalidArgument(Field(name, where(), "has no space"));
     }
-    auto l = text_to_id_.find(left);
-    auto r = text_to_id_.find(right);
-    auto merged = text_to_id_.find(left + right);
+    if (m.form == StreamedModel::MergeForm::kNeither) {
+      return InvalidArgument(Field(name, where(), "is neither \"a b\" nor [a, b]"));
+    }
+    // left and right are adjacent in merge_text: their concatenation needs no copy.
+    const std::string_view both(streamed.merge_text.data() + m.offset, m.left_size + m.right_size);
+    auto l = text_to_id_.find(both.substr(0, m.left_size));
+    auto r = text_to_id_.find(both.substr(m.left_size));
+    auto merged = text_to_id_.find(both);
     if (l == text_to_id_.end() || r == text_to_id_.end() || merged == text_to_id_.end()) {
-      return InvalidArgument(Field(name, where, "names a token that is not in model.vocab"));
+      return InvalidArgument(Field(name, where(), "names a token that is not in model.vocab"));
     }
     merges_.Insert(l->second, r->second, static_cast<int32_t>(rank), merged->second);
   }
@@ -756,10 +1095,11 @@ void BpeTokenizer::RebuildAddedIndex() {
   }
 }
 
-Status BpeTokenizer::Build(const json& root, const std::string& name) {
+Status BpeTokenizer::Build(const json& root, const StreamedModel& streamed,
+                           const std::string& name) {
   if (!root.is_object()) return InvalidArgument(name + ": not a JSON object");
   if (!root.contains("model")) return InvalidArgument(Field(name, "model", "is missing"));
-  TRACE_RETURN_IF_ERROR(BuildModel(root["model"], name));
+  TRACE_RETURN_IF_ERROR(BuildModel(root["model"], streamed, name));
 
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
     const json& n = root["normalizer"];
@@ -880,6 +1220,52 @@ Status BpeTokenizer::ApplyConfig(const json& config, const std::string& name) {
   }
   RebuildAddedIndex();
   return Status::Ok();
+}
+
+// Every table, in a canonical order, as text (DumpTokenizerTablesForTesting).
+std::string BpeTokenizer::DumpTables() const {
+  std::ostringstream out;
+  auto esc = [](std::string_view s) { return EscapeForDisplay(s, kNoLimit); };
+  out << "vocab_size " << vocab_size() << "\n";
+  for (int32_t id = 0; id < vocab_size(); ++id) {
+    out << "token " << id << " " << int{flags_[id]} << " " << esc(token_text_[id]) << " "
+        << esc(token_bytes_[id]) << "\n";
+  }
+  auto sorted = [](const auto& map) {
+    std::vector<std::pair<std::string, int32_t>> v(map.begin(), map.end());
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  for (const auto& [text, id] : sorted(text_to_id_))
+    out << "text " << esc(text) << " " << id << "\n";
+  for (const auto& [b, id] : sorted(bytes_to_id_)) out << "bytes " << esc(b) << " " << id << "\n";
+  for (int b = 0; b < 256; ++b) out << (b == 0 ? "byte_id" : "") << " " << byte_id_[b];
+  out << "\n";
+  std::vector<std::array<int64_t, 4>> merges;
+  merges_.ForEach([&](int32_t l, int32_t r, int32_t rank, int32_t merged) {
+    merges.push_back({l, r, rank, merged});
+  });
+  std::sort(merges.begin(), merges.end());
+  for (const auto& m : merges) {
+    out << "merge " << m[0] << " " << m[1] << " " << m[2] << " " << m[3] << "\n";
+  }
+  out << "ignore_merges " << ignore_merges_ << " unk " << unk_.value_or(-1) << " nfc " << nfc_
+      << " byte_level " << byte_level_ << " split_special " << split_special_tokens_ << " bos "
+      << bos_.value_or(-1) << " eos " << eos_.value_or(-1) << "\n";
+  for (const PreStage& stage : stages_) {
+    out << "stage regex " << (stage.regex != nullptr) << " prefix " << stage.add_prefix_space
+        << "\n";
+  }
+  for (const AddedToken& t : added_) {
+    out << "added " << t.id << " " << esc(t.content) << " " << t.special << t.lstrip << t.rstrip
+        << "\n";
+  }
+  for (int b = 0; b < 256; ++b) {
+    for (const AddedToken* t : added_by_first_byte_[b]) {
+      out << "added_index " << b << " " << t->id << " " << esc(t->content) << "\n";
+    }
+  }
+  return out.str();
 }
 
 const AddedToken* BpeTokenizer::MatchAddedAt(std::string_view text, size_t pos) const {
@@ -1131,6 +1517,20 @@ Result<json> ParseJson(std::string_view text, const std::string& name) {
   }
 }
 
+// Parses a tokenizer.json: model.vocab and model.merges into *streamed, the rest as a DOM.
+// The same errors as ParseJson, word for word (the same parser raises them).
+Result<json> ParseTokenizerJson(std::string_view text, const std::string& name,
+                                StreamedModel* streamed) {
+  try {
+    json root;
+    TokenizerSax sax(&root, streamed);
+    json::sax_parse(text.begin(), text.end(), &sax);
+    return root;
+  } catch (const json::exception& e) {
+    return Corruption(name + ": not valid JSON (" + JsonErrorText(e) + ")");
+  }
+}
+
 // Runs a build step, turning a stray nlohmann type error (a field of an unexpected JSON
 // type that no explicit check caught) into a one-line error naming the file.
 template <typename Fn>
@@ -1147,21 +1547,29 @@ Status Guarded(const std::string& name, Fn&& fn) {
 Result<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromString(std::string_view tokenizer_json,
                                                              std::string_view name) {
   const std::string n = EscapePathForDisplay(name);  // messages only
-  TRACE_ASSIGN_OR_RETURN(json root, ParseJson(tokenizer_json, n));
+  StreamedModel streamed;
+  TRACE_ASSIGN_OR_RETURN(json root, ParseTokenizerJson(tokenizer_json, n, &streamed));
   auto tokenizer = std::make_unique<BpeTokenizer>();
-  TRACE_RETURN_IF_ERROR(Guarded(n, [&] { return tokenizer->Build(root, n); }));
+  TRACE_RETURN_IF_ERROR(Guarded(n, [&] { return tokenizer->Build(root, streamed, n); }));
   return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+}
+
+std::string DumpTokenizerTablesForTesting(const Tokenizer& tokenizer) {
+  const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tokenizer);
+  return bpe != nullptr ? bpe->DumpTables() : std::string();
 }
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& tokenizer_json_path) {
   TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(tokenizer_json_path));
   const std::string shown = EscapePathForDisplay(tokenizer_json_path);  // in messages
-  TRACE_ASSIGN_OR_RETURN(json root, ParseJson(text, shown));
-  text.clear();
-  text.shrink_to_fit();
   auto tokenizer = std::make_unique<BpeTokenizer>();
-  TRACE_RETURN_IF_ERROR(Guarded(shown, [&] { return tokenizer->Build(root, shown); }));
-  root = json();
+  {
+    StreamedModel streamed;
+    TRACE_ASSIGN_OR_RETURN(json root, ParseTokenizerJson(text, shown, &streamed));
+    text.clear();
+    text.shrink_to_fit();
+    TRACE_RETURN_IF_ERROR(Guarded(shown, [&] { return tokenizer->Build(root, streamed, shown); }));
+  }  // the parsed document is freed here
 
   // tokenizer_config.json next to it: extra added tokens, bos/eos, split_special_tokens.
   const size_t slash = tokenizer_json_path.find_last_of('/');
