@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer_json_reader.h"
 #include "engine/tokenizer/tokenizer_testing.h"
 
 #include "base/escape.h"
@@ -518,275 +519,6 @@ std::string_view TrimJsEnd(std::string_view s) {
   return in_run ? s.substr(0, run_start) : s;
 }
 
-// ---------------------------------------------------------------------------------------
-// Streaming load. A tokenizer.json is mostly model.vocab (one entry per token) and
-// model.merges (about as many): as a DOM they cost a heap node per entry and most of the
-// load time. The SAX handler below sends those two straight into compact arrays and builds
-// everything else (small) as the usual DOM, which Build reads. The result is exactly what
-// the DOM gave: the same lexer and parser run (so the same parse errors), and the same
-// rules for duplicated keys (the last value wins; object keys are visited in sorted order).
-
-constexpr int64_t kMaxTokenId = 16'000'000;
-
-// model.vocab and model.merges as the document had them (the last of duplicated keys).
-struct StreamedModel {
-  // model.vocab in document order. id: the value when it is a token id (an integer in
-  // [0, kMaxTokenId]), else -1.
-  struct VocabEntry {
-    size_t offset;  // of the key in vocab_keys
-    size_t size;
-    int32_t id;
-  };
-  std::string vocab_keys;
-  std::vector<VocabEntry> vocab;
-
-  // model.merges in document order: the two token strings, adjacent in merge_text (so
-  // their concatenation, the merged token, is a view too).
-  enum class MergeForm : uint8_t { kPair, kNoSpace, kNeither };
-  struct Merge {
-    size_t offset;  // of the left token in merge_text; the right one follows it
-    size_t left_size;
-    size_t right_size;
-    MergeForm form;  // kNoSpace: a string without a space; kNeither: not "a b" nor [a, b]
-  };
-  std::string merge_text;
-  std::vector<Merge> merges;
-
-  std::string_view Key(const VocabEntry& e) const { return {vocab_keys.data() + e.offset, e.size}; }
-
-  // Indices into `vocab` in the order a json object iterates its keys: sorted (bytewise,
-  // as std::string compares), one per key, the last value of a duplicated key.
-  std::vector<uint32_t> SortedUniqueVocab() const {
-    std::vector<uint32_t> order(vocab.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](uint32_t a, uint32_t b) { return Key(vocab[a]) < Key(vocab[b]); });
-    std::vector<uint32_t> unique;
-    unique.reserve(order.size());
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (i + 1 < order.size() && Key(vocab[order[i]]) == Key(vocab[order[i + 1]])) continue;
-      unique.push_back(order[i]);  // the last of a run of equal keys
-    }
-    return unique;
-  }
-};
-
-// The SAX handler (nlohmann's sax_parse). Inside the root object's "model" object, a
-// "vocab" object and a "merges" array are streamed into StreamedModel and stand in the DOM
-// as an empty object / array (so Build sees which key won and its type); every other event
-// goes to nlohmann's own DOM builder. No recursion: nesting is a stack or a counter.
-class TokenizerSax {
- public:
-  TokenizerSax(json* root, StreamedModel* streamed) : dom_(*root, true), out_(streamed) {}
-
-  bool null() { return Scalar(&Dom::null); }
-  bool boolean(bool v) { return mode_ == Mode::kDom ? dom_.boolean(v) : Other(); }
-  bool number_integer(json::number_integer_t v) {
-    if (mode_ == Mode::kDom) return dom_.number_integer(v);
-    return Integer(v >= 0 && v <= kMaxTokenId ? static_cast<int32_t>(v) : -1);
-  }
-  bool number_unsigned(json::number_unsigned_t v) {
-    if (mode_ == Mode::kDom) return dom_.number_unsigned(v);
-    return Integer(v <= static_cast<uint64_t>(kMaxTokenId) ? static_cast<int32_t>(v) : -1);
-  }
-  bool number_float(json::number_float_t v, const json::string_t& s) {
-    return mode_ == Mode::kDom ? dom_.number_float(v, s) : Other();
-  }
-  bool binary(json::binary_t& v) { return mode_ == Mode::kDom ? dom_.binary(v) : Other(); }
-
-  bool string(json::string_t& v) {
-    if (mode_ == Mode::kDom) return dom_.string(v);
-    if (skip_ > 0) return true;
-    if (mode_ == Mode::kVocab) return Other();
-    if (in_pair_) {  // an element of a [a, b] merge
-      if (pair_count_ < 2) {
-        out_->merge_text += v;
-        pair_sizes_[pair_count_] = v.size();
-      }
-      ++pair_count_;
-      return true;
-    }
-    // Old format "a b": split at the first space; the right part ends at the next one.
-    StreamedModel::Merge m{out_->merge_text.size(), 0, 0, StreamedModel::MergeForm::kNoSpace};
-    const size_t space = v.find(' ');
-    if (space != std::string::npos) {
-      const size_t second = v.find(' ', space + 1);
-      const size_t right_end = second == std::string::npos ? v.size() : second;
-      m.form = StreamedModel::MergeForm::kPair;
-      m.left_size = space;
-      m.right_size = right_end - space - 1;
-      out_->merge_text.append(v, 0, space);
-      out_->merge_text.append(v, space + 1, m.right_size);
-    }
-    out_->merges.push_back(m);
-    return true;
-  }
-
-  bool start_object(std::size_t len) {
-    if (mode_ == Mode::kDom) {
-      if (places_.empty()) {
-        places_.push_back(Place::kRoot);
-      } else if (places_.back() == Place::kRoot && key_is_model_) {
-        places_.push_back(Place::kModel);
-      } else if (places_.back() == Place::kModel && model_key_ == ModelKey::kVocab) {
-        // A later "vocab" replaces an earlier one, as in the DOM.
-        out_->vocab.clear();
-        out_->vocab_keys.clear();
-        mode_ = Mode::kVocab;
-        return dom_.start_object(len) && dom_.end_object();  // the placeholder
-      } else {
-        places_.push_back(Place::kOther);
-      }
-      return dom_.start_object(len);
-    }
-    return Nested();
-  }
-
-  bool start_array(std::size_t len) {
-    if (mode_ == Mode::kDom) {
-      if (!places_.empty() && places_.back() == Place::kModel && model_key_ == ModelKey::kMerges) {
-        out_->merges.clear();
-        out_->merge_text.clear();
-        mode_ = Mode::kMerges;
-        return dom_.start_array(len) && dom_.end_array();  // the placeholder
-      }
-      places_.push_back(Place::kOther);
-      return dom_.start_array(len);
-    }
-    if (skip_ == 0 && mode_ == Mode::kMerges && !in_pair_) {
-      in_pair_ = true;
-      pair_count_ = 0;
-      pair_ok_ = true;
-      pair_offset_ = out_->merge_text.size();
-      return true;
-    }
-    return Nested();
-  }
-
-  bool key(json::string_t& k) {
-    if (mode_ == Mode::kDom) {
-      if (places_.back() == Place::kRoot) {
-        key_is_model_ = k == "model";
-      } else if (places_.back() == Place::kModel) {
-        model_key_ = k == "vocab"    ? ModelKey::kVocab
-                     : k == "merges" ? ModelKey::kMerges
-                                     : ModelKey::kOther;
-      }
-      return dom_.key(k);
-    }
-    if (skip_ == 0) {  // a key of model.vocab itself
-      key_offset_ = out_->vocab_keys.size();
-      key_size_ = k.size();
-      out_->vocab_keys += k;
-    }
-    return true;
-  }
-
-  bool end_object() {
-    if (mode_ == Mode::kDom) {
-      places_.pop_back();
-      return dom_.end_object();
-    }
-    if (skip_ > 0) {
-      --skip_;
-      return true;
-    }
-    mode_ = Mode::kDom;  // the end of model.vocab (an object in merges is skipped)
-    return true;
-  }
-
-  bool end_array() {
-    if (mode_ == Mode::kDom) {
-      places_.pop_back();
-      return dom_.end_array();
-    }
-    if (skip_ > 0) {
-      --skip_;
-      return true;
-    }
-    if (in_pair_) {
-      in_pair_ = false;
-      StreamedModel::Merge m{pair_offset_, 0, 0, StreamedModel::MergeForm::kNeither};
-      if (pair_ok_ && pair_count_ == 2) {
-        m.form = StreamedModel::MergeForm::kPair;
-        m.left_size = pair_sizes_[0];
-        m.right_size = pair_sizes_[1];
-      } else {
-        out_->merge_text.resize(pair_offset_);
-      }
-      out_->merges.push_back(m);
-      return true;
-    }
-    mode_ = Mode::kDom;  // the end of model.merges (an array in vocab is skipped)
-    return true;
-  }
-
-  // Rethrows what the DOM parser would throw (the same message), for ParseJson to catch.
-  template <class Exception>
-  bool parse_error(std::size_t position, const std::string& last_token, const Exception& ex) {
-    return dom_.parse_error(position, last_token, ex);
-  }
-
- private:
-  using Dom = nlohmann::detail::json_sax_dom_parser<json>;
-  enum class Mode : uint8_t { kDom, kVocab, kMerges };
-  enum class Place : uint8_t { kRoot, kModel, kOther };
-  enum class ModelKey : uint8_t { kOther, kVocab, kMerges };
-
-  bool Scalar(bool (Dom::*f)()) { return mode_ == Mode::kDom ? (dom_.*f)() : Other(); }
-
-  // A streamed value that is an integer: a vocab id (or -1), or a non-string merge part.
-  bool Integer(int32_t id) {
-    if (skip_ > 0) return true;
-    if (mode_ == Mode::kVocab) {
-      out_->vocab.push_back({key_offset_, key_size_, id});
-      return true;
-    }
-    return Other();
-  }
-
-  // A streamed scalar that is neither a token id nor a merge string.
-  bool Other() {
-    if (skip_ > 0) return true;
-    if (mode_ == Mode::kVocab) {
-      out_->vocab.push_back({key_offset_, key_size_, -1});
-    } else if (in_pair_) {
-      pair_ok_ = false;
-      ++pair_count_;
-    } else {
-      out_->merges.push_back({out_->merge_text.size(), 0, 0, StreamedModel::MergeForm::kNeither});
-    }
-    return true;
-  }
-
-  // An object or array inside a streamed value: recorded as a bad value, its contents
-  // skipped (counted, never stored).
-  bool Nested() {
-    if (skip_ == 0) Other();
-    ++skip_;
-    return true;
-  }
-
-  Dom dom_;
-  StreamedModel* out_;
-  Mode mode_ = Mode::kDom;
-  // DOM mode: where each open container is, and the key just read at the two levels that
-  // matter (the root object's and the model object's).
-  std::vector<Place> places_;
-  bool key_is_model_ = false;
-  ModelKey model_key_ = ModelKey::kOther;
-  // Streaming: depth inside a skipped object or array; the pending vocab key; the
-  // [a, b] merge element being read.
-  size_t skip_ = 0;
-  size_t key_offset_ = 0;
-  size_t key_size_ = 0;
-  bool in_pair_ = false;
-  bool pair_ok_ = true;
-  size_t pair_count_ = 0;
-  size_t pair_sizes_[2] = {0, 0};
-  size_t pair_offset_ = 0;
-};
-
 class BpeTokenizer final : public Tokenizer {
  public:
   std::vector<int32_t> Encode(std::string_view text) const override;
@@ -810,9 +542,9 @@ class BpeTokenizer final : public Tokenizer {
 
   // `name` is the file as errors show it (already escaped); values taken from the JSON go
   // through EscapeForDisplay before they enter a message.
-  // `root` is the document without model.vocab and model.merges (empty placeholders stand
-  // in for them when they were streamed into `streamed`).
-  Status Build(const json& root, const StreamedModel& streamed, const std::string& name);
+  // `root` and `flat` are the document as ReadTokenizerJson gives it (tokenizer_json_reader.h):
+  // model.vocab and model.merges are read from `flat`, only their types from `root`.
+  Status Build(const json& root, const FlatVocabAndMerges& flat, const std::string& name);
   Status ApplyConfig(const json& config, const std::string& name);
   std::string DumpTables() const;
 
@@ -822,11 +554,11 @@ class BpeTokenizer final : public Tokenizer {
 
   bool InRange(int32_t id) const { return id >= 0 && id < vocab_size(); }
   void SetToken(int32_t id, std::string text, std::string bytes);
-  Status BuildModel(const json& model, const StreamedModel& streamed, const std::string& name);
-  // Fills the vocabulary tables from `streamed` in `order` (indices into streamed.vocab:
+  Status BuildModel(const json& model, const FlatVocabAndMerges& flat, const std::string& name);
+  // Fills the vocabulary tables from `flat` in `order` (indices into flat.vocab:
   // the DOM's order, with errors reported), or with order null in document order; then
   // false (tables half built) when that order could differ from the DOM's.
-  Result<bool> BuildVocab(const StreamedModel& streamed, const std::vector<uint32_t>* order,
+  Result<bool> BuildVocab(const FlatVocabAndMerges& flat, const std::vector<uint32_t>* order,
                           const std::string& name);
   Status BuildPreTokenizer(const json& pre, const std::string& name, const std::string& where);
   void RebuildAddedIndex();
@@ -881,9 +613,9 @@ std::string Field(const std::string& name, const std::string& field, const std::
   return name + ": " + field + " " + what;
 }
 
-Result<bool> BpeTokenizer::BuildVocab(const StreamedModel& streamed,
+Result<bool> BpeTokenizer::BuildVocab(const FlatVocabAndMerges& flat,
                                       const std::vector<uint32_t>* order, const std::string& name) {
-  const size_t n = order != nullptr ? order->size() : streamed.vocab.size();
+  const size_t n = order != nullptr ? order->size() : flat.vocab.size();
   std::string bytes;
   byte_id_.fill(-1);
   token_bytes_.reserve(n + 1024);
@@ -892,8 +624,8 @@ Result<bool> BpeTokenizer::BuildVocab(const StreamedModel& streamed,
   text_to_id_.reserve(n + 1024);
   std::vector<bool> id_seen;  // document order: ids taken so far
   for (size_t i = 0; i < n; ++i) {
-    const StreamedModel::VocabEntry& entry = streamed.vocab[order != nullptr ? (*order)[i] : i];
-    const std::string_view key = streamed.Key(entry);
+    const FlatVocabAndMerges::VocabEntry& entry = flat.vocab[order != nullptr ? (*order)[i] : i];
+    const std::string_view key = flat.Key(entry);
     if (entry.id < 0) {
       if (order == nullptr) return false;
       return InvalidArgument(Field(name, "model.vocab[\"" + EscapeForDisplay(key) + "\"]",
@@ -931,7 +663,7 @@ Result<bool> BpeTokenizer::BuildVocab(const StreamedModel& streamed,
   return true;
 }
 
-Status BpeTokenizer::BuildModel(const json& model, const StreamedModel& streamed,
+Status BpeTokenizer::BuildModel(const json& model, const FlatVocabAndMerges& flat,
                                 const std::string& name) {
   if (!model.is_object())
     return InvalidArgument(Field(name, "model", "is missing or not an object"));
@@ -965,8 +697,8 @@ Status BpeTokenizer::BuildModel(const json& model, const StreamedModel& streamed
     ignore_merges_ = model["ignore_merges"].get<bool>();
   }
 
-  // model.vocab and model.merges were streamed: the DOM holds an empty object / array in
-  // their place when the (last) value was an object / array, else the value itself.
+  // model.vocab and model.merges are in `flat`: the DOM has their types (an empty object /
+  // array in their place when the reader streamed them, else the value itself).
   if (!model.contains("vocab")) return InvalidArgument(Field(name, "model.vocab", "is missing"));
   if (!model["vocab"].is_object()) {
     return InvalidArgument(Field(name, "model.vocab", "is not an object"));
@@ -976,15 +708,15 @@ Status BpeTokenizer::BuildModel(const json& model, const StreamedModel& streamed
   // entry is bad (the first in that order is reported): the common case, none of these,
   // builds the same tables in document order, without sorting; otherwise the tables are
   // cleared and built again in the DOM's order.
-  TRACE_ASSIGN_OR_RETURN(const bool built, BuildVocab(streamed, nullptr, name));
+  TRACE_ASSIGN_OR_RETURN(const bool built, BuildVocab(flat, nullptr, name));
   if (!built) {
     token_bytes_.clear();
     token_text_.clear();
     flags_.clear();
     text_to_id_.clear();
     bytes_to_id_.clear();
-    const std::vector<uint32_t> order = streamed.SortedUniqueVocab();
-    TRACE_ASSIGN_OR_RETURN(const bool built_sorted, BuildVocab(streamed, &order, name));
+    const std::vector<uint32_t> order = flat.SortedUniqueVocab();
+    TRACE_ASSIGN_OR_RETURN(const bool built_sorted, BuildVocab(flat, &order, name));
     (void)built_sorted;  // always true in that order
   }
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
@@ -996,18 +728,18 @@ Status BpeTokenizer::BuildModel(const json& model, const StreamedModel& streamed
   if (!model["merges"].is_array()) {
     return InvalidArgument(Field(name, "model.merges", "is not an array"));
   }
-  merges_.Reserve(streamed.merges.size());
-  for (size_t rank = 0; rank < streamed.merges.size(); ++rank) {
-    const StreamedModel::Merge& m = streamed.merges[rank];
+  merges_.Reserve(flat.merges.size());
+  for (size_t rank = 0; rank < flat.merges.size(); ++rank) {
+    const FlatVocabAndMerges::Merge& m = flat.merges[rank];
     auto where = [&] { return "model.merges[" + std::to_string(rank) + "]"; };
-    if (m.form == StreamedModel::MergeForm::kNoSpace) {
+    if (m.form == FlatVocabAndMerges::MergeForm::kNoSpace) {
       return InvalidArgument(Field(name, where(), "has no space"));
     }
-    if (m.form == StreamedModel::MergeForm::kNeither) {
+    if (m.form == FlatVocabAndMerges::MergeForm::kNeither) {
       return InvalidArgument(Field(name, where(), "is neither \"a b\" nor [a, b]"));
     }
     // left and right are adjacent in merge_text: their concatenation needs no copy.
-    const std::string_view both(streamed.merge_text.data() + m.offset, m.left_size + m.right_size);
+    const std::string_view both(flat.merge_text.data() + m.offset, m.left_size + m.right_size);
     auto l = text_to_id_.find(both.substr(0, m.left_size));
     auto r = text_to_id_.find(both.substr(m.left_size));
     auto merged = text_to_id_.find(both);
@@ -1095,11 +827,11 @@ void BpeTokenizer::RebuildAddedIndex() {
   }
 }
 
-Status BpeTokenizer::Build(const json& root, const StreamedModel& streamed,
+Status BpeTokenizer::Build(const json& root, const FlatVocabAndMerges& flat,
                            const std::string& name) {
   if (!root.is_object()) return InvalidArgument(name + ": not a JSON object");
   if (!root.contains("model")) return InvalidArgument(Field(name, "model", "is missing"));
-  TRACE_RETURN_IF_ERROR(BuildModel(root["model"], streamed, name));
+  TRACE_RETURN_IF_ERROR(BuildModel(root["model"], flat, name));
 
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
     const json& n = root["normalizer"];
@@ -1503,29 +1235,10 @@ Result<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// nlohmann's messages quote the input near the error ("last read: '...'"), at any length.
-std::string JsonErrorText(const json::exception& e) {
-  return EscapeForDisplay(e.what(), 2 * kDisplayLimit);
-}
-
 Result<json> ParseJson(std::string_view text, const std::string& name) {
   // nlohmann reports errors by exception; they are caught here and never leave the module.
   try {
     return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    return Corruption(name + ": not valid JSON (" + JsonErrorText(e) + ")");
-  }
-}
-
-// Parses a tokenizer.json: model.vocab and model.merges into *streamed, the rest as a DOM.
-// The same errors as ParseJson, word for word (the same parser raises them).
-Result<json> ParseTokenizerJson(std::string_view text, const std::string& name,
-                                StreamedModel* streamed) {
-  try {
-    json root;
-    TokenizerSax sax(&root, streamed);
-    json::sax_parse(text.begin(), text.end(), &sax);
-    return root;
   } catch (const json::exception& e) {
     return Corruption(name + ": not valid JSON (" + JsonErrorText(e) + ")");
   }
@@ -1542,16 +1255,29 @@ Status Guarded(const std::string& name, Fn&& fn) {
   }
 }
 
+// The tokenizer a document read by ReadTokenizerJson (or by the test oracle) describes;
+// `name` is already escaped.
+Result<std::unique_ptr<Tokenizer>> BuildTokenizer(const json& root, const FlatVocabAndMerges& flat,
+                                                  const std::string& name) {
+  auto tokenizer = std::make_unique<BpeTokenizer>();
+  TRACE_RETURN_IF_ERROR(Guarded(name, [&] { return tokenizer->Build(root, flat, name); }));
+  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromString(std::string_view tokenizer_json,
                                                              std::string_view name) {
   const std::string n = EscapePathForDisplay(name);  // messages only
-  StreamedModel streamed;
-  TRACE_ASSIGN_OR_RETURN(json root, ParseTokenizerJson(tokenizer_json, n, &streamed));
-  auto tokenizer = std::make_unique<BpeTokenizer>();
-  TRACE_RETURN_IF_ERROR(Guarded(n, [&] { return tokenizer->Build(root, streamed, n); }));
-  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+  FlatVocabAndMerges flat;
+  TRACE_ASSIGN_OR_RETURN(json root, ReadTokenizerJson(tokenizer_json, n, &flat));
+  return BuildTokenizer(root, flat, n);
+}
+
+Result<std::unique_ptr<Tokenizer>> BuildTokenizerForTesting(const nlohmann::json& root,
+                                                            const FlatVocabAndMerges& flat,
+                                                            std::string_view name) {
+  return BuildTokenizer(root, flat, EscapePathForDisplay(name));
 }
 
 std::string DumpTokenizerTablesForTesting(const Tokenizer& tokenizer) {
@@ -1564,11 +1290,11 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& tokenizer_
   const std::string shown = EscapePathForDisplay(tokenizer_json_path);  // in messages
   auto tokenizer = std::make_unique<BpeTokenizer>();
   {
-    StreamedModel streamed;
-    TRACE_ASSIGN_OR_RETURN(json root, ParseTokenizerJson(text, shown, &streamed));
+    FlatVocabAndMerges flat;
+    TRACE_ASSIGN_OR_RETURN(json root, ReadTokenizerJson(text, shown, &flat));
     text.clear();
     text.shrink_to_fit();
-    TRACE_RETURN_IF_ERROR(Guarded(shown, [&] { return tokenizer->Build(root, streamed, shown); }));
+    TRACE_RETURN_IF_ERROR(Guarded(shown, [&] { return tokenizer->Build(root, flat, shown); }));
   }  // the parsed document is freed here
 
   // tokenizer_config.json next to it: extra added tokens, bos/eos, split_special_tokens.

@@ -1,7 +1,8 @@
 // Differential fuzz target: every input is loaded by Tokenizer::LoadFromString (streaming
-// SAX loader) and by the old whole-document DOM loader kept as a test oracle
-// (tests/tokenizer/legacy_dom_tokenizer.cc); both must give the same Status, code and
-// message, or tokenizers with identical tables and encodings (tests/tokenizer/load_diff.h).
+// SAX reader) and by the whole-document DOM oracle (tests/tokenizer/dom_oracle.h: the
+// reading as it was, then the same table-building code); both must give the same Status,
+// code and message, or tokenizers with identical tables and encodings
+// (tests/tokenizer/load_diff.h).
 // Seeds: the Llama-3-style tokenizer.json and small documents aimed at the streaming
 // loader's special cases (duplicated keys at every level, vocab values and merge elements
 // of every JSON type, "model" and "vocab" in other places). As a ctest it also runs a fixed

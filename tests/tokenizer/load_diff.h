@@ -1,7 +1,7 @@
-// The differential check of the streaming tokenizer.json loader: one input loaded by
-// Tokenizer::LoadFromString and by the old whole-document DOM loader (legacy_dom_tokenizer.h)
-// must give the same Status (code and message) or tokenizers with the same tables and the
-// same encodings and decodings of a fixed set of strings.
+// The differential check of the streaming tokenizer.json reader: one input loaded by
+// Tokenizer::LoadFromString and by the whole-document DOM oracle (dom_oracle.h) must give
+// the same Status (code and message) or tokenizers with the same tables and the same
+// encodings and decodings of a fixed set of strings.
 //
 // Ownership: values. Thread safety: safe to call from many threads (loads are independent).
 // Errors: a difference is returned as a description (empty: none).
@@ -14,7 +14,7 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/tokenizer_testing.h"
-#include "tests/tokenizer/legacy_dom_tokenizer.h"
+#include "tests/tokenizer/dom_oracle.h"
 #include "tests/tokenizer/test_util.h"
 
 namespace trace::engine::testing {
@@ -28,7 +28,7 @@ inline std::string IdsText(const std::vector<int32_t>& ids) {
 // Tables, encodings and decodings of two loaded tokenizers; empty when equal.
 inline std::string CompareTokenizers(const Tokenizer& streaming, const Tokenizer& dom) {
   const std::string a = DumpTokenizerTablesForTesting(streaming);
-  const std::string b = legacy_dom::LegacyDomDumpTables(dom);
+  const std::string b = DumpTokenizerTablesForTesting(dom);
   if (a.empty() || b.empty()) return "a tokenizer dumped no tables";
   if (a != b) {
     size_t at = 0;
@@ -59,7 +59,7 @@ inline std::string CompareTokenizers(const Tokenizer& streaming, const Tokenizer
 inline std::string CompareLoads(std::string_view text, bool* loaded = nullptr,
                                 std::string* error = nullptr) {
   auto streaming = Tokenizer::LoadFromString(text, "fuzz.json");
-  auto dom = legacy_dom::LegacyDomLoadFromString(text, "fuzz.json");
+  auto dom = DomOracleLoadFromString(text, "fuzz.json");
   if (loaded != nullptr) *loaded = streaming.ok();
   if (error != nullptr) *error = streaming.ok() ? "" : streaming.status().message();
   if (streaming.ok() != dom.ok()) {
