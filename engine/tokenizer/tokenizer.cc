@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -21,6 +22,8 @@
 #include <unordered_map>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer_json_reader.h"
+#include "engine/tokenizer/tokenizer_testing.h"
 
 #include "base/escape.h"
 
@@ -34,9 +37,12 @@ using json = nlohmann::json;
 // shifted to U+0100 and up, so every byte has a visible one-character name.
 struct ByteAlphabet {
   std::array<std::string, 256> byte_to_utf8;
-  std::unordered_map<uint32_t, uint8_t> codepoint_to_byte;
+  // By code point (the alphabet's characters are all below U+0800, which is every code
+  // point a one- or two-byte sequence can name): the byte, or -1 when not in the alphabet.
+  std::array<int16_t, 0x800> codepoint_to_byte;
 
   ByteAlphabet() {
+    codepoint_to_byte.fill(-1);
     int next = 0;
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
@@ -64,6 +70,7 @@ const ByteAlphabet& Alphabet() {
 bool ByteLevelToBytes(std::string_view text, std::string* bytes) {
   const auto& map = Alphabet().codepoint_to_byte;
   bytes->clear();
+  bytes->reserve(text.size());
   size_t i = 0;
   while (i < text.size()) {
     const auto b = static_cast<uint8_t>(text[i]);
@@ -77,9 +84,9 @@ bool ByteLevelToBytes(std::string_view text, std::string* bytes) {
     } else {
       return false;  // the alphabet only uses one- and two-byte characters
     }
-    auto it = map.find(cp);
-    if (it == map.end()) return false;
-    bytes->push_back(static_cast<char>(it->second));
+    const int16_t byte = map[cp];  // cp < 0x800 by construction
+    if (byte < 0) return false;
+    bytes->push_back(static_cast<char>(byte));
   }
   return true;
 }
@@ -241,6 +248,16 @@ class MergeTable {
         return;
       }
       if (slots_[i].key == key) return;
+    }
+  }
+
+  // Calls fn(left, right, rank, merged_id) for every entry, in slot order.
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    for (const Entry& e : slots_) {
+      if (e.key == kEmpty) continue;
+      fn(static_cast<int32_t>(e.key >> 32), static_cast<int32_t>(e.key & 0xFFFFFFFFu), e.rank,
+         e.merged_id);
     }
   }
 
@@ -513,7 +530,7 @@ class BpeTokenizer final : public Tokenizer {
     return InRange(id) ? token_text_[id] : std::string();
   }
   std::optional<int32_t> TokenId(std::string_view token_text) const override {
-    auto it = text_to_id_.find(std::string(token_text));
+    auto it = text_to_id_.find(token_text);
     if (it == text_to_id_.end()) return std::nullopt;
     return it->second;
   }
@@ -525,8 +542,11 @@ class BpeTokenizer final : public Tokenizer {
 
   // `name` is the file as errors show it (already escaped); values taken from the JSON go
   // through EscapeForDisplay before they enter a message.
-  Status Build(const json& root, const std::string& name);
+  // `root` and `flat` are the document as ReadTokenizerJson gives it (tokenizer_json_reader.h):
+  // model.vocab and model.merges are read from `flat`, only their types from `root`.
+  Status Build(const json& root, const FlatVocabAndMerges& flat, const std::string& name);
   Status ApplyConfig(const json& config, const std::string& name);
+  std::string DumpTables() const;
 
  private:
   static constexpr uint8_t kSpecial = 1;
@@ -534,7 +554,12 @@ class BpeTokenizer final : public Tokenizer {
 
   bool InRange(int32_t id) const { return id >= 0 && id < vocab_size(); }
   void SetToken(int32_t id, std::string text, std::string bytes);
-  Status BuildModel(const json& model, const std::string& name);
+  Status BuildModel(const json& model, const FlatVocabAndMerges& flat, const std::string& name);
+  // Fills the vocabulary tables from `flat` in `order` (indices into flat.vocab:
+  // the DOM's order, with errors reported), or with order null in document order; then
+  // false (tables half built) when that order could differ from the DOM's.
+  Result<bool> BuildVocab(const FlatVocabAndMerges& flat, const std::vector<uint32_t>* order,
+                          const std::string& name);
   Status BuildPreTokenizer(const json& pre, const std::string& name, const std::string& where);
   void RebuildAddedIndex();
   // Added-token matching: the longest added token starting at `pos`, or nullptr.
@@ -547,7 +572,12 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> token_bytes_;
   std::vector<std::string> token_text_;
   std::vector<uint8_t> flags_;
-  std::unordered_map<std::string, int32_t> text_to_id_;   // tokenizer.json strings
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  // tokenizer.json strings (looked up by view: no temporary strings)
+  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> text_to_id_;
   std::unordered_map<std::string, int32_t> bytes_to_id_;  // vocabulary by bytes (ignore_merges)
   std::array<int32_t, 256> byte_id_{};                    // single-byte tokens (-1: none)
   MergeTable merges_;
@@ -583,7 +613,58 @@ std::string Field(const std::string& name, const std::string& field, const std::
   return name + ": " + field + " " + what;
 }
 
-Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
+Result<bool> BpeTokenizer::BuildVocab(const FlatVocabAndMerges& flat,
+                                      const std::vector<uint32_t>* order, const std::string& name) {
+  const size_t n = order != nullptr ? order->size() : flat.vocab.size();
+  std::string bytes;
+  byte_id_.fill(-1);
+  token_bytes_.reserve(n + 1024);
+  token_text_.reserve(n + 1024);
+  if (ignore_merges_) bytes_to_id_.reserve(n);
+  text_to_id_.reserve(n + 1024);
+  std::vector<bool> id_seen;  // document order: ids taken so far
+  for (size_t i = 0; i < n; ++i) {
+    const FlatVocabAndMerges::VocabEntry& entry = flat.vocab[order != nullptr ? (*order)[i] : i];
+    const std::string_view key = flat.Key(entry);
+    if (entry.id < 0) {
+      if (order == nullptr) return false;
+      return InvalidArgument(Field(name, "model.vocab[\"" + EscapeForDisplay(key) + "\"]",
+                                   "is not a token id (a non-negative integer)"));
+    }
+    const int32_t id = entry.id;
+    if (!ByteLevelToBytes(key, &bytes)) {
+      if (order == nullptr) return false;
+      return Unsupported(Field(name, "model.vocab[\"" + EscapeForDisplay(key) + "\"]",
+                               "is not in the byte-level alphabet (not a byte-level BPE)"));
+    }
+    if (order == nullptr) {
+      if (static_cast<size_t>(id) >= id_seen.size()) id_seen.resize(id + n + 1);
+      if (id_seen[id]) return false;  // a shared id: the sorted order decides
+      id_seen[id] = true;
+      // A repeated key: the sorted order decides (its last value wins).
+      if (!text_to_id_.emplace(key, id).second) return false;
+    } else {
+      text_to_id_.emplace(key, id);  // keys are unique in this order
+    }
+    if (bytes.size() == 1) {
+      // (Distinct valid UTF-8 keys name distinct bytes; checked all the same, as the
+      // order would matter otherwise.)
+      if (order == nullptr && byte_id_[static_cast<uint8_t>(bytes[0])] >= 0) return false;
+      byte_id_[static_cast<uint8_t>(bytes[0])] = id;
+    }
+    if (ignore_merges_) {  // only ignore_merges looks words up
+      if (!bytes_to_id_.emplace(bytes, id).second) {
+        if (order == nullptr) return false;
+        bytes_to_id_[bytes] = id;
+      }
+    }
+    SetToken(id, std::string(key), bytes);
+  }
+  return true;
+}
+
+Status BpeTokenizer::BuildModel(const json& model, const FlatVocabAndMerges& flat,
+                                const std::string& name) {
   if (!model.is_object())
     return InvalidArgument(Field(name, "model", "is missing or not an object"));
   if (!model.contains("type")) return InvalidArgument(Field(name, "model.type", "is missing"));
@@ -616,30 +697,27 @@ Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
     ignore_merges_ = model["ignore_merges"].get<bool>();
   }
 
+  // model.vocab and model.merges are in `flat`: the DOM has their types (an empty object /
+  // array in their place when the reader streamed them, else the value itself).
   if (!model.contains("vocab")) return InvalidArgument(Field(name, "model.vocab", "is missing"));
-  const json& vocab = model["vocab"];
-  if (!vocab.is_object()) return InvalidArgument(Field(name, "model.vocab", "is not an object"));
-  std::string bytes;
-  byte_id_.fill(-1);
-  token_bytes_.reserve(vocab.size() + 1024);
-  token_text_.reserve(vocab.size() + 1024);
-  if (ignore_merges_) bytes_to_id_.reserve(vocab.size());
-  text_to_id_.reserve(vocab.size() + 1024);
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-        it.value().get<int64_t>() > 16'000'000) {
-      return InvalidArgument(Field(name, "model.vocab[\"" + EscapeForDisplay(it.key()) + "\"]",
-                                   "is not a token id (a non-negative integer)"));
-    }
-    const auto id = static_cast<int32_t>(it.value().get<int64_t>());
-    if (!ByteLevelToBytes(it.key(), &bytes)) {
-      return Unsupported(Field(name, "model.vocab[\"" + EscapeForDisplay(it.key()) + "\"]",
-                               "is not in the byte-level alphabet (not a byte-level BPE)"));
-    }
-    if (bytes.size() == 1) byte_id_[static_cast<uint8_t>(bytes[0])] = id;
-    if (ignore_merges_) bytes_to_id_[bytes] = id;  // only ignore_merges looks words up
-    text_to_id_[it.key()] = id;
-    SetToken(id, it.key(), bytes);
+  if (!model["vocab"].is_object()) {
+    return InvalidArgument(Field(name, "model.vocab", "is not an object"));
+  }
+  // The DOM visited the keys in sorted order, the last value of a duplicated key. That order
+  // only shows when keys repeat, two keys share an id (the later one's text wins) or an
+  // entry is bad (the first in that order is reported): the common case, none of these,
+  // builds the same tables in document order, without sorting; otherwise the tables are
+  // cleared and built again in the DOM's order.
+  TRACE_ASSIGN_OR_RETURN(const bool built, BuildVocab(flat, nullptr, name));
+  if (!built) {
+    token_bytes_.clear();
+    token_text_.clear();
+    flags_.clear();
+    text_to_id_.clear();
+    bytes_to_id_.clear();
+    const std::vector<uint32_t> order = flat.SortedUniqueVocab();
+    TRACE_ASSIGN_OR_RETURN(const bool built_sorted, BuildVocab(flat, &order, name));
+    (void)built_sorted;  // always true in that order
   }
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     auto it = text_to_id_.find(model["unk_token"].get<std::string>());
@@ -647,33 +725,26 @@ Status BpeTokenizer::BuildModel(const json& model, const std::string& name) {
   }
 
   if (!model.contains("merges")) return InvalidArgument(Field(name, "model.merges", "is missing"));
-  const json& merges = model["merges"];
-  if (!merges.is_array()) return InvalidArgument(Field(name, "model.merges", "is not an array"));
-  merges_.Reserve(merges.size());
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const json& m = merges[rank];
-    std::string left, right;
-    const std::string where = "model.merges[" + std::to_string(rank) + "]";
-    if (m.is_string()) {
-      // Old format "a b": split at the first space (the reference keeps two parts).
-      const std::string s = m.get<std::string>();
-      const size_t space = s.find(' ');
-      if (space == std::string::npos) return InvalidArgument(Field(name, where, "has no space"));
-      const size_t second = s.find(' ', space + 1);
-      left = s.substr(0, space);
-      right =
-          s.substr(space + 1, second == std::string::npos ? std::string::npos : second - space - 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      left = m[0].get<std::string>();
-      right = m[1].get<std::string>();
-    } else {
-      return InvalidArgument(Field(name, where, "is neither \"a b\" nor [a, b]"));
+  if (!model["merges"].is_array()) {
+    return InvalidArgument(Field(name, "model.merges", "is not an array"));
+  }
+  merges_.Reserve(flat.merges.size());
+  for (size_t rank = 0; rank < flat.merges.size(); ++rank) {
+    const FlatVocabAndMerges::Merge& m = flat.merges[rank];
+    auto where = [&] { return "model.merges[" + std::to_string(rank) + "]"; };
+    if (m.form == FlatVocabAndMerges::MergeForm::kNoSpace) {
+      return InvalidArgument(Field(name, where(), "has no space"));
     }
-    auto l = text_to_id_.find(left);
-    auto r = text_to_id_.find(right);
-    auto merged = text_to_id_.find(left + right);
+    if (m.form == FlatVocabAndMerges::MergeForm::kNeither) {
+      return InvalidArgument(Field(name, where(), "is neither \"a b\" nor [a, b]"));
+    }
+    // left and right are adjacent in merge_text: their concatenation needs no copy.
+    const std::string_view both(flat.merge_text.data() + m.offset, m.left_size + m.right_size);
+    auto l = text_to_id_.find(both.substr(0, m.left_size));
+    auto r = text_to_id_.find(both.substr(m.left_size));
+    auto merged = text_to_id_.find(both);
     if (l == text_to_id_.end() || r == text_to_id_.end() || merged == text_to_id_.end()) {
-      return InvalidArgument(Field(name, where, "names a token that is not in model.vocab"));
+      return InvalidArgument(Field(name, where(), "names a token that is not in model.vocab"));
     }
     merges_.Insert(l->second, r->second, static_cast<int32_t>(rank), merged->second);
   }
@@ -756,10 +827,11 @@ void BpeTokenizer::RebuildAddedIndex() {
   }
 }
 
-Status BpeTokenizer::Build(const json& root, const std::string& name) {
+Status BpeTokenizer::Build(const json& root, const FlatVocabAndMerges& flat,
+                           const std::string& name) {
   if (!root.is_object()) return InvalidArgument(name + ": not a JSON object");
   if (!root.contains("model")) return InvalidArgument(Field(name, "model", "is missing"));
-  TRACE_RETURN_IF_ERROR(BuildModel(root["model"], name));
+  TRACE_RETURN_IF_ERROR(BuildModel(root["model"], flat, name));
 
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
     const json& n = root["normalizer"];
@@ -880,6 +952,52 @@ Status BpeTokenizer::ApplyConfig(const json& config, const std::string& name) {
   }
   RebuildAddedIndex();
   return Status::Ok();
+}
+
+// Every table, in a canonical order, as text (DumpTokenizerTablesForTesting).
+std::string BpeTokenizer::DumpTables() const {
+  std::ostringstream out;
+  auto esc = [](std::string_view s) { return EscapeForDisplay(s, kNoLimit); };
+  out << "vocab_size " << vocab_size() << "\n";
+  for (int32_t id = 0; id < vocab_size(); ++id) {
+    out << "token " << id << " " << int{flags_[id]} << " " << esc(token_text_[id]) << " "
+        << esc(token_bytes_[id]) << "\n";
+  }
+  auto sorted = [](const auto& map) {
+    std::vector<std::pair<std::string, int32_t>> v(map.begin(), map.end());
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  for (const auto& [text, id] : sorted(text_to_id_))
+    out << "text " << esc(text) << " " << id << "\n";
+  for (const auto& [b, id] : sorted(bytes_to_id_)) out << "bytes " << esc(b) << " " << id << "\n";
+  for (int b = 0; b < 256; ++b) out << (b == 0 ? "byte_id" : "") << " " << byte_id_[b];
+  out << "\n";
+  std::vector<std::array<int64_t, 4>> merges;
+  merges_.ForEach([&](int32_t l, int32_t r, int32_t rank, int32_t merged) {
+    merges.push_back({l, r, rank, merged});
+  });
+  std::sort(merges.begin(), merges.end());
+  for (const auto& m : merges) {
+    out << "merge " << m[0] << " " << m[1] << " " << m[2] << " " << m[3] << "\n";
+  }
+  out << "ignore_merges " << ignore_merges_ << " unk " << unk_.value_or(-1) << " nfc " << nfc_
+      << " byte_level " << byte_level_ << " split_special " << split_special_tokens_ << " bos "
+      << bos_.value_or(-1) << " eos " << eos_.value_or(-1) << "\n";
+  for (const PreStage& stage : stages_) {
+    out << "stage regex " << (stage.regex != nullptr) << " prefix " << stage.add_prefix_space
+        << "\n";
+  }
+  for (const AddedToken& t : added_) {
+    out << "added " << t.id << " " << esc(t.content) << " " << t.special << t.lstrip << t.rstrip
+        << "\n";
+  }
+  for (int b = 0; b < 256; ++b) {
+    for (const AddedToken* t : added_by_first_byte_[b]) {
+      out << "added_index " << b << " " << t->id << " " << esc(t->content) << "\n";
+    }
+  }
+  return out.str();
 }
 
 const AddedToken* BpeTokenizer::MatchAddedAt(std::string_view text, size_t pos) const {
@@ -1117,11 +1235,6 @@ Result<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// nlohmann's messages quote the input near the error ("last read: '...'"), at any length.
-std::string JsonErrorText(const json::exception& e) {
-  return EscapeForDisplay(e.what(), 2 * kDisplayLimit);
-}
-
 Result<json> ParseJson(std::string_view text, const std::string& name) {
   // nlohmann reports errors by exception; they are caught here and never leave the module.
   try {
@@ -1142,26 +1255,47 @@ Status Guarded(const std::string& name, Fn&& fn) {
   }
 }
 
+// The tokenizer a document read by ReadTokenizerJson (or by the test oracle) describes;
+// `name` is already escaped.
+Result<std::unique_ptr<Tokenizer>> BuildTokenizer(const json& root, const FlatVocabAndMerges& flat,
+                                                  const std::string& name) {
+  auto tokenizer = std::make_unique<BpeTokenizer>();
+  TRACE_RETURN_IF_ERROR(Guarded(name, [&] { return tokenizer->Build(root, flat, name); }));
+  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromString(std::string_view tokenizer_json,
                                                              std::string_view name) {
   const std::string n = EscapePathForDisplay(name);  // messages only
-  TRACE_ASSIGN_OR_RETURN(json root, ParseJson(tokenizer_json, n));
-  auto tokenizer = std::make_unique<BpeTokenizer>();
-  TRACE_RETURN_IF_ERROR(Guarded(n, [&] { return tokenizer->Build(root, n); }));
-  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+  FlatVocabAndMerges flat;
+  TRACE_ASSIGN_OR_RETURN(json root, ReadTokenizerJson(tokenizer_json, n, &flat));
+  return BuildTokenizer(root, flat, n);
+}
+
+Result<std::unique_ptr<Tokenizer>> BuildTokenizerForTesting(const nlohmann::json& root,
+                                                            const FlatVocabAndMerges& flat,
+                                                            std::string_view name) {
+  return BuildTokenizer(root, flat, EscapePathForDisplay(name));
+}
+
+std::string DumpTokenizerTablesForTesting(const Tokenizer& tokenizer) {
+  const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tokenizer);
+  return bpe != nullptr ? bpe->DumpTables() : std::string();
 }
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& tokenizer_json_path) {
   TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(tokenizer_json_path));
   const std::string shown = EscapePathForDisplay(tokenizer_json_path);  // in messages
-  TRACE_ASSIGN_OR_RETURN(json root, ParseJson(text, shown));
-  text.clear();
-  text.shrink_to_fit();
   auto tokenizer = std::make_unique<BpeTokenizer>();
-  TRACE_RETURN_IF_ERROR(Guarded(shown, [&] { return tokenizer->Build(root, shown); }));
-  root = json();
+  {
+    FlatVocabAndMerges flat;
+    TRACE_ASSIGN_OR_RETURN(json root, ReadTokenizerJson(text, shown, &flat));
+    text.clear();
+    text.shrink_to_fit();
+    TRACE_RETURN_IF_ERROR(Guarded(shown, [&] { return tokenizer->Build(root, flat, shown); }));
+  }  // the parsed document is freed here
 
   // tokenizer_config.json next to it: extra added tokens, bos/eos, split_special_tokens.
   const size_t slash = tokenizer_json_path.find_last_of('/');
