@@ -117,7 +117,7 @@ class GrammarBuilder {
     enum Kind { kEmpty, kBytes, kSeq, kAlt, kStar, kCall } kind;
     uint8_t lo = 0, hi = 0;
     int32_t rule = -1;
-    std::vector<Expr> kids;
+    std::vector<Expr> kids = {};
   };
   struct RuleDef {
     Rule rule;

@@ -17,15 +17,6 @@ namespace {
 using ojson = nlohmann::ordered_json;
 using Expr = GrammarBuilder::Expr;
 
-const std::set<std::string>& Annotations() {
-  static const std::set<std::string> k = {
-      "title",         "description",      "default",         "examples",    "$schema",
-      "$id",           "$comment",         "deprecated",      "readOnly",    "writeOnly",
-      "$anchor",       "$vocabulary",      "$defs",           "definitions", "nullable",
-      "discriminator", "contentMediaType", "contentEncoding", "example"};
-  return k;
-}
-
 // Validation keywords this compiler enforces.
 const std::set<std::string>& Supported() {
   static const std::set<std::string> k = {"type",
