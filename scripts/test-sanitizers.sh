@@ -86,13 +86,13 @@ print("^(" + "|".join(names) + ")$")
 # ASan+UBSan: the parsers, the server and the store (docs/testing.md: why these).
 asan_targets=(
   # parsers: every fuzz target replays its seeds and corpus (label fuzz)
-  safetensors_fuzz model_config_fuzz tokenizer_load_fuzz tokenizer_encode_fuzz template_fuzz
-  store_row_fuzz openai_request_fuzz event_api_fuzz json_schema_fuzz responses_request_fuzz
-  anthropic_request_fuzz redact_fuzz export_inputs_fuzz
+  safetensors_fuzz model_config_fuzz tokenizer_load_fuzz tokenizer_load_diff_fuzz
+  tokenizer_encode_fuzz template_fuzz store_row_fuzz openai_request_fuzz event_api_fuzz
+  json_schema_fuzz responses_request_fuzz anthropic_request_fuzz redact_fuzz export_inputs_fuzz
   # parsers: requests, events, schemas, hostile JSON, tokenizer, templates, redaction, errors
   recorder_unit_test recorder_api_formats_test recorder_hardening_unit_test recorder_grammar_test
-  recorder_errors_test error_message_test tokenizer_test template_unit_test redact_test
-  otlp_trace_test
+  recorder_errors_test error_message_test tokenizer_test tokenizer_load_diff_test
+  template_unit_test redact_test otlp_trace_test
   # the server over HTTP, and under hostile clients (the Responses/Anthropic/compat suites
   # run the demo model in every test, ~10x slower at -O0; their parsers are covered by the fuzz
   # targets and recorder_api_formats_test above)
@@ -122,8 +122,8 @@ tsan_targets=(recorder_server_test recorder_hostile_input_test recorder_unit_tes
 # ASan+UBSan (too long for CI), and the schema grammar's MatcherTests (each loads Qwen3's
 # 151,669-token tokenizer and builds its token index: 11-37 s each at -O0 under ASan, about
 # 60 CPU s for the four): slice_asan_exclude.
-slice_asan_targets=(tokenizer_load_fuzz template_fuzz store_row_fuzz redact_fuzz
-                    openai_request_fuzz responses_request_fuzz anthropic_request_fuzz
+slice_asan_targets=(tokenizer_load_fuzz tokenizer_load_diff_fuzz template_fuzz store_row_fuzz
+                    redact_fuzz openai_request_fuzz responses_request_fuzz anthropic_request_fuzz
                     json_schema_fuzz recorder_api_formats_test recorder_grammar_test store_test
                     store_integrity_test store_durability_test template_unit_test redact_test
                     base_test)
