@@ -560,7 +560,9 @@ class BpeTokenizer final : public Tokenizer {
   // false (tables half built) when that order could differ from the DOM's.
   Result<bool> BuildVocab(const FlatVocabAndMerges& flat, const std::vector<uint32_t>* order,
                           const std::string& name);
-  Status BuildPreTokenizer(const json& pre, const std::string& name, const std::string& where);
+  // `depth`: how many Sequences `pre` is inside (kMaxPreTokenizerDepth bounds the recursion).
+  Status BuildPreTokenizer(const json& pre, const std::string& name, const std::string& where,
+                           int depth = 0);
   void RebuildAddedIndex();
   // Added-token matching: the longest added token starting at `pos`, or nullptr.
   const AddedToken* MatchAddedAt(std::string_view text, size_t pos) const;
@@ -751,8 +753,17 @@ Status BpeTokenizer::BuildModel(const json& model, const FlatVocabAndMerges& fla
   return Status::Ok();
 }
 
+// Real tokenizers nest a Sequence at most once or twice; a file nesting them 100,000 deep
+// overflowed the stack here (one frame per level) and crashed the process.
+constexpr int kMaxPreTokenizerDepth = 32;
+
 Status BpeTokenizer::BuildPreTokenizer(const json& pre, const std::string& name,
-                                       const std::string& where) {
+                                       const std::string& where, int depth) {
+  if (depth > kMaxPreTokenizerDepth) {
+    return Unsupported(
+        Field(name, where,
+              "nests Sequences deeper than " + std::to_string(kMaxPreTokenizerDepth) + " levels"));
+  }
   if (!pre.is_object() || !pre.contains("type") || !pre["type"].is_string()) {
     return InvalidArgument(Field(name, where + ".type", "is missing"));
   }
@@ -763,7 +774,8 @@ Status BpeTokenizer::BuildPreTokenizer(const json& pre, const std::string& name,
     }
     for (size_t i = 0; i < pre["pretokenizers"].size(); ++i) {
       TRACE_RETURN_IF_ERROR(BuildPreTokenizer(pre["pretokenizers"][i], name,
-                                              where + ".pretokenizers[" + std::to_string(i) + "]"));
+                                              where + ".pretokenizers[" + std::to_string(i) + "]",
+                                              depth + 1));
     }
     return Status::Ok();
   }

@@ -275,6 +275,37 @@ TEST(TokenizerLoad, RejectsMissingAndUnsupportedFields) {
   }
 }
 
+// The pre-tokenizer is built by recursion over nested Sequences: a file nesting them
+// 100,000 deep crashed the process (stack overflow, SIGSEGV in `trace tokenize`). Nesting
+// up to the limit loads; deeper is a one-line error naming the field.
+TEST(TokenizerLoad, PreTokenizerSequencesNestedTooDeeplyAreRefusedNotACrash) {
+  auto root = nlohmann::json::parse(MakeLlama3StyleTokenizerJson());
+  const std::string inner = root["pre_tokenizer"].dump();
+  root["pre_tokenizer"] = "@@PRE@@";
+  const std::string outer = root.dump();
+  // Built as text: nlohmann's dump() of the nested document would recurse itself.
+  auto nested = [&](int levels) {
+    std::string pre;
+    for (int i = 0; i < levels; ++i) pre += R"({"type":"Sequence","pretokenizers":[)";
+    pre += inner;
+    for (int i = 0; i < levels; ++i) pre += "]}";
+    std::string text = outer;
+    text.replace(text.find("\"@@PRE@@\""), 9, pre);
+    return text;
+  };
+  // The file's own pre-tokenizer is a Sequence: wrapped in 31 more, its steps sit inside 32
+  // Sequences, the limit.
+  auto ok = Tokenizer::LoadFromString(nested(31), "nested.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  auto flat = Tokenizer::LoadFromString(MakeLlama3StyleTokenizerJson(), "flat.json");
+  ASSERT_TRUE(flat.ok());
+  EXPECT_EQ((*ok)->Encode("Hello, world! 123"), (*flat)->Encode("Hello, world! 123"));
+
+  EXPECT_NE(LoadError(nested(32), "nested.json").find("deeper than 32 levels"), std::string::npos);
+  EXPECT_NE(LoadError(nested(100000), "nested.json").find("deeper than 32 levels"),
+            std::string::npos);
+}
+
 TEST(TokenizerLoad, RejectsBrokenFiles) {
   const std::string full = MakeLlama3StyleTokenizerJson();
   EXPECT_NE(LoadError(full.substr(0, full.size() / 2)).find("not valid JSON"), std::string::npos);
