@@ -584,6 +584,9 @@ class BpeTokenizer final : public Tokenizer {
   std::array<int32_t, 256> byte_id_{};                    // single-byte tokens (-1: none)
   MergeTable merges_;
   bool ignore_merges_ = false;
+  // Token entries the files define (vocab, added_tokens, added_tokens_decoder): bounds the
+  // ids accepted (DenseIdLimit).
+  size_t tokens_defined_ = 0;
   std::optional<int32_t> unk_;
   bool nfc_ = false;
   bool byte_level_ = false;  // the pre-tokenizer has a ByteLevel step
@@ -615,6 +618,23 @@ std::string Field(const std::string& name, const std::string& field, const std::
   return name + ": " + field + " " + what;
 }
 
+// The tables are indexed by token id, sized by the largest id. Real vocabularies are dense
+// (Qwen3: ids 0 to 151,668 for 151,669 tokens); a file giving one of its few tokens the id
+// 6,666,652 made a 4 KB tokenizer.json cost 1.4 GB of empty entries (a fuzzing finding).
+// So an id may be at most twice the number of tokens the files define, plus this slack
+// (room for reserved or padded ranges), checked before it sizes anything.
+constexpr int64_t kSparseIdSlack = 1024;
+
+int64_t DenseIdLimit(size_t tokens_defined) {
+  return 2 * static_cast<int64_t>(tokens_defined) + kSparseIdSlack;
+}
+
+std::string TooSparse(int64_t id, size_t tokens_defined) {
+  return "has id " + std::to_string(id) + ", far beyond the " + std::to_string(tokens_defined) +
+         " tokens defined (ids up to " + std::to_string(DenseIdLimit(tokens_defined)) +
+         " are accepted)";
+}
+
 Result<bool> BpeTokenizer::BuildVocab(const FlatVocabAndMerges& flat,
                                       const std::vector<uint32_t>* order, const std::string& name) {
   const size_t n = order != nullptr ? order->size() : flat.vocab.size();
@@ -634,6 +654,11 @@ Result<bool> BpeTokenizer::BuildVocab(const FlatVocabAndMerges& flat,
                                    "is not a token id (a non-negative integer)"));
     }
     const int32_t id = entry.id;
+    if (id > DenseIdLimit(tokens_defined_)) {
+      if (order == nullptr) return false;
+      return InvalidArgument(Field(name, "model.vocab[\"" + EscapeForDisplay(key) + "\"]",
+                                   TooSparse(id, tokens_defined_)));
+    }
     if (!ByteLevelToBytes(key, &bytes)) {
       if (order == nullptr) return false;
       return Unsupported(Field(name, "model.vocab[\"" + EscapeForDisplay(key) + "\"]",
@@ -843,6 +868,10 @@ Status BpeTokenizer::Build(const json& root, const FlatVocabAndMerges& flat,
                            const std::string& name) {
   if (!root.is_object()) return InvalidArgument(name + ": not a JSON object");
   if (!root.contains("model")) return InvalidArgument(Field(name, "model", "is missing"));
+  tokens_defined_ = flat.vocab.size();
+  if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
+    tokens_defined_ += root["added_tokens"].size();
+  }
   TRACE_RETURN_IF_ERROR(BuildModel(root["model"], flat, name));
 
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
@@ -893,6 +922,10 @@ Status BpeTokenizer::Build(const json& root, const FlatVocabAndMerges& flat,
           t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() > 16'000'000) {
         return InvalidArgument(Field(name, where + ".id", "is missing or not a token id"));
       }
+      if (t["id"].get<int64_t>() > DenseIdLimit(tokens_defined_)) {
+        return InvalidArgument(
+            Field(name, where + ".id", TooSparse(t["id"].get<int64_t>(), tokens_defined_)));
+      }
       if (!t.contains("content") || !t["content"].is_string()) {
         return InvalidArgument(Field(name, where + ".content", "is missing"));
       }
@@ -917,6 +950,9 @@ Status BpeTokenizer::Build(const json& root, const FlatVocabAndMerges& flat,
 Status BpeTokenizer::ApplyConfig(const json& config, const std::string& name) {
   if (!config.is_object()) return InvalidArgument(name + ": not a JSON object");
   if (config.contains("added_tokens_decoder") && config["added_tokens_decoder"].is_object()) {
+    // Its entries may name tokens tokenizer.json already defines: counting them again only
+    // loosens the limit a little.
+    tokens_defined_ += config["added_tokens_decoder"].size();
     for (auto it = config["added_tokens_decoder"].begin();
          it != config["added_tokens_decoder"].end(); ++it) {
       const std::string where = "added_tokens_decoder[\"" + EscapeForDisplay(it.key()) + "\"]";
@@ -929,6 +965,9 @@ Status BpeTokenizer::ApplyConfig(const json& config, const std::string& name) {
       if (id < 0 || id > 16'000'000 || !it.value().is_object() || !it.value().contains("content") ||
           !it.value()["content"].is_string()) {
         return InvalidArgument(Field(name, where, "is not {id: {content: ...}}"));
+      }
+      if (id > DenseIdLimit(tokens_defined_)) {
+        return InvalidArgument(Field(name, where, TooSparse(id, tokens_defined_)));
       }
       const auto id32 = static_cast<int32_t>(id);
       if (IsAdded(id32)) continue;  // tokenizer.json already defines it

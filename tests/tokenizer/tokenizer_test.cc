@@ -306,6 +306,63 @@ TEST(TokenizerLoad, PreTokenizerSequencesNestedTooDeeplyAreRefusedNotACrash) {
             std::string::npos);
 }
 
+// The tables are indexed by token id: a 4 KB file giving one token the id 6,666,652 cost
+// 1.4 GB and 11 CPU s under ASan (a tokenizer_load_fuzz finding; the input is in the
+// target's corpus). Ids up to twice the number of tokens defined plus 1,024 load; beyond is
+// a one-line error naming the entry, in model.vocab, added_tokens and added_tokens_decoder.
+TEST(TokenizerLoad, TokenIdsFarBeyondTheTokenCountAreRefusedBeforeSizingTables) {
+  const auto base = nlohmann::json::parse(MakeLlama3StyleTokenizerJson());
+  const size_t defined = base["model"]["vocab"].size() + base["added_tokens"].size();
+  const int64_t limit = 2 * static_cast<int64_t>(defined) + 1024;
+  ASSERT_TRUE(base["model"]["vocab"].contains("4"));
+  {
+    auto root = base;
+    root["model"]["vocab"]["4"] = limit;  // the largest id accepted
+    auto ok = Tokenizer::LoadFromString(root.dump(), "edge.json");
+    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+    EXPECT_EQ((*ok)->vocab_size(), limit + 1);
+    EXPECT_EQ((*ok)->Encode("4"), std::vector<int32_t>{static_cast<int32_t>(limit)});
+    root["model"]["vocab"]["4"] = limit + 1;
+    const std::string error = LoadError(root.dump(), "edge.json");
+    EXPECT_NE(error.find("model.vocab[\"4\"] has id " + std::to_string(limit + 1) +
+                         ", far beyond the " + std::to_string(defined) + " tokens defined"),
+              std::string::npos)
+        << error;
+    root["model"]["vocab"]["4"] = 6666652;  // the fuzzer's input
+    EXPECT_NE(LoadError(root.dump(), "edge.json").find("has id 6666652"), std::string::npos);
+  }
+  {
+    auto root = base;
+    root["added_tokens"][0]["id"] = limit + 1;
+    EXPECT_NE(LoadError(root.dump(), "added.json").find("added_tokens[0].id has id"),
+              std::string::npos);
+  }
+  {
+    const std::string dir = TempDir();
+    WriteFile(dir + "/tokenizer.json", MakeLlama3StyleTokenizerJson());
+    // One entry more in tokenizer_config.json: the limit grows by two.
+    const int64_t config_limit = limit + 2;
+    auto with_decoder = [&](int64_t id) {
+      WriteFile(dir + "/tokenizer_config.json",
+                R"({"added_tokens_decoder": {")" + std::to_string(id) +
+                    R"(": {"content": "<|far|>", "special": true}}})");
+      return Tokenizer::Load(dir + "/tokenizer.json");
+    };
+    auto ok = with_decoder(config_limit);
+    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+    EXPECT_EQ((*ok)->TokenId("<|far|>"), config_limit);
+    auto far = with_decoder(config_limit + 1);
+    ASSERT_FALSE(far.ok());
+    const std::string error = far.status().ToString();
+    EXPECT_NE(error.find("tokenizer_config.json"), std::string::npos) << error;
+    EXPECT_NE(error.find("added_tokens_decoder[\"" + std::to_string(config_limit + 1) +
+                         "\"] has id"),
+              std::string::npos)
+        << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos);
+  }
+}
+
 TEST(TokenizerLoad, RejectsBrokenFiles) {
   const std::string full = MakeLlama3StyleTokenizerJson();
   EXPECT_NE(LoadError(full.substr(0, full.size() / 2)).find("not valid JSON"), std::string::npos);
