@@ -355,9 +355,9 @@ TEST(TokenizerLoad, TokenIdsFarBeyondTheTokenCountAreRefusedBeforeSizingTables) 
     ASSERT_FALSE(far.ok());
     const std::string error = far.status().ToString();
     EXPECT_NE(error.find("tokenizer_config.json"), std::string::npos) << error;
-    EXPECT_NE(error.find("added_tokens_decoder[\"" + std::to_string(config_limit + 1) +
-                         "\"] has id"),
-              std::string::npos)
+    EXPECT_NE(
+        error.find("added_tokens_decoder[\"" + std::to_string(config_limit + 1) + "\"] has id"),
+        std::string::npos)
         << error;
     EXPECT_EQ(error.find('\n'), std::string::npos);
   }
