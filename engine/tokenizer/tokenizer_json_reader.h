@@ -5,9 +5,10 @@
 // ReadTokenizerJson parses the document with nlohmann's SAX parser: the root object's
 // model.vocab object and model.merges array go straight into FlatVocabAndMerges (flat
 // arrays), and everything else (small) is built as the usual DOM, which the BPE tokenizer
-// (tokenizer.cc) reads. The result is what a whole-document DOM gave: the same lexer and
-// parser run (so the same parse errors), and the same rule for duplicated keys (the last
-// value wins; FlatVocabAndMerges::SortedUniqueVocab gives the order a DOM object iterates).
+// (tokenizer_build.cc) reads. The result is what a whole-document DOM gave: the same lexer
+// and parser run (so the same parse errors), and the same rule for duplicated keys (the
+// last value wins; FlatVocabAndMerges::SortedUniqueVocab gives the order a DOM object
+// iterates).
 // The differential tests check this against a whole-document json::parse
 // (tests/tokenizer/dom_oracle.h).
 //
