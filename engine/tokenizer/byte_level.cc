@@ -9,8 +9,9 @@ namespace {
 
 // GPT-2 byte <-> unicode alphabet: printable bytes stand for themselves, the others are
 // shifted to U+0100 and up, so every byte has a visible one-character name.
+// Only the reading direction is kept: tokens are stored as their bytes, so nothing maps a
+// byte back to its character.
 struct ByteAlphabet {
-  std::array<std::string, 256> byte_to_utf8;
   // By code point (the alphabet's characters are all below U+0800, which is every code
   // point a one- or two-byte sequence can name): the byte, or -1 when not in the alphabet.
   std::array<int16_t, 0x800> codepoint_to_byte;
@@ -22,14 +23,6 @@ struct ByteAlphabet {
       const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
       const uint32_t cp = printable ? static_cast<uint32_t>(b) : 256u + next++;
       codepoint_to_byte[cp] = static_cast<uint8_t>(b);
-      std::string s;
-      if (cp < 0x80) {
-        s.push_back(static_cast<char>(cp));
-      } else {
-        s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-      }
-      byte_to_utf8[b] = s;
     }
   }
 };
