@@ -114,10 +114,17 @@ TEST(CudaLazyLoad, TraceHasNoDtNeededOnCudaLibraries) {
   }
 }
 
+// `trace ARGS...` with glibc's loader reporting every library it looks for on stderr.
+testing::CliResult RunWithLoaderReport(const testing::TempDir& dir,
+                                       const std::vector<std::string>& args) {
+  const std::string prefix = "LD_DEBUG=libs ";
+  return testing::RunTrace(dir, args, prefix);
+}
+
 // Each command's LD_DEBUG report must list the libraries it loads (libc at least) and no
 // CUDA library.
 void ExpectNoCudaLoaded(const testing::TempDir& dir, const std::vector<std::string>& args) {
-  const testing::CliResult r = testing::RunTrace(dir, args, "LD_DEBUG=libs ");
+  const testing::CliResult r = RunWithLoaderReport(dir, args);
   std::string cmd;
   for (const auto& a : args) cmd += " " + a;
   ASSERT_EQ(r.exit_code, 0) << "trace" << cmd << ": "
@@ -144,7 +151,7 @@ TEST(CudaLazyLoad, LsOnAnEmptyStoreLoadsNoCudaLibrary) {
 // the executable (its RUNPATH or the loader's path), and shows the version it reports.
 TEST(CudaLazyLoad, DoctorOpensCublasAtRunTimeAndShowsItsVersion) {
   testing::TempDir dir;
-  const testing::CliResult r = testing::RunTrace(dir, {"doctor", "--no-model"}, "LD_DEBUG=libs ");
+  const testing::CliResult r = RunWithLoaderReport(dir, {"doctor", "--no-model"});
   EXPECT_NE(r.err.find("find library=libcublas.so." + std::to_string(TRACE_TEST_CUBLAS_MAJOR)),
             std::string::npos)
       << "cuBLAS was not dlopen'ed";
