@@ -237,7 +237,8 @@ std::string RenderDoctorText(const DoctorReport& r) {
         << (c.driver_release.empty() ? std::string("(release unknown)") : c.driver_release)
         << (c.driver_cuda.empty() ? "" : ", supports CUDA " + c.driver_cuda) << "\n";
     }
-    o << "  cuda runtime  " << c.runtime_version << ", cuBLAS " << c.cublas_version << "\n";
+    o << "  cuda runtime  " << c.runtime_version << ", cuBLAS "
+      << (c.cublas_version.empty() ? "not loaded: " + c.cublas_error : c.cublas_version) << "\n";
     if (c.devices.empty()) {
       o << "  gpus          none" << (c.error.empty() ? "" : " (" + c.error + ")") << "\n";
     }
@@ -295,6 +296,7 @@ std::string RenderDoctorJson(const DoctorReport& r) {
                     {"driver_cuda", m.cuda.driver_cuda},
                     {"runtime_version", m.cuda.runtime_version},
                     {"cublas_version", m.cuda.cublas_version},
+                    {"cublas_error", m.cuda.cublas_error},
                     {"devices", gpus},
                     {"error", m.cuda.error}}}};
   nlohmann::ordered_json checks = nlohmann::ordered_json::array();

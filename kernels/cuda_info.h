@@ -5,7 +5,8 @@
 // (kernels/cuda/device.h) in a CUDA build.
 //
 // Ownership: values. Thread safety: immutable once filled. Errors: `error` says why a part
-// could not be read (no driver, no device, a build without CUDA).
+// could not be read (no driver, no device, a build without CUDA); `cublas_error` why cuBLAS,
+// which is opened at run time, could not be loaded.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,8 @@ struct CudaStack {
   std::string driver_release;   // "580.159.03" (NVML), or empty
   std::string driver_cuda;      // "13.0": the newest CUDA the driver supports
   std::string runtime_version;  // "13.0"
-  std::string cublas_version;   // "13.0.2"
+  std::string cublas_version;   // "13.0.2", or empty when cuBLAS could not be loaded
+  std::string cublas_error;     // why cuBLAS could not be loaded (kernels/cuda/cublas_loader.h)
   std::vector<CudaDeviceInfo> devices;
   std::string error;
 };

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cublas_loader.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device.h"
 #include "kernels/kernels.h"
@@ -133,8 +134,13 @@ int main(int argc, char** argv) {
   const double fma_tflops = 2.0 * blocks * 256.0 * kChains * kFmaIters / (fma_ms * 1e-3) / 1e12;
   std::printf("%-44s %10.1f TFLOP/s\n", "fma: f32 FMA rate", fma_tflops);
 
+  auto blas = trace::kernels::cuda::Cublas();  // opened at run time (cublas_loader.h)
+  if (!blas.ok()) {
+    std::fprintf(stderr, "%s\n", blas.status().ToString().c_str());
+    return 1;
+  }
   cublasHandle_t handle;
-  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+  if ((*blas)->Create(&handle) != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "cublasCreate failed\n");
     return 1;
   }
@@ -204,7 +210,7 @@ int main(int argc, char** argv) {
     cudaFree(work);
     cudaFree(w);
   }
-  cublasDestroy(handle);
+  (*blas)->Destroy(handle);
   cudaFree(sink);
   return 0;
 }

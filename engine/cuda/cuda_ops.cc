@@ -46,7 +46,7 @@ CudaOps::CudaOps(std::shared_ptr<const Model> model, const EngineOptions& option
 
 CudaOps::~CudaOps() {
   graphs_.Clear();
-  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_ != nullptr) kc::LoadedCublas().Destroy(cublas_);
 }
 
 Result<std::unique_ptr<CudaOps>> CudaOps::Create(std::shared_ptr<const Model> model,
@@ -88,13 +88,16 @@ Status CudaOps::Init() {
                        " (supported: even, at most 256)");
   }
   TRACE_ASSIGN_OR_RETURN(stream_, kc::Stream::Create());
-  CUBLAS_CHECK(cublasCreate(&cublas_));
-  CUBLAS_CHECK(cublasSetStream(cublas_, stream_.get()));
   if (options_.numerics == kernels::Numerics::kFast) {
+    // Only fast MatMul calls cuBLAS: canonical numerics never open it (cublas_loader.h), so a
+    // canonical run needs neither its libraries nor its handle's device memory.
+    TRACE_ASSIGN_OR_RETURN(const kc::CublasApi* blas, kc::Cublas());
+    CUBLAS_CHECK(blas->Create(&cublas_));
+    CUBLAS_CHECK(blas->SetStream(cublas_, stream_.get()));
     // Our own workspace, so that cuBLAS allocates nothing while a CUDA graph is captured.
     TRACE_ASSIGN_OR_RETURN(cublas_workspace_,
                            kc::DeviceBuffer::Allocate(kCublasWorkspaceBytes, "cuBLAS workspace"));
-    CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.data(), kCublasWorkspaceBytes));
+    CUBLAS_CHECK(blas->SetWorkspace(cublas_, cublas_workspace_.data(), kCublasWorkspaceBytes));
   }
   ctx_.numerics = options_.numerics;
   ctx_.stream = stream_.get();

@@ -6,9 +6,9 @@
 //
 // Ownership: CudaOps owns the device copy of the weights (uploaded once in their stored
 // dtype; a tied embedding shares one copy), the RoPE tables, the activations, the stream and
-// the cuBLAS handle; each sequence's Cache owns its device KV buffer. Thread safety: one
-// thread drives it; Activate() makes the device current on that thread. Errors: Status naming
-// the CUDA call, file and line, or the buffer that did not fit.
+// the cuBLAS handle (fast numerics only); each sequence's Cache owns its device KV buffer. Thread
+// safety: one thread drives it; Activate() makes the device current on that thread. Errors: Status
+// naming the CUDA call, file and line, or the buffer that did not fit.
 #pragma once
 
 #include <cublas_v2.h>
@@ -129,7 +129,7 @@ class CudaOps {
   int ordinal_ = 0;
   std::string description_;
   kernels::cuda::Stream stream_;
-  cublasHandle_t cublas_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;  // fast numerics only (kernels/cuda/cublas_loader.h)
   kernels::cuda::CudaContext ctx_;
   cuda::GraphCache graphs_;
 

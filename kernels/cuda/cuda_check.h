@@ -1,17 +1,18 @@
 // CUDA_CHECK / CUBLAS_CHECK: turn a failing CUDA runtime or cuBLAS call into a Status that
-// names the call, the file and the line, returned from the enclosing function.
+// names the call, the file and the line, returned from the enclosing function. cuBLAS calls
+// go through the loaded table (cublas_loader.h): CUBLAS_CHECK(blas.Create(&handle)).
 //
 // Ownership: macros only. Thread safety: reentrant. Errors: the enclosing function must
 // return trace::Status or trace::Result<T>; a failure returns kUnavailable for a missing
 // device or driver and kInternal for anything else.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <string>
 
 #include "base/status.h"
+#include "kernels/cuda/cublas_loader.h"  // CublasError; cuBLAS is opened at first use
 
 namespace trace::kernels::cuda {
 
@@ -21,11 +22,6 @@ inline Status CudaError(cudaError_t err, const char* call, const char* file, int
   std::string msg = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
                     cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
   return absent ? Unavailable(std::move(msg)) : Internal(std::move(msg));
-}
-
-inline Status CublasError(cublasStatus_t st, const char* call, const char* file, int line) {
-  return Internal(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                  cublasGetStatusName(st) + " (" + cublasGetStatusString(st) + ")");
 }
 
 }  // namespace trace::kernels::cuda

@@ -1,11 +1,11 @@
 #include "kernels/cuda/device.h"
 
-#include <cublas_v2.h>
 #include <dlfcn.h>
 
 #include <cstdio>
 #include <utility>
 
+#include "kernels/cuda/cublas_loader.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace trace::kernels::cuda {
@@ -65,12 +65,12 @@ kernels::CudaStack ReadCudaStack() {
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) {
     stack.runtime_version = CudaVersionString(runtime);
   }
-  int major = 0, minor = 0, patch = 0;
-  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
-      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
-      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS) {
-    stack.cublas_version =
-        std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+  // Loads cuBLAS (cublas_loader.h) if nothing has yet: the version is what it reports.
+  Result<const CublasApi*> cublas = Cublas();
+  if (cublas.ok()) {
+    stack.cublas_version = (*cublas)->version;
+  } else {
+    stack.cublas_error = cublas.status().message();
   }
   int driver = 0;
   if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0) {

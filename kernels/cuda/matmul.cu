@@ -5,8 +5,8 @@
 // (schedule/gemv.h, M <= 8: a warp per output row, weights read once per 8 rows) and
 // GemmKernel (schedule/gemm.h, M > 8: tiles walking K lane slice by lane slice). Neither
 // splits K by M, so the bits do not depend on the batch.
-// Fast: cuBLAS GemmEx with bf16 (or f16) inputs, f32 accumulation, default heuristics.
-#include <cublas_v2.h>
+// Fast: cuBLAS GemmEx with bf16 (or f16) inputs, f32 accumulation, default heuristics, called
+// through the run-time loaded table (cublas_loader.h).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "kernels/cuda/cublas_loader.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_block.cuh"
 #include "kernels/cuda/schedule/gemm.h"
@@ -124,13 +125,15 @@ void FastMatMul(const CudaContext& ctx, const float* x, int64_t M, const WeightV
   const int64_t K = w.cols;
   const float alpha = 1.0f;
   const float beta = 0.0f;
+  // The engine made ctx.cublas through the loader, so cuBLAS is loaded.
+  const CublasApi& blas = LoadedCublas();
   cublasStatus_t st;
   if (w.dtype == DType::kF32) {
     // Row-major y[M,N] = x[M,K] W[N,K]^T is column-major y^T = W^T(op T) x^T.
-    st = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
-                      static_cast<int>(M), static_cast<int>(K), &alpha, w.data, CUDA_R_32F,
-                      static_cast<int>(K), x, CUDA_R_32F, static_cast<int>(K), &beta, y, CUDA_R_32F,
-                      static_cast<int>(N), CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
+    st = blas.GemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                     static_cast<int>(K), &alpha, w.data, CUDA_R_32F, static_cast<int>(K), x,
+                     CUDA_R_32F, static_cast<int>(K), &beta, y, CUDA_R_32F, static_cast<int>(N),
+                     CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
   } else {
     const bool bf16 = w.dtype == DType::kBF16;
     const int64_t count = M * K;
@@ -148,15 +151,15 @@ void FastMatMul(const CudaContext& ctx, const float* x, int64_t M, const WeightV
           <<<grid, 256, 0, ctx.stream>>>(x, count, static_cast<__half*>(ctx.workspace));
     }
     const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    st = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
-                      static_cast<int>(M), static_cast<int>(K), &alpha, w.data, type,
-                      static_cast<int>(K), ctx.workspace, type, static_cast<int>(K), &beta, y,
-                      CUDA_R_32F, static_cast<int>(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    st = blas.GemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                     static_cast<int>(K), &alpha, w.data, type, static_cast<int>(K), ctx.workspace,
+                     type, static_cast<int>(K), &beta, y, CUDA_R_32F, static_cast<int>(N),
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   }
   if (st != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "trace: cublasGemmEx(M=%lld, N=%lld, K=%lld) failed: %s\n",
                  static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
-                 cublasGetStatusString(st));
+                 blas.GetStatusString(st));
     std::abort();  // shapes were validated at load; a failure here is a bug in trace
   }
   if (bias != nullptr) {

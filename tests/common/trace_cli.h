@@ -26,7 +26,8 @@ struct CliResult {
 // "ulimit -f 0; " or an environment assignment).
 inline CliResult RunTrace(const TempDir& dir, const std::vector<std::string>& args,
                           const std::string& prefix = "") {
-  std::string cmd = prefix + ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace");
+  std::string cmd = prefix;
+  cmd += ShellQuote(TRACE_BINARY_DIR "/bin/trace");
   for (const auto& a : args) cmd += " " + ShellQuote(a);
   cmd += " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
   const int status = std::system(cmd.c_str());

@@ -49,6 +49,28 @@ TEST(Doctor, EveryCpuPathReproducesThePinnedDigests) {
   EXPECT_NE(text.find("kernel path   " + report.machine.cpu_isa_path), std::string::npos) << text;
 }
 
+// cuBLAS is opened at run time (kernels/cuda/cublas_loader.h): the text names its version,
+// or why it could not be loaded.
+TEST(Doctor, TextShowsTheCublasVersionOrWhyItIsMissing) {
+  DoctorReport report;
+  report.machine.cuda.backend_built = true;
+  report.machine.cuda.runtime_version = "13.0";
+  report.machine.cuda.cublas_version = "13.1.0";
+  EXPECT_NE(RenderDoctorText(report).find("  cuda runtime  13.0, cuBLAS 13.1.0\n"),
+            std::string::npos)
+      << RenderDoctorText(report);
+  report.machine.cuda.cublas_version = "";
+  report.machine.cuda.cublas_error =
+      "cuBLAS 13 could not be loaded (libcublas.so.13: cannot open shared object file: No such "
+      "file or directory): install the CUDA 13 libraries or use --device cpu";
+  EXPECT_NE(RenderDoctorText(report).find("  cuda runtime  13.0, cuBLAS not loaded: cuBLAS 13 "
+                                          "could not be loaded (libcublas.so.13: cannot open"),
+            std::string::npos)
+      << RenderDoctorText(report);
+  const auto j = nlohmann::json::parse(RenderDoctorJson(report));
+  EXPECT_EQ(j["machine"]["cuda"]["cublas_error"], report.machine.cuda.cublas_error);
+}
+
 using testing::Ran;
 using testing::RunTrace;
 
@@ -61,6 +83,12 @@ TEST(DoctorCli, JsonNamesTheMachineAndEveryCheck) {
   EXPECT_EQ(j["numerics"], kernels::kNumericsVersion);
   EXPECT_EQ(j["machine"]["cpu_kernel_path"], kernels::CpuIsaPathName(kernels::Impl::kAuto));
   EXPECT_TRUE(j["machine"]["cuda"].contains("backend_built"));
+  if (j["machine"]["cuda"]["backend_built"].get<bool>()) {
+    // Exactly one of cuBLAS's version and the reason it could not be loaded.
+    EXPECT_NE(j["machine"]["cuda"]["cublas_version"] == "",
+              j["machine"]["cuda"]["cublas_error"] == "")
+        << j["machine"]["cuda"].dump();
+  }
   EXPECT_TRUE(j["reproduces"].get<bool>());
   bool reference_kernels = false, reference_model = false;
   for (const auto& c : j["checks"]) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cublas_loader.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device.h"
@@ -365,8 +366,13 @@ GPU_TEST(PinnedSelfTestDigestsHoldOnGpu) {
 }
 
 GPU_TEST(FastMatMulCloseToCanonical) {
+  auto blas = kc::Cublas();  // opened at run time (kernels/cuda/cublas_loader.h)
+  if (!blas.ok()) {
+    EXPECT_TRUE_MSG(false, "%s", blas.status().ToString().c_str());
+    return;
+  }
   cublasHandle_t handle = nullptr;
-  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+  if ((*blas)->Create(&handle) != CUBLAS_STATUS_SUCCESS) {
     EXPECT_TRUE_MSG(false, "cublasCreate failed");
     return;
   }
@@ -400,7 +406,7 @@ GPU_TEST(FastMatMulCloseToCanonical) {
     EXPECT_TRUE_MSG(std::sqrt(err / norm) < 1e-2, "fast MatMul M=%lld: relative L2 error %.3g",
                     static_cast<long long>(s.M), std::sqrt(err / norm));
   }
-  cublasDestroy(handle);
+  (*blas)->Destroy(handle);
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ cp "$BUILD/tests/gpu/gpu_kernels_test" "$BUILD/tests/gpu/gpu_engine_test" \
 strip --strip-unneeded "$DEST"/bin/*
 
 # Shared libraries: all but the C/C++ runtime (every Linux has a newer one) and CUDA's
-# (libcudart, libcublas*, the driver's libcuda / libnvidia-ml: the GPU machine's own).
+# (libcudart, libcublas*, the driver's libcuda / libnvidia-ml: the GPU machine's own; the
+# binaries link none of them now, but an older build tree may).
 system_lib='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvidia-ml)\.so'
 for bin in "$DEST"/bin/*; do
   ldd "$bin" | awk '/=> \// {print $1, $3}'
@@ -51,8 +52,13 @@ max_version() {  # max_version PREFIX FILES...: the highest PREFIX_x.y.z symbol 
   echo "trace GPU pack, $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "revision $(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "built on $(. /etc/os-release && echo "$PRETTY_NAME"), $(g++ --version | head -1), $(nvcc --version | tail -1)"
+  # The CUDA runtime is linked statically and cuBLAS opened at run time (docs/cuda.md,
+  # "Loading CUDA"), so ldd lists no CUDA library; name what the binaries open instead.
+  cublas_major=$(sed -n 's/^#define CUBLAS_VER_MAJOR \([0-9]*\).*/\1/p' \
+                 "$(dirname "$(command -v nvcc)")/../include/cublas_api.h" 2>/dev/null || true)
   echo "needs $(max_version GLIBC "$DEST"/bin/* "$DEST"/lib/*), $(max_version GLIBCXX "$DEST"/bin/* "$DEST"/lib/*)," \
-       "CUDA libraries: $(for b in "$DEST"/bin/*; do ldd "$b"; done | grep -oE 'lib(cudart|cublas|cublasLt)\.so\.[0-9]+' | sort -u | tr '\n' ' ')"
+       "CUDA libraries (opened at first use): libcuda.so.1, libcublas.so.${cublas_major:-?} (fast numerics, doctor)" \
+       "$(for b in "$DEST"/bin/*; do ldd "$b"; done | grep -oE 'lib(cudart|cublas|cublasLt)\.so\.[0-9]+' | sort -u | sed 's/^/linked: /' | tr '\n' ' ')"
   echo "binaries: $(ls "$DEST/bin" | tr '\n' ' ')"
   echo "libraries: $(ls "$DEST/lib" | tr '\n' ' ')"
 } >"$DEST/manifest.txt"
