@@ -118,6 +118,7 @@ class BpeTokenizer final : public Tokenizer {
   // Token entries the files define (vocab, added_tokens, added_tokens_decoder): bounds the
   // ids accepted (DenseIdLimit).
   size_t tokens_defined_ = 0;
+  size_t added_tokens_listed_ = 0;  // tokenizer.json's added_tokens entries
   std::optional<int32_t> unk_;
   bool nfc_ = false;
   bool byte_level_ = false;  // the pre-tokenizer has a ByteLevel step

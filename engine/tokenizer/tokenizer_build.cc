@@ -60,6 +60,11 @@ void BpeTokenizer::SetToken(int32_t id, std::string text, std::string bytes) {
 Result<bool> BpeTokenizer::BuildVocab(const FlatVocabAndMerges& flat,
                                       const std::vector<uint32_t>* order, const std::string& name) {
   const size_t n = order != nullptr ? order->size() : flat.vocab.size();
+  // Counted as the DOM sees the vocab, one entry per distinct key, so both readers accept
+  // the same ids and report the same figures: in document order a repeated key sends the
+  // build to the sorted order (below) before it completes, and there `n` counts distinct
+  // keys. An id refused here in document order is judged again in the sorted order.
+  tokens_defined_ = n + added_tokens_listed_;
   std::string bytes;
   byte_id_.fill(-1);
   token_bytes_.reserve(n + 1024);
@@ -286,9 +291,10 @@ Status BpeTokenizer::Build(const json& root, const FlatVocabAndMerges& flat,
                            const std::string& name) {
   if (!root.is_object()) return InvalidArgument(name + ": not a JSON object");
   if (!root.contains("model")) return InvalidArgument(Field(name, "model", "is missing"));
-  tokens_defined_ = flat.vocab.size();
+  // BuildVocab adds the vocab's entries to these (tokens_defined_).
+  added_tokens_listed_ = 0;
   if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
-    tokens_defined_ += root["added_tokens"].size();
+    added_tokens_listed_ = root["added_tokens"].size();
   }
   TRACE_RETURN_IF_ERROR(BuildModel(root["model"], flat, name));
 

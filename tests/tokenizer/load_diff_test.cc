@@ -85,6 +85,15 @@ TEST(TokenizerLoadDiff, EdgeCasesGiveTheSameResult) {
        "fuzz.json: model.vocab[\"a\"] is not a token id (a non-negative integer)"},
       {"id past the limit", Doc("{\"type\":\"BPE\",\"vocab\":{\"a\":16000001},\"merges\":[]}"),
        "fuzz.json: model.vocab[\"a\"] is not a token id (a non-negative integer)"},
+      // Ids may reach twice the number of tokens plus 1,024, counted as distinct keys: "a"
+      // three times and "b" are 2 tokens (limit 1,028), not 4 (1,032). The document-order
+      // build counted 4 and let 1,030 through (a tokenizer_load_diff_fuzz finding).
+      {"sparse id at the limit, repeated keys",
+       Doc("{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"a\":1,\"a\":0,\"b\":1028},\"merges\":[]}"), ""},
+      {"sparse id past the limit, repeated keys",
+       Doc("{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"a\":1,\"a\":0,\"b\":1030},\"merges\":[]}"),
+       "fuzz.json: model.vocab[\"b\"] has id 1030, far beyond the 2 tokens defined (ids up to "
+       "1028 are accepted)"},
       {"nested object value",
        Doc("{\"type\":\"BPE\",\"vocab\":{\"b\":{\"x\":[1,{\"y\":2}]},\"a\":0},\"merges\":[]}"),
        "fuzz.json: model.vocab[\"b\"] is not a token id (a non-negative integer)"},
