@@ -32,7 +32,9 @@ Status TooLarge(const std::string& what) {
 
 // A value in a message: quoted, escaped and clipped (base/escape.h).
 std::string Quote(const std::string& s) {
-  return "'" + EscapeForDisplay(s) + "'";
+  std::string quoted = "'";
+  quoted.append(EscapeForDisplay(s)).push_back('\'');
+  return quoted;
 }
 
 // Positional argument `index` or keyword `name`, else nullptr.

@@ -250,7 +250,8 @@ std::string FormatPyFloat(double d) {
   std::string out;
   if (decpt <= -4 || decpt > 16) {
     out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    // Appends, not "." + string: GCC 12 warns falsely on that form (-Wrestrict, PR 105329).
+    if (digits.size() > 1) out.append(".").append(digits, 1);
     char e[16];
     std::snprintf(e, sizeof(e), "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
     out += e;

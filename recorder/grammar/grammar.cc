@@ -525,8 +525,9 @@ std::string Grammar::Describe() const {
       out += "  s" + std::to_string(s) + (st.accepting ? " (accept)" : "") + ":";
       for (uint32_t i = st.bytes_begin; i < st.bytes_end; ++i) {
         const ByteEdge& e = byte_edges[i];
-        out += " [" + byte_text(e.lo) + (e.hi != e.lo ? "-" + byte_text(e.hi) : "") + "]->s" +
-               std::to_string(e.to);
+        out.append(" [").append(byte_text(e.lo));
+        if (e.hi != e.lo) out.append("-").append(byte_text(e.hi));
+        out.append("]->s").append(std::to_string(e.to));
       }
       for (uint32_t i = st.calls_begin; i < st.calls_end; ++i) {
         out += " " + rules[call_edges[i].rule].name + "->s" + std::to_string(call_edges[i].to);

@@ -144,7 +144,9 @@ TEST(SafetensorsTest, RejectsBadHeaders) {
   std::string unaligned = RawFile(ok, 8);
   unaligned.erase(8 + ok.size(), 8 - ok.size() % 8);
   unaligned[0] = static_cast<char>(ok.size());
-  if (ok.size() % 4 != 0) EXPECT_FALSE(ParseRaw(unaligned).ok());
+  if (ok.size() % 4 != 0) {
+    EXPECT_FALSE(ParseRaw(unaligned).ok());
+  }
 }
 
 TEST(ModelInitTest, TinyLoadsWithPresetShapesAndFingerprints) {

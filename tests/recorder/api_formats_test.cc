@@ -400,7 +400,9 @@ TEST(AnthropicFormat, StreamFoldsBackToTheBody) {
     EXPECT_EQ(body["stop_reason"], variant == 1   ? "tool_use"
                                    : variant == 2 ? "stop_sequence"
                                                   : "end_turn");
-    if (variant == 2) EXPECT_EQ(body["stop_sequence"], "END");
+    if (variant == 2) {
+      EXPECT_EQ(body["stop_sequence"], "END");
+    }
     ResponseSummary s = f.ReadResponse(body);
     EXPECT_EQ(s.text, "Hello there");
     EXPECT_EQ(s.finish_reason, variant == 1 ? "tool_calls" : "stop");
