@@ -697,11 +697,15 @@ Result<Value> Renderer::Binary(const std::string& op, const Value& l, const Valu
     if (count->is_integral() && (seq->is_string() || seq->is_list())) {
       int64_t n = std::max<int64_t>(0, count->as_int());
       size_t unit = seq->is_string() ? seq->str().size() : seq->items().size() * sizeof(Value);
+      // An empty sequence repeated is empty whatever the count: `"" * 2**55` looped 2^55
+      // times, a hang (template_fuzz). The size check below bounds the loop otherwise.
+      if (unit == 0) n = 0;
       if (unit > 0 && static_cast<uint64_t>(n) > kMaxBuiltSize / unit) {
         return TooLarge("repetition result");
       }
       if (seq->is_string()) {
         std::string out;
+        out.reserve(static_cast<size_t>(n) * unit);
         for (int64_t i = 0; i < n; ++i) out += seq->str();
         return Value::Str(std::move(out));
       }

@@ -125,6 +125,19 @@ TEST(ChatTemplate, ExpressionsNestedTooDeeplyAreRefusedNotACrash) {
   EXPECT_EQ(*r, "199");
 }
 
+// Repetition is bounded by the size of its result; an empty string, list or tuple repeated
+// by a huge count is empty at once. `"" * 2**55` looped 2^55 times (template_fuzz: a
+// 92-byte template hung the renderer): without the fix this test does not finish.
+TEST(ChatTemplate, RepeatingAnEmptySequenceByAHugeCountIsEmptyAtOnce) {
+  auto r = RenderText(
+      "{{ '' * 2**62 }}|{{ ([] * 2**62) | length }}|{{ (2**62 * ()) | length }}|"
+      "{{ 'ab' * 3 }}|{{ [1] * 2 }}|{{ 'x' * -5 }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "|0|0|ababab|[1, 1]|");
+  EXPECT_NE(ErrorOf("{{ 'ab' * 2**62 }}").find("repetition result would be larger than"),
+            std::string::npos);
+}
+
 // {% for %} and the sequence filters iterate the same way (ToList), so they refuse the same
 // values with the same words; the loop's error names its line.
 TEST(ChatTemplate, IteratingANonSequenceNamesTheLoopsLine) {
