@@ -187,7 +187,8 @@ std::string StreamTail(json last, json usage_chunk, bool with_usage, const Compl
     usage_chunk["usage"] = UsageJson(r);
     out += SseData(usage_chunk);
   }
-  return out + std::string(kSseDone);
+  out += kSseDone;
+  return out;
 }
 
 std::string StreamError(const ApiError& e) {

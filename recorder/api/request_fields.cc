@@ -173,8 +173,8 @@ std::optional<ApiError> RequiredStringField(const nlohmann::ordered_json& obj,
                                             std::string* out) {
   auto it = obj.find(field);
   if (it == obj.end() || !it->is_string()) {
-    return BadRequest(FieldPath(where, field),
-                      "'" + FieldPath(where, field) + "' must be a string");
+    const std::string path = FieldPath(where, field);
+    return BadRequest(path, "'" + path + "' must be a string");
   }
   *out = it->get<std::string>();
   return std::nullopt;

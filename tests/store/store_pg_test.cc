@@ -162,9 +162,12 @@ TEST_P(StorePg, EightProcessesCreateAndWriteOneStoreLosingNothing) {
     ASSERT_EQ(events->size(), static_cast<size_t>(kEvents + 1));
     const int p = std::stoi(r.label.substr(4));
     for (int i = 0; i < kEvents; ++i) {
-      const std::string want =
-          i % 2 ? std::string(2000, 'a' + i % 26)
-                : "p" + std::to_string(p) + " e" + std::to_string(i) + std::string(400, 'x');
+      std::string want(2000, 'a' + i % 26);
+      if (i % 2 == 0) {
+        want = "p";
+        want.append(std::to_string(p)).append(" e").append(std::to_string(i));
+        want.append(400, 'x');
+      }
       EXPECT_EQ((*events)[i].note().text(), want) << r.run_id << " seq " << i + 1;
     }
   }

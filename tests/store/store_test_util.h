@@ -180,8 +180,8 @@ inline Conversation MakeConversation(int turns, int out_tokens = 120, uint64_t s
     std::string request = R"({"model":"qwen3-0.6b","messages":[)";
     std::string rendered;
     for (size_t m = 0; m < messages.size(); ++m) {
-      request += (m ? "," : "") + std::string(R"({"role":")") + messages[m].first +
-                 R"(","content":")" + messages[m].second + "\"}";
+      request.append(m ? "," : "").append(R"({"role":")").append(messages[m].first);
+      request.append(R"(","content":")").append(messages[m].second).append("\"}");
       rendered += "<|im_start|>" + messages[m].first + "\n" + messages[m].second + "<|im_end|>\n";
     }
     request += R"(],"temperature":0.7,"seed":42,"max_tokens":256})";

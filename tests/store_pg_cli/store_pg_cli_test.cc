@@ -37,7 +37,7 @@ CliResult Trace(const std::string& dir, const std::string& store,
                 const std::vector<std::string>& args, const std::string& tag = "cmd") {
   std::string cmd =
       ShellQuote(std::string(TRACE_BINARY_DIR) + "/bin/trace") + " --store " + ShellQuote(store);
-  for (const auto& a : args) cmd += " " + ShellQuote(a);
+  for (const auto& a : args) cmd.append(" ").append(ShellQuote(a));
   cmd += " >" + dir + "/" + tag + ".out 2>" + dir + "/" + tag + ".err";
   const int status = std::system(cmd.c_str());
   CliResult r;
