@@ -7,6 +7,8 @@
 #include <mutex>
 #include <utility>
 
+#include "base/escape.h"
+
 namespace trace::kernels::cuda {
 
 namespace {
@@ -16,13 +18,9 @@ namespace {
 #define TRACE_CUBLAS_SYMBOL_NAME2(name) #name
 #define TRACE_CUBLAS_SYMBOL_NAME(name) TRACE_CUBLAS_SYMBOL_NAME2(name)
 
-// dlerror's text on one line (it should be one already; a message must be, base/escape.h).
+// dlerror's text as a message may hold it: one line, control bytes escaped (base/escape.h).
 std::string OneLine(const char* text) {
-  std::string s = text == nullptr ? "unknown error" : text;
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
+  return text == nullptr ? "unknown error" : EscapeForDisplay(text);
 }
 
 Status LoadError(const std::string& reason) {
