@@ -2,9 +2,10 @@
 // globals, methods), and the helpers its files share. Private to engine/template/; the
 // rest of the module reaches it through RenderProgram (template_internal.h).
 //
-// Its bodies are split by idea: interpreter.cc (statements, expressions, operators,
-// attribute access, validation, RenderProgram), builtins.cc (ApplyFilter, ApplyTest,
-// Builtin), methods.cc (BoundMethod, CallStrMethod).
+// Its bodies are split by idea: interpreter.cc (statements, expressions, RenderProgram),
+// operators.cc (Binary, Compare, Contains), access.cc (GetAttr, GetItem, Slice),
+// builtins.cc (ApplyFilter, ApplyTest, Builtin), methods.cc (BoundMethod, CallStrMethod).
+// validate.cc holds ValidateProgram, which runs at parse time, before any Renderer.
 //
 // Ownership: a Renderer borrows its Program (which must outlive it) and shares the
 // globals dict with its caller; it owns the frames it makes. A macro's Callable holds its
@@ -28,10 +29,13 @@
 
 namespace trace::engine::tmpl {
 
-// ---- helpers shared by interpreter.cc, builtins.cc and methods.cc ------------------------
+// ---- helpers shared by the renderer's files (defined in interpreter.cc) -----------------
 
 // Python's TypeError (an InvalidArgument).
 Status TypeError(std::string m);
+// Using an undefined value (an attribute of it, an operator on it): its hint ("'x' is
+// undefined"), else jinja2's generic message.
+Status UndefinedError(const Value& undefined);
 // Python has big ints; we have int64 and say so instead of wrapping around.
 Status IntTooLarge();
 // Guards against templates that would build gigabytes (jinja2 would try and run out of
@@ -83,13 +87,13 @@ class Renderer {
   Result<CallArgs> EvalArgs(const Expr& e);
   Result<Value> CallValue(const Value& callee, CallArgs& args, int line);
 
-  // ---- operators (interpreter.cc) ----
+  // ---- operators (operators.cc) ----
 
   static Result<Value> Binary(const std::string& op, const Value& l, const Value& r);
   static Result<int> Compare(const Value& l, const Value& r, const std::string& op);
   static Result<bool> Contains(const Value& container, const Value& needle);
 
-  // ---- attribute / item access, jinja2's sandbox getattr / getitem (interpreter.cc) ----
+  // ---- attribute / item access, jinja2's sandbox getattr / getitem (access.cc) ----
 
   Result<Value> GetAttr(const Value& obj, const std::string& name);
   Result<Value> GetItem(const Value& obj, const Value& key);
