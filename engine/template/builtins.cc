@@ -132,8 +132,17 @@ Result<int> SortCompare(const Value& a, const Value& b, bool case_sensitive) {
                    Quote(KindName(b)));
 }
 
-std::string HtmlEscape(const std::string& s) {
+// Up to five bytes a byte, and escaping an escaped string again grows it again (`&` to
+// `&amp;` to `&amp;amp;`): measured before it is built.
+Result<std::string> HtmlEscape(const std::string& s) {
+  size_t size = s.size();
+  for (char c : s) {
+    if (c == '&' || c == '"' || c == '\'') size += 4;
+    if (c == '<' || c == '>') size += 3;
+  }
+  if (size > kMaxBuiltSize) return TooLarge("escape result");
   std::string out;
+  out.reserve(size);
   for (char c : s) {
     switch (c) {
       case '&':
@@ -185,6 +194,11 @@ Result<std::vector<Value>> ToList(const Value& v) {
       return keys;
     }
     case Kind::kString: {
+      // A Value per character: a 100 MB string would take gigabytes. Measured as
+      // repetition measures a list.
+      if (CodePointLength(v.str()) > kMaxBuiltSize / sizeof(Value)) {
+        return TooLarge("list of a string's characters");
+      }
       std::vector<Value> chars;
       for (char32_t c : DecodeUtf8(v.str())) {
         std::string one;
@@ -213,6 +227,10 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
         if (indent->as_int() > kMaxIndent) return TooLarge("tojson indent");
         ind = std::string(static_cast<size_t>(std::max<int64_t>(0, indent->as_int())), ' ');
       } else if (indent->is_string()) {
+        // Repeated once per nesting level on every line, as an int indent is.
+        if (indent->str().size() > static_cast<size_t>(kMaxIndent)) {
+          return TooLarge("tojson indent");
+        }
         ind = indent->str();
       } else {
         return TypeError("tojson: indent must be an int, a string or None");
@@ -234,9 +252,15 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     return Value::Str(out);
   }
   if (name == "safe") return v;
-  if (name == "string") return Value::Str(need_str(v));
-  if (name == "e" || name == "escape" || name == "forceescape")
-    return Value::Str(HtmlEscape(need_str(v)));
+  if (name == "string") {
+    std::string s = need_str(v);
+    if (s.size() > kMaxBuiltSize) return TooLarge("string result");  // see ToPyStr
+    return Value::Str(std::move(s));
+  }
+  if (name == "e" || name == "escape" || name == "forceescape") {
+    TRACE_ASSIGN_OR_RETURN(std::string escaped, HtmlEscape(need_str(v)));
+    return Value::Str(std::move(escaped));
+  }
   if (name == "trim") {
     const Value* chars = Arg(args, 0, "chars");
     const std::string* set = (chars && chars->is_string()) ? &chars->str() : nullptr;
@@ -317,14 +341,24 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     const Value* attribute = Arg(args, 1, "attribute");
     TRACE_ASSIGN_OR_RETURN(std::vector<Value> items, ToList(v));
     std::string out, d = sep ? need_str(*sep) : "";
+    // The separators alone: refused before anything is built.
+    if (!items.empty() && d.size() > 0 && items.size() - 1 > kMaxBuiltSize / d.size()) {
+      return TooLarge("join result");
+    }
     for (size_t i = 0; i < items.size(); ++i) {
-      if (i) out += d;
+      std::string piece;
       if (!IsNoneOrMissing(attribute)) {
         TRACE_ASSIGN_OR_RETURN(Value x, GetPath(*this, items[i], need_str(*attribute)));
-        out += need_str(x);
+        piece = need_str(x);
       } else {
-        out += need_str(items[i]);
+        piece = need_str(items[i]);
       }
+      // The items may be a million references to one long string.
+      if (out.size() + (i ? d.size() : 0) + piece.size() > kMaxBuiltSize) {
+        return TooLarge("join result");
+      }
+      if (i) out += d;
+      out += piece;
     }
     return Value::Str(out);
   }
@@ -333,8 +367,11 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     const Value* repl = Arg(args, 1, "new");
     const Value* count = Arg(args, 2, "count");
     if (!old || !repl) return TypeError("replace filter needs old and new");
-    return Value::Str(PyReplace(need_str(v), need_str(*old), need_str(*repl),
-                                IsNoneOrMissing(count) ? -1 : count->as_int()));
+    std::string s = need_str(v), o = need_str(*old), r = need_str(*repl);
+    const int64_t n = IsNoneOrMissing(count) ? -1 : count->as_int();
+    // Each match may grow by the length of `new`: measured before it is built.
+    if (PyReplaceSize(s, o, r, n) > kMaxBuiltSize) return TooLarge("replace result");
+    return Value::Str(PyReplace(s, o, r, n));
   }
   if (name == "indent") {
     const Value* width = Arg(args, 0, "width");
@@ -350,6 +387,10 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     if (indention.size() > static_cast<size_t>(kMaxIndent)) return TooLarge("indent width");
     std::string s = need_str(v) + "\n";
     auto lines = PySplitLines(s, false);
+    // Every line but the first gains the indent (and the first too with first=True).
+    if (s.size() + lines.size() * indention.size() > kMaxBuiltSize) {
+      return TooLarge("indent result");
+    }
     std::string rv;
     if (blank && blank->Truthy()) {
       for (size_t i = 0; i < lines.size(); ++i) {

@@ -83,6 +83,22 @@ Status Renderer::Err(int line, const std::string& what) const {
                          what);
 }
 
+Status Renderer::StepsExceeded(int line) const {
+  return Err(line, "render would take more than " + std::to_string(kMaxRenderSteps) +
+                       " steps (loop iterations and macro calls)");
+}
+
+// Checked where the output grows rather than per built value: each piece is within
+// kMaxBuiltSize, but a loop can append any number of them.
+Status Renderer::Append(std::string& out, std::string_view piece, int line) const {
+  if (piece.size() > kMaxBuiltSize - out.size()) {
+    return Err(line,
+               "rendered output would be larger than " + std::to_string(kMaxBuiltSize) + " bytes");
+  }
+  out.append(piece);
+  return Status::Ok();
+}
+
 // Adds the template location to an error from a filter, test, method or callee.
 Status Renderer::Locate(const Status& st, int line) const {
   if (st.message().rfind("template ", 0) == 0) return st;
@@ -103,12 +119,10 @@ Status Renderer::ExecBody(const Body& body, std::string& out) {
 Status Renderer::Exec(const Stmt& s, std::string& out) {
   switch (s.kind) {
     case StmtKind::kText:
-      out += s.text;
-      return Status::Ok();
+      return Append(out, s.text, s.line);
     case StmtKind::kOutput: {
       TRACE_ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
-      out += ToPyStr(v);
-      return Status::Ok();
+      return Append(out, ToPyStr(v), s.line);
     }
     case StmtKind::kIf: {
       for (const auto& [cond, body] : s.branches) {
@@ -132,15 +146,13 @@ Status Renderer::Exec(const Stmt& s, std::string& out) {
       TRACE_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(call));
       args.keyword.emplace_back("caller", caller);
       TRACE_ASSIGN_OR_RETURN(Value result, CallValue(callee, args, call.line));
-      out += ToPyStr(result);
-      return Status::Ok();
+      return Append(out, ToPyStr(result), s.line);
     }
     case StmtKind::kFilterBlock: {
       std::string inner;
       TRACE_RETURN_IF_ERROR(ExecBody(s.body, inner));
       TRACE_ASSIGN_OR_RETURN(Value v, EvalWithBlock(*s.expr, std::move(inner)));
-      out += ToPyStr(v);
-      return Status::Ok();
+      return Append(out, ToPyStr(v), s.line);
     }
     case StmtKind::kBreak:
       if (loop_depth_ == 0) return Err(s.line, "'break' outside of a loop");
@@ -235,6 +247,7 @@ Status Renderer::ExecFor(const Stmt& s, std::string& out) {
   if (s.filter) {
     std::vector<Value> kept;
     for (const auto& item : items) {
+      TRACE_RETURN_IF_ERROR(Step(s.line));
       frame_ = std::make_shared<Frame>();
       frame_->parent = outer;
       Status st = Assign(s.targets, item, frame_->vars, s.line);
@@ -253,6 +266,10 @@ Status Renderer::ExecFor(const Stmt& s, std::string& out) {
   ++loop_depth_;
   const size_t n = items.size();
   for (size_t i = 0; i < n; ++i) {
+    if (Status st = Step(s.line); !st.ok()) {
+      --loop_depth_;
+      return st;
+    }
     frame_ = std::make_shared<Frame>();
     frame_->parent = outer;
     auto loop = std::make_shared<Dict>();
@@ -303,6 +320,8 @@ Value Renderer::MakeMacro(const Stmt& s, std::string name) {
     if (r.call_depth_ >= kMaxCallDepth) {
       return InvalidArgument("maximum recursion depth exceeded calling macro '" + macro_name + "'");
     }
+    // The depth limit alone lets a macro that calls itself twice make 2^256 calls.
+    TRACE_RETURN_IF_ERROR(r.Step(stmt->line));
     ++r.call_depth_;
     auto saved = r.frame_;
     r.frame_ = std::make_shared<Frame>();

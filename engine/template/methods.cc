@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <string>
 
 #include "base/escape.h"
@@ -29,7 +30,10 @@ Result<std::string> StrArg(const CallArgs& args, size_t index, std::string_view 
   return v->str();
 }
 
-Value StrList(const std::vector<std::string>& parts) {
+// A Value per part, bounded as repetition bounds a list: splitting a 100 MB string of
+// commas would otherwise take gigabytes.
+Result<Value> StrList(const std::vector<std::string>& parts) {
+  if (parts.size() > kMaxBuiltSize / sizeof(Value)) return TooLarge("list of split parts");
   std::vector<Value> items;
   items.reserve(parts.size());
   for (const auto& p : parts) items.push_back(Value::Str(p));
@@ -98,7 +102,10 @@ Result<std::string> PyFormat(const std::string& fmt, const CallArgs& args) {
       v = args.Keyword(field);
     }
     if (!v) return InvalidArgument("str.format: no value for field '{" + field + "}'");
-    out += ToPyStr(*v);
+    // "{0}" a million times over one long argument: each field may add that much.
+    std::string piece = ToPyStr(*v);
+    if (out.size() + piece.size() > kMaxBuiltSize) return TooLarge("str.format result");
+    out += piece;
     i = close;
   }
   return out;
@@ -156,6 +163,17 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
       if (sep->str().empty()) return InvalidArgument("empty separator");
     }
     const std::string* sep_str = (sep && sep->is_string()) ? &sep->str() : nullptr;
+    if (sep_str) {
+      // Counted before splitting, so that the parts are not built (StrList checks the
+      // whitespace split and splitlines after, for want of a cheap count).
+      uint64_t parts = 1;
+      for (size_t p = s.find(*sep_str);
+           p != std::string::npos && (max < 0 || parts <= static_cast<uint64_t>(max));
+           p = s.find(*sep_str, p + sep_str->size())) {
+        ++parts;
+      }
+      if (parts > kMaxBuiltSize / sizeof(Value)) return TooLarge("list of split parts");
+    }
     if (name == "rsplit" && max >= 0) {
       // rsplit with a limit: split from the right.
       if (!sep_str) return Unsupported("unsupported construct: str.rsplit(None, maxsplit)");
@@ -180,8 +198,10 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     TRACE_ASSIGN_OR_RETURN(std::string old, StrArg(args, 0, "old", fn));
     TRACE_ASSIGN_OR_RETURN(std::string repl, StrArg(args, 1, "new", fn));
     const Value* count = Arg(args, 2, "count");
-    return Value::Str(
-        PyReplace(s, old, repl, count && count->is_integral() ? count->as_int() : -1));
+    const int64_t n = count && count->is_integral() ? count->as_int() : -1;
+    // Each match may grow by the length of `new`: measured before it is built.
+    if (PyReplaceSize(s, old, repl, n) > kMaxBuiltSize) return TooLarge(fn + " result");
+    return Value::Str(PyReplace(s, old, repl, n));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     TRACE_ASSIGN_OR_RETURN(std::string sub, StrArg(args, 0, "sub", fn));
@@ -215,6 +235,10 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     } else if (it->is_dict()) {
       for (const auto& [k, v] : it->dict()->entries) items.push_back(Value::Str(k));
     } else if (it->is_string()) {
+      // A Value per character, as ToList (builtins.cc) bounds it.
+      if (CodePointLength(it->str()) > kMaxBuiltSize / sizeof(Value)) {
+        return TooLarge("list of a string's characters");
+      }
       for (char32_t c : DecodeUtf8(it->str())) {
         std::string one;
         AppendUtf8(one, c);
@@ -223,11 +247,19 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     } else {
       return TypeError("can only join an iterable");
     }
+    // The separators alone: refused before anything is built.
+    if (!items.empty() && !s.empty() && items.size() - 1 > kMaxBuiltSize / s.size()) {
+      return TooLarge(fn + " result");
+    }
     std::string out;
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].is_string()) {
         return TypeError("sequence item " + std::to_string(i) + ": expected str instance, " +
                          KindName(items[i]) + " found");
+      }
+      // The items may be a million references to one long string.
+      if (out.size() + (i ? s.size() : 0) + items[i].str().size() > kMaxBuiltSize) {
+        return TooLarge(fn + " result");
       }
       if (i) out += s;
       out += items[i].str();
@@ -285,6 +317,9 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     int64_t len = static_cast<int64_t>(CodePointLength(s));
     if (w->as_int() <= len) return Value::Str(s);
     if (w->as_int() > kMaxIndent) return TooLarge("zfill width");
+    if (s.size() + static_cast<size_t>(w->as_int() - len) > kMaxBuiltSize) {
+      return TooLarge("zfill result");
+    }
     std::string pad(static_cast<size_t>(w->as_int() - len), '0');
     if (!s.empty() && (s[0] == '+' || s[0] == '-'))
       return Value::Str(s.substr(0, 1) + pad + s.substr(1));
@@ -299,6 +334,11 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     int64_t total = w->as_int() - len;
     if (total <= 0) return Value::Str(s);
     if (w->as_int() > kMaxIndent) return TooLarge(fn + " width");
+    // The fill is repeated up to the width; Python refuses a fill longer than one character,
+    // this accepts one, so the result is measured.
+    if (s.size() + static_cast<uint64_t>(total) * f.size() > kMaxBuiltSize) {
+      return TooLarge(fn + " result");
+    }
     int64_t left = name == "ljust"   ? 0
                    : name == "rjust" ? total
                                      : total / 2 + (total & w->as_int() & 1);

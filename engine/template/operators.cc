@@ -11,9 +11,32 @@
 
 namespace trace::engine::tmpl {
 
+namespace {
+
+// The bytes a copy of `items` takes: a Value holds its string by value (a list or dict
+// only by pointer), so copying a list of long strings copies the strings too.
+size_t CopySize(const std::vector<Value>& items) {
+  size_t size = items.size() * sizeof(Value);
+  for (const Value& v : items) {
+    if (v.is_string()) size += v.str().size();
+  }
+  return size;
+}
+
+}  // namespace
+
 Result<Value> Renderer::Binary(const std::string& op, const Value& l, const Value& r) {
   if (op == "~") {
-    return Value::Str(ToPyStr(l) + ToPyStr(r));
+    // A string side is used as it is rather than copied by ToPyStr.
+    std::string a_str, b_str;
+    const std::string& a = l.is_string() ? l.str() : (a_str = ToPyStr(l));
+    const std::string& b = r.is_string() ? r.str() : (b_str = ToPyStr(r));
+    // Each side is bounded, but a loop that feeds a result back (`s = s ~ s`) doubles it.
+    if (a.size() + b.size() > kMaxBuiltSize) return TooLarge("concatenation result");
+    std::string out;
+    out.reserve(a.size() + b.size());
+    out.append(a).append(b);
+    return Value::Str(std::move(out));
   }
   if (op == "==") return Value::Bool(PyEquals(l, r));
   if (op == "!=") return Value::Bool(!PyEquals(l, r));
@@ -101,8 +124,15 @@ Result<Value> Renderer::Binary(const std::string& op, const Value& l, const Valu
     return unsupported();
   }
   if (op == "+") {
-    if (l.is_string() && r.is_string()) return Value::Str(l.str() + r.str());
+    // As `~`: a result fed back doubles each time. A list is measured as repetition's is.
+    if (l.is_string() && r.is_string()) {
+      if (l.str().size() + r.str().size() > kMaxBuiltSize) return TooLarge("concatenation result");
+      return Value::Str(l.str() + r.str());
+    }
     if (l.is_list() && r.is_list() && l.is_tuple() == r.is_tuple()) {
+      if (CopySize(l.items()) + CopySize(r.items()) > kMaxBuiltSize) {
+        return TooLarge("concatenation result");
+      }
       std::vector<Value> items = l.items();
       items.insert(items.end(), r.items().begin(), r.items().end());
       return Value::MakeList(std::move(items), l.is_tuple());
@@ -118,7 +148,8 @@ Result<Value> Renderer::Binary(const std::string& op, const Value& l, const Valu
     const Value* count = l.is_integral() ? &l : &r;
     if (count->is_integral() && (seq->is_string() || seq->is_list())) {
       int64_t n = std::max<int64_t>(0, count->as_int());
-      size_t unit = seq->is_string() ? seq->str().size() : seq->items().size() * sizeof(Value);
+      // Measured by CopySize: `["x" * 10**6] * 1000` copies the string a thousand times.
+      size_t unit = seq->is_string() ? seq->str().size() : CopySize(seq->items());
       // An empty sequence repeated is empty whatever the count: `"" * 2**55` looped 2^55
       // times, a hang (template_fuzz). The size check below bounds the loop otherwise.
       if (unit == 0) n = 0;

@@ -4,6 +4,9 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "engine/template/template_internal.h"
 
 namespace trace::engine::tmpl {
@@ -137,6 +140,23 @@ std::string PyReplace(const std::string& s, const std::string& old, const std::s
   }
   out.append(s, start, std::string::npos);
   return out;
+}
+
+size_t PyReplaceSize(const std::string& s, const std::string& old, const std::string& repl,
+                     int64_t count) {
+  // An empty `old` matches before every code point and at the end.
+  uint64_t matches = 0;
+  if (old.empty()) {
+    matches = CodePointLength(s) + 1;
+    if (count >= 0) matches = std::min<uint64_t>(matches, static_cast<uint64_t>(count));
+    return s.size() + matches * repl.size();
+  }
+  for (size_t p = s.find(old);
+       p != std::string::npos && (count < 0 || matches < static_cast<uint64_t>(count));
+       p = s.find(old, p + old.size())) {
+    ++matches;
+  }
+  return s.size() - matches * old.size() + matches * repl.size();
 }
 
 std::vector<std::string> PySplitLines(const std::string& s, bool keepends) {

@@ -34,6 +34,9 @@ std::vector<std::string> PySplit(const std::string& s, const std::string* sep, i
 // str.replace(old, repl, count); count < 0 replaces all.
 std::string PyReplace(const std::string& s, const std::string& old, const std::string& repl,
                       int64_t count);
+// The size in bytes of PyReplace(s, old, repl, count), found without building it.
+size_t PyReplaceSize(const std::string& s, const std::string& old, const std::string& repl,
+                     int64_t count);
 // str.splitlines(keepends) with Python's line boundaries (\r\n, \x0b, \x1c, \u2028, ...).
 std::vector<std::string> PySplitLines(const std::string& s, bool keepends);
 

@@ -13,8 +13,8 @@
 // no value of the render outlives it. Thread safety: one Renderer serves one render on
 // one thread; several Renderers may render the same Program at once. Errors: every
 // fallible step returns a Status; Err and Locate prefix "template ORIGIN line N: ",
-// constructs outside the subset are Unsupported, limits (kMaxIndent, kMaxBuiltSize, the
-// macro call depth) and Python's own errors are InvalidArgument.
+// constructs outside the subset are Unsupported, limits (kMaxIndent, kMaxBuiltSize,
+// kMaxRenderSteps, the macro call depth) and Python's own errors are InvalidArgument.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +44,16 @@ inline constexpr int64_t kMaxIndent = 1 << 16;
 inline constexpr size_t kMaxBuiltSize = size_t{256} << 20;
 // "`what` would be larger than kMaxBuiltSize bytes".
 Status TooLarge(const std::string& what);
+// The work one render may do, counted in loop iterations (a for-loop's `if` filter
+// included) and macro calls: what bounds the time of nested loops and of a macro that
+// calls itself more than once, where each step is cheap but their number multiplies.
+// A step takes 1 to 2 µs (Release, loaded 2-core machine), so a render that hits it
+// fails within seconds (template_fuzz, which renders each input twice: about 4 s, against
+// libFuzzer's 30 s timeout in scripts/fuzz.sh). Real templates take a few steps a message:
+// Qwen3's about 2 a message plus 1 a tool call (903 for 401 messages), and a message costs
+// at least 5 tokens of markup, so even a 1M-token context (200,000 messages, about 450,000
+// steps) stays below.
+inline constexpr int64_t kMaxRenderSteps = 1'000'000;
 // A value in a message: quoted, escaped and clipped (base/escape.h).
 std::string Quote(const std::string& s);
 // Positional argument `index` or keyword `name`, else nullptr.
@@ -76,6 +86,12 @@ class Renderer {
 
   // An error at template line `line`.
   Status Err(int line, const std::string& what) const;
+  // Counts one step (a loop iteration or a macro call) against kMaxRenderSteps; the error
+  // names `line`. Inline: it runs once per iteration, an increment and a compare.
+  Status Step(int line) {
+    if (++steps_ <= kMaxRenderSteps) return Status::Ok();
+    return StepsExceeded(line);
+  }
   // Adds the template location to an error from a filter, test, method or callee.
   Status Locate(const Status& st, int line) const;
 
@@ -122,6 +138,10 @@ class Renderer {
   static bool HasBlockName(const Expr& e);
   Status ExecFor(const Stmt& s, std::string& out);
   Value MakeMacro(const Stmt& s, std::string name = "");
+  // Appends `piece` to `out` (the output of the render, of a macro or of a block), unless
+  // `out` would grow past kMaxBuiltSize: the error names `line`.
+  Status Append(std::string& out, std::string_view piece, int line) const;
+  Status StepsExceeded(int line) const;
 
   const Program& program_;
   std::shared_ptr<Dict> globals_;
@@ -130,6 +150,7 @@ class Renderer {
   Flow flow_ = Flow::kNormal;
   int loop_depth_ = 0;
   int call_depth_ = 0;
+  int64_t steps_ = 0;  // Step() calls so far in this render
 };
 
 }  // namespace trace::engine::tmpl

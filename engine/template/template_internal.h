@@ -139,7 +139,9 @@ struct Callable {
   std::function<Result<Value>(Renderer&, CallArgs&)> fn;
 };
 
-// str(value) as Python prints it (undefined prints as "").
+// str(value) as Python prints it (undefined prints as ""). A list's or dict's str stops
+// once it is longer than kMaxBuiltSize (renderer.h) instead of growing on: the callers that
+// keep it (the output, `~`, join, format) find it too long and fail with TooLarge.
 std::string ToPyStr(const Value& v);
 // repr(value) as Python prints it inside containers.
 std::string ToPyRepr(const Value& v);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/template/renderer.h"
 #include "engine/template/template_internal.h"
 
 namespace trace::engine::tmpl {
@@ -285,7 +286,14 @@ std::string ReprString(const std::string& s) {
   bool has_double = s.find('"') != std::string::npos;
   char quote = (has_single && !has_double) ? '"' : '\'';
   std::string out(1, quote);
+  out.reserve(s.size() + 2);
   for (char32_t c : DecodeUtf8(s)) {
+    // Printable ASCII as it is, without the Unicode table look-up below: str() of a list
+    // of long strings runs through here byte by byte.
+    if (c >= 0x20 && c < 0x7f && c != static_cast<char32_t>(quote) && c != '\\') {
+      out.push_back(static_cast<char>(c));
+      continue;
+    }
     if (c == static_cast<char32_t>(quote) || c == '\\') {
       out.push_back('\\');
       out.push_back(static_cast<char>(c));
@@ -339,6 +347,9 @@ std::string ToPyStr(const Value& v) {
       const auto& items = v.items();
       std::string out = v.is_tuple() ? "(" : "[";
       for (size_t i = 0; i < items.size(); ++i) {
+        // A list of a million references to one long string is cheap to build; its str is
+        // not. Stop once past the bound (see ToPyStr in template_internal.h).
+        if (out.size() > kMaxBuiltSize) return out;
         if (i) out += ", ";
         out += ToPyRepr(items[i]);
       }
@@ -350,6 +361,7 @@ std::string ToPyStr(const Value& v) {
       std::string out = "{";
       bool first = true;
       for (const auto& [k, val] : v.dict()->entries) {
+        if (out.size() > kMaxBuiltSize) return out;  // as for a list
         if (!first) out += ", ";
         first = false;
         out += ReprString(k) + ": " + ToPyRepr(val);
@@ -501,7 +513,8 @@ Status JsonValue(std::string& out, const Value& v, const std::optional<std::stri
   auto newline = [&](int d) {
     if (!indent) return;
     out.push_back('\n');
-    for (int i = 0; i < d; ++i) out += *indent;
+    // Stops at the bound; the check before the next item or at the end reports it.
+    for (int i = 0; i < d && out.size() <= kMaxBuiltSize; ++i) out += *indent;
   };
   switch (v.kind()) {
     case Kind::kNone:
@@ -535,6 +548,8 @@ Status JsonValue(std::string& out, const Value& v, const std::optional<std::stri
       }
       out.push_back('[');
       for (size_t i = 0; i < items.size(); ++i) {
+        // As str(): items may share one long string, and the indent repeats per level.
+        if (out.size() > kMaxBuiltSize) return TooLarge("tojson result");
         if (i) out += item_sep;
         newline(depth + 1);
         TRACE_RETURN_IF_ERROR(JsonValue(out, items[i], indent, depth + 1, item_sep, key_sep,
@@ -557,6 +572,7 @@ Status JsonValue(std::string& out, const Value& v, const std::optional<std::stri
       }
       out.push_back('{');
       for (size_t i = 0; i < entries.size(); ++i) {
+        if (out.size() > kMaxBuiltSize) return TooLarge("tojson result");
         if (i) out += item_sep;
         newline(depth + 1);
         JsonString(out, entries[i]->first, ensure_ascii);
@@ -581,6 +597,8 @@ Result<std::string> ToJson(const Value& v, const std::optional<std::string>& ind
                            bool ensure_ascii) {
   std::string out;
   TRACE_RETURN_IF_ERROR(JsonValue(out, v, indent, 0, item_sep, key_sep, sort_keys, ensure_ascii));
+  // The checks above run between items: the last item may have taken it past the bound.
+  if (out.size() > kMaxBuiltSize) return TooLarge("tojson result");
   return out;
 }
 

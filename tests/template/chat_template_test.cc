@@ -138,6 +138,89 @@ TEST(ChatTemplate, RepeatingAnEmptySequenceByAHugeCountIsEmptyAtOnce) {
             std::string::npos);
 }
 
+// Each built value is bounded (kMaxBuiltSize, 256 MiB), but a loop can append any number of
+// them to the output: 100,000 pieces of 30 MB would be 3 TB. The output stops at 256 MiB,
+// after nine pieces, naming the line that would pass it; without the cap this test runs
+// out of memory.
+TEST(ChatTemplate, RenderedOutputIsCappedWhereItGrows) {
+  EXPECT_EQ(ErrorOf("{% for i in range(100000) %}\n{{ 'x' * 1000 * 30000 }}{% endfor %}"),
+            "template test.jinja line 2: rendered output would be larger than 268435456 bytes");
+  // A macro's output and a block's are held to it as they are built.
+  EXPECT_EQ(ErrorOf("{% macro m() %}{% for i in range(100000) %}{{ 'x' * 1000 * 30000 }}"
+                    "{% endfor %}{% endmacro %}\n{{ m() | length }}"),
+            "template test.jinja line 1: rendered output would be larger than 268435456 bytes");
+}
+
+// Nested loops multiply: two ranges of 100,000 are 10^10 iterations (hours) though each
+// range is within the sandbox's limit, and a macro calling itself twice makes 2^depth calls
+// within the recursion limit. Loop iterations (an `if` filter's included) and macro calls
+// count against kMaxRenderSteps (1,000,000); without it this test does not finish.
+TEST(ChatTemplate, RenderStepsAreBounded) {
+  const std::string steps =
+      "render would take more than 1000000 steps (loop iterations and macro calls)";
+  EXPECT_EQ(ErrorOf("{% for i in range(100000) %}\n"
+                    "{% for j in range(100000) %}{% endfor %}{% endfor %}"),
+            "template test.jinja line 2: " + steps);
+  EXPECT_EQ(ErrorOf("{% for i in range(100000) %}\n"
+                    "{% for j in range(100000) if j < 0 %}{% endfor %}{% endfor %}"),
+            "template test.jinja line 2: " + steps);
+  EXPECT_EQ(ErrorOf("\n{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
+                    "{% endmacro %}{{ f(60) }}"),
+            "template test.jinja line 2: " + steps);
+}
+
+// The places a value grows from bounded parts, each checked before it is built (or, where
+// the size shows only while building, as it grows), each with the same words.
+TEST(ChatTemplate, ValuesBuiltFromBoundedPartsAreBounded) {
+  const std::string big = " would be larger than 268435456 bytes";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // `+` and `~`: a loop feeding the result back (`s = s + s`) doubles it each time.
+      {"{{ (('x' * 1000 * 140000) + ('x' * 1000 * 140000)) | length }}", "concatenation result"},
+      {"{{ (('x' * 1000 * 140000) ~ ('x' * 1000 * 140000)) | length }}", "concatenation result"},
+      {"{{ (([1] * 1500000) + ([1] * 1500000)) | length }}", "concatenation result"},
+      // A list holds its strings by value: this copies a 1 MB string a thousand times.
+      {"{{ (['x' * 1000000] * 1000) | length }}", "repetition result"},
+      // Joins: a long separator between many short items, or many long items.
+      {"{{ (['a'] * 1000000) | join('x' * 1000) }}", "join result"},
+      {"{{ ([{'a': 'x' * 1000 * 100000}] * 3) | join(attribute='a') }}", "join result"},
+      {"{{ ('x' * 1000).join(['a'] * 1000000) }}", "str.join result"},
+      {"{{ ('{0}' * 300).format('x' * 1000 * 1000) }}", "str.format result"},
+      {"{{ ('a' * 1000000) | replace('a', 'b' * 1000) }}", "replace result"},
+      {"{{ ('a' * 1000000).replace('', 'b' * 1000) }}", "str.replace result"},
+      {"{{ 'a'.center(60000, 'b' * 100000) }}", "str.center result"},
+      {"{{ 'a'.ljust(60000, 'b' * 100000) }}", "str.ljust result"},
+      {"{{ ('a\\n' * 5000) | indent(65536) }}", "indent result"},
+      {"{{ (['a'] * 30000) | tojson(separators=['x' * 10000, ':']) }}", "tojson result"},
+      {"{{ [[[1]]] | tojson(indent='x' * 100000) }}", "tojson indent"},
+      {"{{ ('&' * 1000 * 60000) | e }}", "escape result"},
+      // str() of a list of a thousand references to one list of a 1 MB string.
+      {"{% set l = ['x' * 1000000] %}{{ ([l] * 1000) | string }}", "string result"},
+      // A Value per character or part: a 3 MB string would take over 300 MB.
+      {"{{ ('x' * 3000000) | list | length }}", "list of a string's characters"},
+      {"{% for c in 'x' * 3000000 %}{% endfor %}", "list of a string's characters"},
+      {"{{ ''.join('x' * 3000000) }}", "list of a string's characters"},
+      {"{{ (',' * 3000000).split(',') | length }}", "list of split parts"},
+      {"{{ ('\\n' * 3000000).splitlines() | length }}", "list of split parts"},
+  };
+  for (const auto& [source, what] : cases) {
+    EXPECT_EQ(ErrorOf(source), "template test.jinja line 1: " + what + big) << source;
+  }
+  // str() of such a list as output stops at the output cap.
+  EXPECT_EQ(ErrorOf("{% set l = ['x' * 1000000] %}{{ [l] * 1000 }}"),
+            "template test.jinja line 1: rendered output" + big);
+  // Below the bounds the same operations give Python's results.
+  auto r = RenderText(
+      "{{ 'ab' + 'c' }}|{{ 1 ~ 'x' }}|{{ [1] + [2] }}|{{ ['a', 'b'] | join('-') }}|"
+      "{{ ','.join('ab') }}|{{ '{0}{1}'.format(1, 'x') }}|{{ 'aa' | replace('a', 'bc', 1) }}|"
+      "{{ 'ab'.replace('', '-') }}|{{ 'a'.center(5, '*') }}|{{ '7'.zfill(3) }}|"
+      "{{ 'a\nb' | indent(2, true) }}|{{ [1, [2]] | tojson(indent='  ') }}|{{ '<&>' | e }}|"
+      "{{ 'ab' | list }}|{{ 'a,b,c'.split(',', 1) }}|{{ 'a\nb'.splitlines() }}|{{ [[1]] * 2 }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r,
+            "abc|1x|[1, 2]|a-b|a,b|1x|bca|-a-b-|**a**|007|  a\n  b|[\n  1,\n  [\n    2\n  ]\n]|"
+            "&lt;&amp;&gt;|['a', 'b']|['a', 'b,c']|['a', 'b']|[[1], [1]]");
+}
+
 // {% for %} and the sequence filters iterate the same way (ToList), so they refuse the same
 // values with the same words; the loop's error names its line.
 TEST(ChatTemplate, IteratingANonSequenceNamesTheLoopsLine) {
