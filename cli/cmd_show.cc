@@ -9,6 +9,8 @@
 #include "base/hash.h"
 
 #include "cli/command.h"
+#include "recorder/api/json_body.h"
+#include "recorder/api/openai_embeddings.h"
 #include "store/export.h"
 #include "store/store.h"
 
@@ -66,7 +68,14 @@ std::vector<std::string> Describe(const proto::Event& e, size_t width) {
   switch (e.kind_case()) {
     case proto::Event::kLlmCall: {
       const auto& c = e.llm_call();
-      if (!c.upstream().empty()) {
+      const bool embeddings = c.api() == recorder::kApiEmbeddings;
+      if (embeddings) {
+        // No text in or out: the inputs, and the vectors' count and size.
+        std::snprintf(buf, sizeof buf, "%s  %s %s, %" PRId64 " in tok (%s)", c.endpoint().c_str(),
+                      c.upstream().empty() ? "answered" : "upstream",
+                      c.upstream().empty() ? "from the recording" : c.upstream().c_str(),
+                      c.usage().input_tokens(), std::string(recorder::kApiEmbeddings).c_str());
+      } else if (!c.upstream().empty()) {
         // Answered by an upstream: its usage, no token ids.
         std::snprintf(
             buf, sizeof buf, "%s  upstream %s, %" PRId64 " in / %" PRId64 " out tok (%s)%s",
@@ -93,7 +102,24 @@ std::vector<std::string> Describe(const proto::Event& e, size_t width) {
       if (!c.rendered_prompt().empty()) {
         lines.push_back("prompt: " + Quote(c.rendered_prompt(), width, /*tail=*/true));
       }
-      lines.push_back("output: " + Quote(c.output_text(), width));
+      if (embeddings) {
+        recorder::EmbeddingsRequest req = recorder::ReadEmbeddingsRequest(c.request_json());
+        std::string inputs;
+        for (const std::string& text : req.inputs) {
+          if (inputs.size() >= width) break;  // the line is cut at `width` anyway
+          inputs += (inputs.empty() ? "" : ", ") + Quote(text, width);
+        }
+        lines.push_back("input: " + Excerpt(inputs, width));
+        recorder::EmbeddingsSummary s =
+            recorder::ReadEmbeddingsResponse(recorder::ParseJsonOrDiscarded(c.response_json()));
+        if (s.vectors > 0) {
+          lines.push_back("output: " + std::to_string(s.vectors) + " vector" +
+                          (s.vectors == 1 ? "" : "s") + " of " + std::to_string(s.dimensions) +
+                          " dimensions");
+        }
+      } else {
+        lines.push_back("output: " + Quote(c.output_text(), width));
+      }
       if (c.has_timings()) {
         std::snprintf(buf, sizeof buf, "timing: queue %.1f ms, prefill %.1f ms, decode %.1f ms",
                       c.timings().queue_ms(), c.timings().prefill_ms(), c.timings().decode_ms());

@@ -308,6 +308,7 @@ bool AnthropicResponse(const json& res, json* out) {
 WireFormat WireFormatOf(std::string_view endpoint) {
   size_t q = endpoint.find('?');
   if (q != std::string_view::npos) endpoint = endpoint.substr(0, q);
+  if (EndsWith(endpoint, "/embeddings")) return WireFormat::kEmbeddings;
   if (EndsWith(endpoint, "/chat/completions")) return WireFormat::kChatCompletions;
   if (EndsWith(endpoint, "/completions")) return WireFormat::kCompletions;
   if (EndsWith(endpoint, "/responses")) return WireFormat::kResponses;
@@ -316,6 +317,7 @@ WireFormat WireFormatOf(std::string_view endpoint) {
 }
 
 const char* OperationName(WireFormat format) {
+  if (format == WireFormat::kEmbeddings) return "embeddings";
   return format == WireFormat::kCompletions ? "text_completion" : "chat";
 }
 
@@ -339,6 +341,7 @@ GenAiContent ContentOf(const proto::LlmCall& call,
                        const std::vector<const proto::ToolCall*>& model_tool_calls) {
   GenAiContent out;
   const WireFormat format = WireFormatOf(call.endpoint());
+  if (format == WireFormat::kEmbeddings) return out;
   json req = json::parse(call.request_json(), nullptr, /*allow_exceptions=*/false);
   if (!req.is_discarded() && req.is_object()) {
     switch (format) {
@@ -354,6 +357,8 @@ GenAiContent ContentOf(const proto::LlmCall& call,
         break;
       case WireFormat::kAnthropicMessages:
         AnthropicRequest(req, &out);
+        break;
+      case WireFormat::kEmbeddings:
         break;
     }
   } else if (!call.rendered_prompt().empty()) {
@@ -376,6 +381,8 @@ GenAiContent ContentOf(const proto::LlmCall& call,
         break;
       case WireFormat::kAnthropicMessages:
         parsed = AnthropicResponse(res, &messages);
+        break;
+      case WireFormat::kEmbeddings:
         break;
     }
     if (parsed) out.output_messages = std::move(messages);

@@ -19,11 +19,19 @@
 
 namespace trace::exporters {
 
-enum class WireFormat { kChatCompletions, kCompletions, kResponses, kAnthropicMessages, kOther };
+enum class WireFormat {
+  kChatCompletions,
+  kCompletions,
+  kResponses,
+  kAnthropicMessages,
+  kEmbeddings,
+  kOther
+};
 
 // By the endpoint's path ("/v1/chat/completions", ...).
 WireFormat WireFormatOf(std::string_view endpoint);
-// gen_ai.operation.name: "text_completion" for Completions, else "chat".
+// gen_ai.operation.name: "text_completion" for Completions, "embeddings" for Embeddings,
+// else "chat".
 const char* OperationName(WireFormat format);
 // The conventions' finish reasons: stop, length, content_filter, tool_call, error;
 // provider values (tool_calls, end_turn, max_tokens, ...) mapped onto them.
@@ -37,7 +45,8 @@ struct GenAiContent {
 };
 
 // `model_tool_calls`: the ToolCall events this call produced (used when the response
-// cannot be parsed).
+// cannot be parsed). An embeddings call has no messages: its content is empty (the
+// conventions define none for it, and its vectors are no message).
 GenAiContent ContentOf(const proto::LlmCall& call,
                        const std::vector<const proto::ToolCall*>& model_tool_calls);
 

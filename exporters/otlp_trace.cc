@@ -212,6 +212,36 @@ int64_t UsageValue(const json& response, std::initializer_list<const char*> keys
   return -1;
 }
 
+// An embeddings call's attributes (semconv v1.41): gen_ai.request.encoding_formats when the
+// request named one, gen_ai.embeddings.dimension.count from the request's `dimensions`,
+// else the length of the first vector answered (a float array, or base64 of float32s).
+void AddEmbeddingsAttributes(const proto::LlmCall& c, Attributes* a) {
+  json req = json::parse(c.request_json(), nullptr, /*allow_exceptions=*/false);
+  if (req.is_object() && req.contains("encoding_format") && req["encoding_format"].is_string()) {
+    a->StrList("gen_ai.request.encoding_formats", {req["encoding_format"].get<std::string>()});
+  }
+  int64_t dims = -1;
+  if (req.is_object() && req.contains("dimensions") && req["dimensions"].is_number_integer()) {
+    dims = req["dimensions"].get<int64_t>();
+  } else if (c.http_status() == 200 || c.http_status() == 0) {
+    json res = json::parse(c.response_json(), nullptr, /*allow_exceptions=*/false);
+    const json* e = nullptr;
+    if (res.is_object() && res.contains("data") && res["data"].is_array() && !res["data"].empty() &&
+        res["data"][0].is_object() && res["data"][0].contains("embedding")) {
+      e = &res["data"][0]["embedding"];
+    }
+    if (e != nullptr && e->is_array()) {
+      dims = static_cast<int64_t>(e->size());
+    } else if (e != nullptr && e->is_string()) {
+      const std::string& b64 = e->get_ref<const std::string&>();
+      size_t pad = 0;
+      while (pad < 2 && b64.size() > pad && b64[b64.size() - 1 - pad] == '=') ++pad;
+      dims = static_cast<int64_t>((b64.size() / 4 * 3 - pad) / 4);
+    }
+  }
+  if (dims >= 0) a->Int("gen_ai.embeddings.dimension.count", dims);
+}
+
 struct SpanIds {
   std::string run_id;
   std::string trace_id;
@@ -375,8 +405,12 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
           ProviderName(proxied && server.ok() ? server->host : "", format, proxied));
     if (!c.model().empty()) a.Str("gen_ai.request.model", c.model());
     a.Str("gen_ai.conversation.id", run_id);  // the run is the session that groups the calls
+    const bool embeddings = format == WireFormat::kEmbeddings;
     const proto::SamplingParams& p = c.params();
-    a.Double("gen_ai.request.temperature", Decimal(p.temperature()));
+    // An embeddings call samples nothing: no sampling parameters (its recorded params are
+    // unset, not zero), but what the conventions give that operation.
+    if (embeddings) AddEmbeddingsAttributes(c, &a);
+    if (!embeddings) a.Double("gen_ai.request.temperature", Decimal(p.temperature()));
     if (p.top_p() > 0) a.Double("gen_ai.request.top_p", Decimal(p.top_p()));
     if (p.top_k() > 0) a.Double("gen_ai.request.top_k", p.top_k());
     if (p.max_tokens() > 0) a.Int("gen_ai.request.max_tokens", p.max_tokens());
@@ -396,7 +430,7 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
             ? response["model"].get<std::string>()
             : (!proxied ? h.model().model_name() : "");
     if (!response_model.empty()) a.Str("gen_ai.response.model", response_model);
-    if (!c.finish_reason().empty())
+    if (!c.finish_reason().empty() && !embeddings)
       a.StrList("gen_ai.response.finish_reasons", {c.finish_reason()});
     int64_t in = c.prompt_token_ids_size() > 0
                      ? c.prompt_token_ids_size()
@@ -425,7 +459,7 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
       span->mutable_status()->set_code(otrace::Status::STATUS_CODE_ERROR);
       span->mutable_status()->set_message(c.error().substr(0, 1024));
     }
-    if (options.content) {
+    if (options.content && !embeddings) {
       GenAiContent content = ContentOf(c, model_tool_calls[e.seq()]);
       if (!content.system_instructions.is_null()) {
         a.Json("gen_ai.system_instructions", content.system_instructions);

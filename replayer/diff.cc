@@ -125,13 +125,22 @@ class Exchanges {
   std::map<const proto::LlmCall*, std::string> requests_;
 };
 
+// What a proxied call answered, to compare: the output text, or for an embeddings call
+// (which has none) its vectors, the response's `data` (upstream ids and usage aside).
+std::string AnswerText(const proto::LlmCall& c) {
+  if (c.api() != "openai.embeddings") return c.output_text();
+  nlohmann::json r = ParseRecorded(c.response_json());
+  if (r.is_object() && r.contains("data")) return r["data"].dump();
+  return c.response_json();
+}
+
 bool SameOutput(const proto::LlmCall& a, const proto::LlmCall& b) {
   return std::equal(a.token_ids().begin(), a.token_ids().end(), b.token_ids().begin(),
                     b.token_ids().end()) &&
          std::equal(a.logits_digests().begin(), a.logits_digests().end(),
                     b.logits_digests().begin(), b.logits_digests().end()) &&
          (!ExchangeOnly(a) || !ExchangeOnly(b) ||
-          (a.output_text() == b.output_text() && a.finish_reason() == b.finish_reason()));
+          (AnswerText(a) == AnswerText(b) && a.finish_reason() == b.finish_reason()));
 }
 
 bool SameRequest(const proto::LlmCall& a, const proto::LlmCall& b, const Exchanges& ex) {
@@ -232,7 +241,7 @@ std::string Describe(const Event& a, const Event& b, const Exchanges& ex) {
       } else if (ExchangeOnly(x) && ExchangeOnly(y)) {
         o << (SameRequest(x, y, ex) ? "same request to the upstream, the answers differ: "
                                     : "the requests differ; answers ")
-          << ValueText(x.output_text()) << " vs " << ValueText(y.output_text());
+          << ValueText(AnswerText(x)) << " vs " << ValueText(AnswerText(y));
       } else if (!SamePrompt(x, y)) {
         o << "prompts differ (" << x.prompt_token_ids_size() << " vs " << y.prompt_token_ids_size()
           << " tokens)";
@@ -296,10 +305,10 @@ CallDifference DiffCall(int number, const Event& ea, const Event& eb,
   d.params = ParamDifferences(a, b);
   if (ExchangeOnly(a) && ExchangeOnly(b)) {
     if (!SameRequest(a, b, ex)) d.request_diff = LineDiff(ex.Request(a), ex.Request(b));
-    if (a.output_text() != b.output_text() || a.finish_reason() != b.finish_reason()) {
+    if (AnswerText(a) != AnswerText(b) || a.finish_reason() != b.finish_reason()) {
       d.answers_differ = true;
-      d.output_text_a = a.output_text();
-      d.output_text_b = b.output_text();
+      d.output_text_a = AnswerText(a);
+      d.output_text_b = AnswerText(b);
     }
     d.response_model_a = ResponseModel(a);
     d.response_model_b = ResponseModel(b);

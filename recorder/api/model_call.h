@@ -187,6 +187,9 @@ inline constexpr std::string_view kApiChatCompletions = "openai.chat_completions
 inline constexpr std::string_view kApiCompletions = "openai.completions";
 inline constexpr std::string_view kApiResponses = "openai.responses";
 inline constexpr std::string_view kApiAnthropicMessages = "anthropic.messages";
+// POST /v1/embeddings, proxied only (recorder/api/openai_embeddings.h): no WireFormat, since
+// nothing of it maps onto a CompletionRequest.
+inline constexpr std::string_view kApiEmbeddings = "openai.embeddings";
 
 // One HTTP API that maps onto CompletionRequest / CompletionResult.
 class WireFormat {

@@ -31,7 +31,7 @@ bool CassetteGate::NoteDivergence(Divergence d) {
   return true;
 }
 
-void CassetteGate::RefuseStrict(const WireFormat& format, const Divergence& d,
+void CassetteGate::RefuseStrict(const WireFormat* format, const Divergence& d,
                                 httplib::Response& res) {
   ApiError e;
   e.http_status = 409;
@@ -39,7 +39,7 @@ void CassetteGate::RefuseStrict(const WireFormat& format, const Divergence& d,
   e.code = "rerun_diverged";
   e.message = "trace rerun --strict: " + d.Summary();
   res.status = e.http_status;
-  res.set_content(format.ErrorBody(e), "application/json");
+  res.set_content(format != nullptr ? format->ErrorBody(e) : e.Body(), "application/json");
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -52,11 +52,29 @@ void CassetteGate::RefuseStrict(const WireFormat& format, const Divergence& d,
 CallGate::Decision CassetteGate::AdmitModelCall(const WireFormat& format,
                                                 const httplib::Request& req,
                                                 httplib::Response& res) {
-  Decision decision;
   auto parsed = format.Parse(req.body);
   // A request that does not parse is the live backend's to refuse (with its 400).
-  if (std::holds_alternative<ApiError>(parsed)) return decision;
+  if (std::holds_alternative<ApiError>(parsed)) return Decision{};
   const CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  return Admit(IdentityOf(request), &format, res, [&](const RecordedCall& recorded) {
+    AnswerFromRecording(recorded, format, request, req, res);
+  });
+}
+
+CallGate::Decision CassetteGate::AdmitEmbeddingsCall(const httplib::Request& req,
+                                                     httplib::Response& res) {
+  std::optional<RequestIdentity> identity = EmbeddingsIdentityOf(req.body);
+  // Not a JSON object: the live backend's to refuse.
+  if (!identity) return Decision{};
+  return Admit(*identity, nullptr, res, [&](const RecordedCall& recorded) {
+    AnswerEmbeddingsFromRecording(recorded, req, res);
+  });
+}
+
+CallGate::Decision CassetteGate::Admit(const RequestIdentity& identity, const WireFormat* format,
+                                       httplib::Response& res,
+                                       const std::function<void(const RecordedCall&)>& answer) {
+  Decision decision;
   const int number = ++calls_;
   decision.run_position = number - 1;
   if (options_.live_from > 0 && number >= options_.live_from) {
@@ -70,10 +88,10 @@ CallGate::Decision CassetteGate::AdmitModelCall(const WireFormat& format,
     ++live_calls_;
     return decision;
   }
-  const RequestIdentity identity = IdentityOf(request);
   MatchResult m = matcher_.Match(identity);
   if (m.kind == MatchResult::kMatched) {
-    AnswerFromRecording(*m.recorded, format, request, req, res);
+    ++answered_;
+    answer(*m.recorded);
     decision.answered = true;
     return decision;
   }
@@ -101,7 +119,6 @@ void CassetteGate::AnswerFromRecording(const RecordedCall& recorded, const WireF
                                        const httplib::Request& req, httplib::Response& res) {
   const int64_t start_ns = NowNs();
   RecordedReply reply = RenderRecordedAnswer(recorded, format, request);
-  ++answered_;
   Result<uint64_t> last = uint64_t{0};
   if (RunLog* log = frontend_->log()) {
     RecordToolResultsFromMessages(log, request);
@@ -143,6 +160,32 @@ void CassetteGate::AnswerFromRecording(const RecordedCall& recorded, const WireF
   } else {
     res.set_content(reply.body, "application/json");
   }
+}
+
+void CassetteGate::AnswerEmbeddingsFromRecording(const RecordedCall& recorded,
+                                                 const httplib::Request& req,
+                                                 httplib::Response& res) {
+  const int64_t start_ns = NowNs();
+  const proto::LlmCall& rc = recorded.call;
+  Result<uint64_t> last = uint64_t{0};
+  if (RunLog* log = frontend_->log()) {
+    proto::LlmCall c = rc;
+    c.set_endpoint(req.path);
+    c.set_request_json(req.body);
+    c.set_cassette_seq(recorded.seq);
+    proto::Timings* t = c.mutable_timings();
+    t->Clear();
+    t->set_start_ns(start_ns);
+    t->set_end_ns(NowNs());
+    t->set_total_ms(static_cast<double>(t->end_ns() - start_ns) / 1e6);
+    last = log->RecordLlmCall(std::move(c));
+  }
+  // Acknowledged means stored, as for a live call.
+  if (Status st = frontend_->Commit(last); !st.ok()) return SendError(res, ErrorFromStatus(st));
+  // The recorded bytes as the agent got them (the identity includes encoding_format, so they
+  // are in the encoding asked for).
+  res.status = rc.http_status() != 0 ? rc.http_status() : 200;
+  res.set_content(rc.response_json(), "application/json");
 }
 
 std::optional<proto::ClockRead> CassetteGate::RecordedClock(const std::string& clock) {

@@ -3,9 +3,10 @@
 // model (or refuses, --strict) from the first request that differs.
 //
 // Modes. Cassette (default): every model call is matched (call_matcher.h); a match is
-// answered from the recording in the shape asked (recorded_answer.h) and recorded in the
-// new run as a call with cassette_seq set; the first call that matches nothing is the
-// divergence, and it and every later call run live. Fork (live_from K): calls before K as
+// answered from the recording in the shape asked (recorded_answer.h; an embeddings call
+// with its recorded status and body) and recorded in the new run as a call with
+// cassette_seq set; the first call that matches nothing is the divergence, and it and every
+// later call run live. Fork (live_from K): calls before K as
 // in cassette mode, K and later live (call K's body replaced with --edit-call's). Clock
 // reads return the recorded reads in order until the re-run goes live (or they run out);
 // tool lookups (POST /trace/v1/tool) return the recorded result for the same call id (the
@@ -65,6 +66,7 @@ class CassetteGate : public CallGate {
   void Attach(HttpFrontend* frontend) override { frontend_ = frontend; }
   Decision AdmitModelCall(const WireFormat& format, const httplib::Request& req,
                           httplib::Response& res) override;
+  Decision AdmitEmbeddingsCall(const httplib::Request& req, httplib::Response& res) override;
   std::optional<proto::ClockRead> RecordedClock(const std::string& clock) override;
   std::variant<ToolAnswer, ApiError> LookupTool(const std::string& name,
                                                 const nlohmann::json& arguments,
@@ -87,7 +89,14 @@ class CassetteGate : public CallGate {
   void AnswerFromRecording(const RecordedCall& recorded, const WireFormat& format,
                            const CompletionRequest& request, const httplib::Request& req,
                            httplib::Response& res);
-  void RefuseStrict(const WireFormat& format, const Divergence& d, httplib::Response& res);
+  // The decision for a call of `identity`, whatever its API: `answer` answers it from the
+  // recorded call it matched; `format` shapes --strict's refusal (null: OpenAI's shape).
+  Decision Admit(const RequestIdentity& identity, const WireFormat* format, httplib::Response& res,
+                 const std::function<void(const RecordedCall&)>& answer);
+  // An embeddings call: the recorded status and body, recorded in the new run.
+  void AnswerEmbeddingsFromRecording(const RecordedCall& recorded, const httplib::Request& req,
+                                     httplib::Response& res);
+  void RefuseStrict(const WireFormat* format, const Divergence& d, httplib::Response& res);
 
   const Cassette& cassette_;
   HttpFrontend* frontend_ = nullptr;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <variant>
 
+#include "recorder/api/openai_embeddings.h"
 #include "recorder/openai_api.h"
 
 namespace trace::recorder {
@@ -142,6 +143,16 @@ RequestIdentity IdentityOf(const CompletionRequest& req) {
   return id;
 }
 
+std::optional<RequestIdentity> EmbeddingsIdentityOf(std::string_view body) {
+  EmbeddingsRequest r = ReadEmbeddingsRequest(body);
+  if (r.identity.is_null()) return std::nullopt;
+  RequestIdentity id;
+  id.fields = std::move(r.identity);
+  id.key = id.fields.dump();
+  id.prompt_text = std::move(r.input_text);
+  return id;
+}
+
 const WireFormat* FormatOfRecordedCall(const proto::LlmCall& call) {
   static const WireFormat* const kFormats[] = {&OpenAiChatFormat(), &OpenAiCompletionsFormat(),
                                                &OpenAiResponsesFormat(),
@@ -158,6 +169,14 @@ const WireFormat* FormatOfRecordedCall(const proto::LlmCall& call) {
 }
 
 Result<RequestIdentity> IdentityOfRecorded(const proto::LlmCall& call, uint64_t seq) {
+  if (call.api() == kApiEmbeddings) {
+    std::optional<RequestIdentity> id = EmbeddingsIdentityOf(call.request_json());
+    if (!id) {
+      return InvalidArgument("embeddings call at seq " + std::to_string(seq) +
+                             ": its recorded request is not a JSON object");
+    }
+    return std::move(*id);
+  }
   const WireFormat* format = FormatOfRecordedCall(call);
   if (format == nullptr) {
     return InvalidArgument("model call at seq " + std::to_string(seq) + " came through '" +

@@ -9,12 +9,17 @@
 // non-streamed through Chat Completions matches the same request sent streamed, or sent
 // through the Responses API with the same conversation.
 //
+// An embeddings call (api openai.embeddings) has an identity of its own, which never equals
+// a completion's.
+//
 // Ownership: values. Thread safety: reentrant. Errors: a recorded request that no longer
 // parses is a Status naming the call's seq and the parse error.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +39,9 @@ struct RequestIdentity {
 };
 
 RequestIdentity IdentityOf(const CompletionRequest& req);
+// An embeddings request's identity (openai_embeddings.h: model, input, encoding_format,
+// dimensions); none when the body is not a JSON object.
+std::optional<RequestIdentity> EmbeddingsIdentityOf(std::string_view body);
 
 // The WireFormat an LlmCall came through (its `api`, or for v1 runs its endpoint); null
 // when neither names one.

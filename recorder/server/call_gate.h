@@ -1,8 +1,8 @@
 // The hook through which `trace rerun` answers an agent from a recording (a cassette,
 // recorder/cassette/) instead of the live model, tool or clock. The server asks its gate,
-// when one is set, before it serves a model call (local engine, upstream proxy, or the
-// offline server that has no live model), a clock read or a tool lookup; without a gate
-// every request is served live as under `trace record`.
+// when one is set, before it serves a model call (any wire format, or embeddings; local
+// engine, upstream proxy, or the offline server that has no live model), a clock read or a
+// tool lookup; without a gate every request is served live as under `trace record`.
 //
 // Ownership: the gate is borrowed by the frontend (HttpFrontend::SetCallGate) and must
 // outlive Stop(). Thread safety: every method is called concurrently from the frontend's
@@ -46,6 +46,9 @@ class CallGate {
   // `res` (and records it) or lets it through to the live backend.
   virtual Decision AdmitModelCall(const WireFormat& format, const httplib::Request& req,
                                   httplib::Response& res) = 0;
+  // The same for POST /v1/embeddings (recorder/api/openai_embeddings.h), which has no
+  // WireFormat: a recorded one is answered with its recorded status and body.
+  virtual Decision AdmitEmbeddingsCall(const httplib::Request& req, httplib::Response& res) = 0;
 
   // The recorded clock read to return for a read of `clock` ("wall" | "monotonic"); none:
   // read the clock live.

@@ -7,6 +7,7 @@
 #include "recorder/api/anthropic_messages.h"
 #include "recorder/api/openai_chat.h"
 #include "recorder/api/openai_completions.h"
+#include "recorder/api/openai_embeddings.h"
 #include "recorder/api/openai_responses.h"
 #include "recorder/api/qwen_tool_calls.h"
 #include "recorder/api/template_input.h"
@@ -63,6 +64,19 @@ void LocalEngineApi::Register() {
       });
     }
   }
+  // No embeddings here (docs/recorder.md, Limits): a clear refusal instead of "no route",
+  // recorded as a rejected request like the other refusals. A re-run still answers the
+  // embeddings calls its recording holds.
+  http.Post(kEmbeddingsRoute, [this](const httplib::Request& req, httplib::Response& res) {
+    if (!frontend_->Authorized(req, res) || !frontend_->Recordable(req, res)) return;
+    if (CallGate* gate = frontend_->gate();
+        gate != nullptr && gate->AdmitEmbeddingsCall(req, res).answered) {
+      return;
+    }
+    const ApiError e = UnsupportedEmbeddings();
+    frontend_->Reject(req, e);
+    SendError(res, e);
+  });
 }
 
 namespace {

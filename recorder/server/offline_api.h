@@ -1,8 +1,8 @@
 // The model API of a `trace rerun` that has no live model: a run recorded through
 // `--upstream` re-run offline (no --upstream, no --model). Every model call of every wire
-// format goes to the server's CallGate (the cassette); one the recording cannot answer gets
-// a 503 in the API's shape naming what to pass to go live. GET /v1/models lists the model
-// name the recording used.
+// format, and every embeddings call, goes to the server's CallGate (the cassette); one the
+// recording cannot answer gets a 503 in the API's shape naming what to pass to go live.
+// GET /v1/models lists the model name the recording used.
 //
 // Ownership: borrows the frontend, which must outlive it. Thread safety: handlers run
 // concurrently on the frontend's threads. Errors: as above; nothing throws.

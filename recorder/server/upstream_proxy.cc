@@ -10,6 +10,7 @@
 #include "recorder/api/openai_chat.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/openai_completions.h"
+#include "recorder/api/openai_embeddings.h"
 #include "recorder/api/openai_responses.h"
 #include "recorder/secrets.h"
 #include "recorder/server/call_recording.h"
@@ -67,6 +68,10 @@ void UpstreamProxy::Register() {
   http.Delete(R"(/v1/responses/(.+))", relay);
   http.Post("/v1/messages/count_tokens", relay);
   http.Post("/messages/count_tokens", relay);
+  http.Post(kEmbeddingsRoute, [this](const httplib::Request& req, httplib::Response& res) {
+    if (!frontend_->Authorized(req, res) || !frontend_->Recordable(req, res)) return;
+    ForwardEmbeddings(req, res);
+  });
   for (const WireFormat* format : {&OpenAiChatFormat(), &OpenAiCompletionsFormat(),
                                    &OpenAiResponsesFormat(), &AnthropicMessagesFormat()}) {
     for (const std::string& route : format->routes()) {

@@ -4,7 +4,9 @@
 // model call is recorded as an LlmCall: the API, the request as received, the response as
 // the agent got it (a stream byte for byte, as the upstream's events arrived, and folded
 // into the API's non-streamed body), the upstream's status, usage, ids and request id, and
-// the tool calls it made. No token ids or digests: a hosted model has none to give, so
+// the tool calls it made. POST /v1/embeddings is forwarded and recorded the same way (api
+// openai.embeddings, upstream_embeddings.cc): the request, the body the agent got, status,
+// model, usage. No token ids or digests: a hosted model has none to give, so
 // `trace replay` reports such calls as "recorded only". /v1/models, /v1/responses/{id} and
 // /v1/messages/count_tokens are relayed unrecorded.
 //
@@ -51,9 +53,9 @@ class UpstreamProxy {
 
   // One proxied model call, from the request to what the agent got (for the recording).
   struct Exchange {
-    const WireFormat* format = nullptr;
-    std::string endpoint;      // our route, e.g. "/v1/messages"
-    std::string request_body;  // as received
+    const WireFormat* format = nullptr;  // null: an embeddings call
+    std::string endpoint;                // our route, e.g. "/v1/messages"
+    std::string request_body;            // as received
     bool stream = false;
     int status = 0;          // the upstream's HTTP status (502: it did not answer)
     std::string body;        // the reply as sent to the agent (non-streamed, or an error)
@@ -74,6 +76,11 @@ class UpstreamProxy {
   void RelayStream(const WireFormat& format, const httplib::Request& req, httplib::Response& res,
                    const std::string& path, const httplib::Headers& headers,
                    std::shared_ptr<Exchange> exchange);
+  // POST /v1/embeddings (upstream_embeddings.cc): forwarded, answered once recorded.
+  void ForwardEmbeddings(const httplib::Request& req, httplib::Response& res);
+  // Records an embeddings call (x.format is null); returns the seq appended (0: not
+  // recording).
+  Result<uint64_t> RecordEmbeddingsCall(const Exchange& x);
   // Anything else (models, stored responses, token counts): relayed, not recorded.
   void Relay(const httplib::Request& req, httplib::Response& res, const std::string& path);
   // The upstream path for our route ("/v1/messages" -> prefix + "/messages").

@@ -1,11 +1,12 @@
 // Unit tests of the cassette (recorder/cassette/): request identity (what matches and what
 // does not), the matcher (equal requests in another order, parameter differences,
-// exhaustion), the divergence report (which message, which field) and recorded answers in
-// another streaming shape or API than recorded.
+// exhaustion), the divergence report (which message, which field), recorded answers in
+// another streaming shape or API than recorded, and embeddings calls (their own identity).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "recorder/api/openai_embeddings.h"
 #include "recorder/cassette/call_matcher.h"
 #include "recorder/cassette/cassette.h"
 #include "recorder/cassette/cassette_gate.h"
@@ -338,6 +339,85 @@ TEST(CassetteGate, ClockReadsComeBackInRecordedOrderPerClock) {
   EXPECT_EQ(wall->value_ns(), 1002);
   EXPECT_EQ(wall->cassette_seq(), 4u);
   EXPECT_FALSE(gate.RecordedClock("wall").has_value());  // used up: the live clock
+}
+
+proto::Event EmbeddingsEvent(uint64_t seq, const json& request) {
+  proto::Event e;
+  e.set_seq(seq);
+  proto::LlmCall* c = e.mutable_llm_call();
+  c->set_api(std::string(kApiEmbeddings));
+  c->set_endpoint(kEmbeddingsRoute);
+  c->set_request_json(request.dump());
+  c->set_response_json(
+      json{{"object", "list"},
+           {"data", {{{"object", "embedding"}, {"index", 0}, {"embedding", {0.5, -0.25}}}}},
+           {"usage", {{"prompt_tokens", 2}, {"total_tokens", 2}}}}
+          .dump());
+  c->set_http_status(200);
+  c->set_upstream("http://upstream.test/v1");
+  return e;
+}
+
+TEST(EmbeddingsIdentity, EncodingDefaultsToFloatAndUserDoesNotCount) {
+  json body{{"model", "e"}, {"input", {"a", "b"}}};
+  auto plain = EmbeddingsIdentityOf(body.dump());
+  ASSERT_TRUE(plain.has_value());
+  json with_float = body;
+  with_float["encoding_format"] = "float";
+  with_float["user"] = "someone";
+  EXPECT_EQ(EmbeddingsIdentityOf(with_float.dump())->key, plain->key);
+  json base64 = body;
+  base64["encoding_format"] = "base64";
+  EXPECT_NE(EmbeddingsIdentityOf(base64.dump())->key, plain->key);
+  json dims = body;
+  dims["dimensions"] = 3;
+  EXPECT_NE(EmbeddingsIdentityOf(dims.dump())->key, plain->key);
+  EXPECT_EQ(plain->prompt_text, "[input]\na\n[input]\nb\n");
+  EXPECT_FALSE(EmbeddingsIdentityOf("[1, 2]").has_value());
+  EXPECT_FALSE(EmbeddingsIdentityOf("not json").has_value());
+}
+
+TEST(EmbeddingsIdentity, ARecordedCallIsMatchedByItsRequestAndNeverByAChatCall) {
+  json request{{"model", "e"}, {"input", {"a", "b"}}, {"encoding_format", "base64"}};
+  Cassette cassette = MakeCassette({LlmEvent(1, ChatBody("A"), "a"), EmbeddingsEvent(2, request)});
+  CallMatcher matcher(cassette);
+  MatchResult m = matcher.Match(*EmbeddingsIdentityOf(request.dump()));
+  ASSERT_EQ(m.kind, MatchResult::kMatched);
+  EXPECT_EQ(m.recorded->seq, 2u);
+  // Another input: a divergence against the next recorded call, naming the input.
+  json other = request;
+  other["input"][1] = "c";
+  m = matcher.Match(*EmbeddingsIdentityOf(other.dump()));
+  ASSERT_EQ(m.kind, MatchResult::kDiverged);
+  ASSERT_EQ(m.expected->seq, 1u);
+  // The chat call left is not what an embeddings request of its text would match either.
+  json chat_like{{"model", "demo"}, {"input", "A"}};
+  EXPECT_EQ(matcher.Match(*EmbeddingsIdentityOf(chat_like.dump())).kind, MatchResult::kDiverged);
+  RequestIdentity recorded = *EmbeddingsIdentityOf(request.dump());
+  std::vector<FieldChange> changes =
+      CompareIdentities(recorded, *EmbeddingsIdentityOf(other.dump()));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].path, "input[1]");
+  EXPECT_EQ(changes[0].recorded, "\"b\"");
+}
+
+TEST(EmbeddingsResponse, VectorsDimensionsAndUsageInBothEncodings) {
+  json floats{{"model", "e-v1"},
+              {"data", {{{"embedding", {0.5, 0.25, 1.0}}}, {{"embedding", {0.0, 0.0, 0.0}}}}},
+              {"usage", {{"prompt_tokens", 7}, {"total_tokens", 7}}}};
+  EmbeddingsSummary s = ReadEmbeddingsResponse(floats);
+  EXPECT_EQ(s.model, "e-v1");
+  EXPECT_EQ(s.vectors, 2);
+  EXPECT_EQ(s.dimensions, 3);
+  EXPECT_TRUE(s.has_usage);
+  EXPECT_EQ(s.input_tokens, 7);
+  // Three little-endian float32s (12 bytes) in base64, and two (8 bytes, padded).
+  EXPECT_EQ(
+      ReadEmbeddingsResponse(json{{"data", {{{"embedding", "AAAAPwAAgD4AAIA/"}}}}}).dimensions, 3);
+  EXPECT_EQ(ReadEmbeddingsResponse(json{{"data", {{{"embedding", "AAAAPwAAgD4="}}}}}).dimensions,
+            2);
+  EXPECT_FALSE(ReadEmbeddingsResponse(json{{"data", json::array()}}).has_usage);
+  EXPECT_EQ(UnsupportedEmbeddings().http_status, 404);
 }
 
 }  // namespace
