@@ -409,8 +409,11 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
     const proto::SamplingParams& p = c.params();
     // An embeddings call samples nothing: no sampling parameters (its recorded params are
     // unset, not zero), but what the conventions give that operation.
-    if (embeddings) AddEmbeddingsAttributes(c, &a);
-    if (!embeddings) a.Double("gen_ai.request.temperature", Decimal(p.temperature()));
+    if (embeddings) {
+      AddEmbeddingsAttributes(c, &a);
+    } else {
+      a.Double("gen_ai.request.temperature", Decimal(p.temperature()));
+    }
     if (p.top_p() > 0) a.Double("gen_ai.request.top_p", Decimal(p.top_p()));
     if (p.top_k() > 0) a.Double("gen_ai.request.top_k", p.top_k());
     if (p.max_tokens() > 0) a.Int("gen_ai.request.max_tokens", p.max_tokens());
