@@ -49,8 +49,9 @@ Value Renderer::Builtin(const std::string& name) const {
          return Value::MakeList(std::move(items));
        }},
       {"namespace",
-       [](Renderer&, CallArgs& a) -> Result<Value> {
+       [](Renderer& r, CallArgs& a) -> Result<Value> {
          auto d = std::make_shared<Dict>();
+         r.TrackNamespace(d);
          for (const auto& v : a.positional) {
            if (!v.is_dict()) return TypeError("namespace() positional argument must be a dict");
            for (const auto& [k, x] : v.dict()->entries) d->Set(k, x);

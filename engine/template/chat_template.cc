@@ -54,15 +54,27 @@ class TemplateImpl final : public ChatTemplate {
                         origin);
     }
     auto globals = std::make_shared<tmpl::Dict>();
-    globals->Set("messages", tmpl::Value::FromJson(messages));
-    globals->Set("tools", tmpl::Value::FromJson(tools));
+    // Nested deeper than kMaxValueDepth: refused here, as the renderer refuses to build it.
+    auto from_json = [&](const std::string& what, const nlohmann::ordered_json& j) -> Status {
+      auto v = tmpl::Value::FromJson(j);
+      if (!v.ok()) {
+        return InvalidArgument("chat template " + origin + ": " + what + ": " +
+                               v.status().message());
+      }
+      globals->Set(what, *std::move(v));
+      return Status::Ok();
+    };
+    if (Status st = from_json("messages", messages); !st.ok()) return ForDisplay(st, origin);
+    if (Status st = from_json("tools", tools); !st.ok()) return ForDisplay(st, origin);
     globals->Set("documents", tmpl::Value::None());
     globals->Set("add_generation_prompt", tmpl::Value::Bool(add_generation_prompt));
     if (!bos_token_.empty()) globals->Set("bos_token", tmpl::Value::Str(bos_token_));
     if (!eos_token_.empty()) globals->Set("eos_token", tmpl::Value::Str(eos_token_));
     if (extra_kwargs.is_object()) {
       for (auto it = extra_kwargs.begin(); it != extra_kwargs.end(); ++it) {
-        globals->Set(it.key(), tmpl::Value::FromJson(it.value()));
+        if (Status st = from_json(it.key(), it.value()); !st.ok()) {
+          return ForDisplay(st, origin);
+        }
       }
     }
     return ForDisplay(tmpl::RenderProgram(*program_, std::move(globals)), origin);

@@ -66,10 +66,35 @@ Renderer::Renderer(const Program& program, std::shared_ptr<Dict> globals) : prog
 // reference cycle that would keep the frame, and every value in it (the messages of the
 // conversation among them), alive after the render. Nothing calls a macro after its
 // render, so dropping each macro's function here breaks every such cycle.
+// A namespace can hold itself, directly (`{% set ns.self = ns %}`) or through a list or
+// another namespace: a cycle of shared_ptrs, leaked unless broken. Emptying every namespace
+// of the render breaks them all; nothing reads a namespace after its render.
 Renderer::~Renderer() {
   for (const auto& made : macros_) {
     if (auto fn = made.lock()) fn->fn = nullptr;
   }
+  std::vector<std::pair<std::string, Value>> attributes;  // freed after the loop
+  for (const auto& made : namespaces_) {
+    if (auto ns = made.lock()) {
+      for (auto& entry : ns->entries) attributes.push_back(std::move(entry));
+      ns->entries.clear();
+    }
+  }
+}
+
+void Renderer::TrackNamespace(const std::shared_ptr<Dict>& ns) {
+  // Forgets the namespaces already freed once the list has doubled since it last did: a
+  // loop making a namespace per iteration keeps the list as long as the live ones, not as
+  // the steps.
+  if (namespaces_.size() >= compact_namespaces_at_) {
+    std::erase_if(namespaces_, [](const std::weak_ptr<Dict>& w) { return w.expired(); });
+    compact_namespaces_at_ = std::max<size_t>(64, 2 * namespaces_.size());
+  }
+  namespaces_.push_back(ns);
+}
+
+Status Renderer::DepthExceeded(int line) const {
+  return Err(line, "value nested more than " + std::to_string(kMaxValueDepth) + " levels deep");
 }
 
 Result<std::string> Renderer::Run() {
@@ -414,7 +439,7 @@ Result<Value> Renderer::Eval(const Expr& e) {
         TRACE_ASSIGN_OR_RETURN(Value v, Eval(*c));
         items.push_back(std::move(v));
       }
-      return Value::MakeList(std::move(items), e.kind == ExprKind::kTuple);
+      return Deepened(Value::MakeList(std::move(items), e.kind == ExprKind::kTuple), e.line);
     }
     case ExprKind::kDict: {
       auto d = std::make_shared<Dict>();
@@ -427,7 +452,7 @@ Result<Value> Renderer::Eval(const Expr& e) {
         }
         d->Set(k.str(), std::move(v));
       }
-      return Value::MakeDict(std::move(d));
+      return Deepened(Value::MakeDict(std::move(d)), e.line);
     }
     case ExprKind::kGetAttr: {
       TRACE_ASSIGN_OR_RETURN(Value obj, Eval(*e.children[0]));
@@ -457,14 +482,15 @@ Result<Value> Renderer::Eval(const Expr& e) {
     case ExprKind::kCall: {
       TRACE_ASSIGN_OR_RETURN(Value callee, Eval(*e.children[0]));
       TRACE_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e));
-      return CallValue(callee, args, e.line);
+      TRACE_ASSIGN_OR_RETURN(Value v, CallValue(callee, args, e.line));
+      return Deepened(std::move(v), e.line);
     }
     case ExprKind::kFilter: {
       TRACE_ASSIGN_OR_RETURN(Value v, Eval(*e.children[0]));
       TRACE_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e));
       auto r = ApplyFilter(e.name, v, args);
       if (!r.ok()) return Locate(r.status(), e.line);
-      return r;
+      return Deepened(*std::move(r), e.line);
     }
     case ExprKind::kTest: {
       TRACE_ASSIGN_OR_RETURN(Value v, Eval(*e.children[0]));
@@ -507,7 +533,7 @@ Result<Value> Renderer::Eval(const Expr& e) {
       TRACE_ASSIGN_OR_RETURN(Value r, Eval(*e.children[1]));
       auto res = Binary(e.name, l, r);
       if (!res.ok()) return Locate(res.status(), e.line);
-      return res;
+      return Deepened(*std::move(res), e.line);
     }
   }
   return Err(e.line, "unknown expression");

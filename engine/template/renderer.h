@@ -10,11 +10,13 @@
 // Ownership: a Renderer borrows its Program (which must outlive it) and shares the
 // globals dict with its caller; it owns the frames it makes. A macro's Callable holds its
 // defining frame, which holds the macro: ~Renderer drops every macro's function so that
-// no value of the render outlives it. Thread safety: one Renderer serves one render on
+// no value of the render outlives it, and empties every namespace the render made, for the
+// same reason (a namespace may hold itself). Thread safety: one Renderer serves one render on
 // one thread; several Renderers may render the same Program at once. Errors: every
 // fallible step returns a Status; Err and Locate prefix "template ORIGIN line N: ",
 // constructs outside the subset are Unsupported, limits (kMaxIndent, kMaxBuiltSize,
-// kMaxRenderSteps, the macro call depth) and Python's own errors are InvalidArgument.
+// kMaxRenderSteps, kMaxValueDepth, the macro call depth) and Python's own errors are
+// InvalidArgument.
 #pragma once
 
 #include <cstddef>
@@ -92,6 +94,17 @@ class Renderer {
     if (++steps_ <= kMaxRenderSteps) return Status::Ok();
     return StepsExceeded(line);
   }
+  // `v`, unless it nests deeper than kMaxValueDepth: the error names `line`. Every
+  // expression that can build a list or dict deeper than its parts (a literal, a filter,
+  // a call, an operator) passes its result through here, so no value the template can
+  // reach is deeper, and the walkers (str, tojson, ==, <, in) recurse at most that far.
+  // Inline: it runs on most expressions, a load and a compare.
+  Result<Value> Deepened(Value v, int line) const {
+    if (v.depth() <= kMaxValueDepth) return v;
+    return DepthExceeded(line);
+  }
+  // Registers a namespace made by namespace(): ~Renderer empties it (see there).
+  void TrackNamespace(const std::shared_ptr<Dict>& ns);
   // Adds the template location to an error from a filter, test, method or callee.
   Status Locate(const Status& st, int line) const;
 
@@ -142,11 +155,14 @@ class Renderer {
   // `out` would grow past kMaxBuiltSize: the error names `line`.
   Status Append(std::string& out, std::string_view piece, int line) const;
   Status StepsExceeded(int line) const;
+  Status DepthExceeded(int line) const;
 
   const Program& program_;
   std::shared_ptr<Dict> globals_;
   std::shared_ptr<Frame> frame_;
   std::vector<std::weak_ptr<Callable>> macros_;  // every macro made: ~Renderer breaks cycles
+  std::vector<std::weak_ptr<Dict>> namespaces_;  // namespaces made: ~Renderer empties them
+  size_t compact_namespaces_at_ = 64;            // TrackNamespace drops the expired from here
   Flow flow_ = Flow::kNormal;
   int loop_depth_ = 0;
   int call_depth_ = 0;

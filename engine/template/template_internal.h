@@ -3,7 +3,11 @@
 // and its tests include it.
 //
 // Ownership: the syntax tree is owned by its Program (unique_ptrs); values share their
-// containers through shared_ptr and are immutable except namespaces. Thread safety: a
+// containers through shared_ptr and are immutable except namespaces. A list or dict knows
+// its nesting depth (fixed when it is built, as it never changes after), which the renderer
+// bounds by kMaxValueDepth; freeing a value never recurses, whatever its depth (~List,
+// ~Dict), so a chain of namespaces, which the bound does not cover, is freed safely too.
+// Thread safety: a
 // parsed Program is immutable and can be rendered from several threads; a Value graph
 // built during one render belongs to that render. Errors: every fallible step returns a
 // Status naming the template origin, the line and the construct or value concerned.
@@ -25,6 +29,17 @@
 namespace trace::engine::tmpl {
 
 // ---- values (Python objects as jinja2 sees them) -----------------------------------
+
+// Most levels a list or dict may nest (a scalar is 0 levels, `[1]` 1, `[[1]]` 2), in place of
+// Python's recursion limit: str(), tojson, == and the comparisons walk a value recursively,
+// so an unbounded depth (a loop wrapping a list in a list) overflows the stack. Real chat
+// templates see a few levels (messages, a message, its tool calls, a call, its function,
+// the arguments' own JSON); the deepest input a request can give is a tool call's
+// arguments, parsed on their own within the server's kMaxJsonDepth (256,
+// recorder/api/json_body.h) below the 5 levels of messages[i].tool_calls[j].function, so
+// 261. 512 leaves room for templates that wrap such a value a few times (items(), a
+// literal), and costs at most 512 frames of a few hundred bytes in any walk.
+inline constexpr int kMaxValueDepth = 512;
 
 enum class Kind {
   kUndefined,
@@ -78,7 +93,8 @@ class Value {
   static Value MakeDict(std::shared_ptr<Dict> dict);
   static Value MakeNamespace(std::shared_ptr<Dict> dict);
   static Value MakeCallable(std::shared_ptr<Callable> fn);
-  static Value FromJson(const nlohmann::ordered_json& j);
+  // InvalidArgument when `j` nests deeper than kMaxValueDepth.
+  static Result<Value> FromJson(const nlohmann::ordered_json& j);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -91,6 +107,9 @@ class Value {
     return kind_ == Kind::kBool || kind_ == Kind::kInt || kind_ == Kind::kFloat;
   }
   bool is_integral() const { return kind_ == Kind::kBool || kind_ == Kind::kInt; }
+  // Levels of nested lists and dicts: 0 for a scalar, 1 + the deepest item for a list or
+  // dict; a namespace or callable counts 1, as the walkers (str, tojson, ==) do not enter it.
+  int depth() const;
 
   bool as_bool() const { return int_ != 0; }
   int64_t as_int() const { return int_; }
@@ -116,14 +135,29 @@ class Value {
   std::shared_ptr<Callable> fn_;
 };
 
+// The destructors of List and Dict free their items without recursing (value.cc): a
+// namespace can hold a chain of namespaces as long as the render's steps allow (a loop
+// setting `ns.n = namespace(n=ns.n)`), which the recursive destructors of shared_ptr and
+// vector would free one stack frame per level, overflowing the stack.
 struct List {
+  List() = default;
+  List(const List&) = default;
+  List& operator=(const List&) = default;
+  ~List();
   std::vector<Value> items;
   bool tuple = false;
+  int depth = 1;  // Value::depth(), set by MakeList
 };
 
-// A Python dict with string keys, in insertion order.
+// A Python dict with string keys, in insertion order. Also a namespace's attributes and a
+// frame's variables, which change after they are made: `depth` holds only for a dict value.
 struct Dict {
+  Dict() = default;
+  Dict(const Dict&) = default;
+  Dict& operator=(const Dict&) = default;
+  ~Dict();
   std::vector<std::pair<std::string, Value>> entries;
+  int depth = 1;  // Value::depth() of a dict value, set by MakeDict
   const Value* Find(std::string_view key) const;
   void Set(const std::string& key, Value value);
 };

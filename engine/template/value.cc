@@ -11,16 +11,36 @@
 
 namespace trace::engine::tmpl {
 
+int Value::depth() const {
+  switch (kind_) {
+    case Kind::kList:
+      return list_->depth;
+    case Kind::kDict:
+      return dict_->depth;
+    case Kind::kNamespace:
+    case Kind::kCallable:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 Value Value::MakeList(std::vector<Value> items, bool tuple) {
   Value v(Kind::kList);
   v.list_ = std::make_shared<List>();
+  int deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, item.depth());
   v.list_->items = std::move(items);
   v.list_->tuple = tuple;
+  v.list_->depth = deepest + 1;
   return v;
 }
 
 Value Value::MakeDict(std::shared_ptr<Dict> dict) {
   Value v(Kind::kDict);
+  int deepest = 0;
+  for (const auto& [k, item] : dict->entries) deepest = std::max(deepest, item.depth());
+  dict->depth = deepest + 1;
   v.dict_ = std::move(dict);
   return v;
 }
@@ -37,37 +57,56 @@ Value Value::MakeCallable(std::shared_ptr<Callable> fn) {
   return v;
 }
 
-Value Value::FromJson(const nlohmann::ordered_json& j) {
+namespace {
+
+// FromJson below `depth` levels of arrays and objects.
+Result<Value> FromJsonAt(const nlohmann::ordered_json& j, int depth) {
+  if (j.is_structured() && depth >= kMaxValueDepth) {
+    return InvalidArgument("JSON value nested more than " + std::to_string(kMaxValueDepth) +
+                           " levels deep");
+  }
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
-      return None();
+      return Value::None();
     case nlohmann::ordered_json::value_t::boolean:
-      return Bool(j.get<bool>());
+      return Value::Bool(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
-      return Int(j.get<int64_t>());
+      return Value::Int(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX)) return Float(static_cast<double>(u));
-      return Int(static_cast<int64_t>(u));
+      if (u > static_cast<uint64_t>(INT64_MAX)) return Value::Float(static_cast<double>(u));
+      return Value::Int(static_cast<int64_t>(u));
     }
     case nlohmann::ordered_json::value_t::number_float:
-      return Float(j.get<double>());
+      return Value::Float(j.get<double>());
     case nlohmann::ordered_json::value_t::string:
-      return Str(j.get<std::string>());
+      return Value::Str(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(FromJson(e));
-      return MakeList(std::move(items));
+      for (const auto& e : j) {
+        TRACE_ASSIGN_OR_RETURN(Value item, FromJsonAt(e, depth + 1));
+        items.push_back(std::move(item));
+      }
+      return Value::MakeList(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       auto d = std::make_shared<Dict>();
-      for (auto it = j.begin(); it != j.end(); ++it) d->Set(it.key(), FromJson(it.value()));
-      return MakeDict(std::move(d));
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        TRACE_ASSIGN_OR_RETURN(Value item, FromJsonAt(it.value(), depth + 1));
+        d->Set(it.key(), std::move(item));
+      }
+      return Value::MakeDict(std::move(d));
     }
     default:
-      return None();  // binary / discarded do not come from JSON text
+      return Value::None();  // binary / discarded do not come from JSON text
   }
+}
+
+}  // namespace
+
+Result<Value> Value::FromJson(const nlohmann::ordered_json& j) {
+  return FromJsonAt(j, 0);
 }
 
 const std::vector<Value>& Value::items() const {
@@ -100,6 +139,56 @@ bool Value::Truthy() const {
       return true;
   }
   return false;
+}
+
+// ---- freeing without recursion ----
+
+namespace {
+
+// The values whose last reference is being dropped while a ~List or ~Dict runs further up
+// this thread's stack, or null when none runs: that outermost destructor frees them one
+// by one in its loop, instead of each freeing its own items a stack frame deeper.
+thread_local std::vector<Value>* pending_frees = nullptr;
+
+// True when dropping `v` would free a container it alone holds: only those can recurse.
+// use_count() == 1 is exact here: no other owner exists to take a new reference.
+bool HoldsLast(const Value& v) {
+  return (v.list_ptr() && v.list_ptr().use_count() == 1) ||
+         (v.dict() && v.dict().use_count() == 1) || (v.callable() && v.callable().use_count() == 1);
+}
+
+// Takes the values out of `items` (each a Value, or a pair whose second is) whose freeing
+// could recurse, and frees them here, one at a time, unless an outer call already does.
+template <typename Items, typename Get>
+void FreeFlat(Items& items, Get get) {
+  if (pending_frees) {
+    for (auto& item : items) {
+      if (HoldsLast(get(item))) pending_frees->push_back(std::move(get(item)));
+    }
+    return;
+  }
+  std::vector<Value> pending;
+  for (auto& item : items) {
+    if (HoldsLast(get(item))) pending.push_back(std::move(get(item)));
+  }
+  if (pending.empty()) return;
+  pending_frees = &pending;
+  while (!pending.empty()) {
+    // Moved out first: freeing it may push onto `pending`, which may reallocate.
+    Value last = std::move(pending.back());
+    pending.pop_back();
+  }
+  pending_frees = nullptr;
+}
+
+}  // namespace
+
+List::~List() {
+  FreeFlat(items, [](Value& v) -> Value& { return v; });
+}
+
+Dict::~Dict() {
+  FreeFlat(entries, [](std::pair<std::string, Value>& e) -> Value& { return e.second; });
 }
 
 const Value* Dict::Find(std::string_view key) const {

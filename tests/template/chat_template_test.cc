@@ -221,6 +221,121 @@ TEST(ChatTemplate, ValuesBuiltFromBoundedPartsAreBounded) {
             "&lt;&amp;&gt;|['a', 'b']|['a', 'b,c']|['a', 'b']|[[1], [1]]");
 }
 
+// A loop can wrap a value in a list (or dict, or filter result) once per step; str(),
+// tojson and == recurse once per level, so 100,000 levels overflowed the stack (SIGSEGV).
+// Each way a list or dict gains a level is refused past kMaxValueDepth (512) instead.
+TEST(ChatTemplate, ValuesNestedTooDeeplyAreRefusedNotACrash) {
+  const std::string deep = "template test.jinja line 2: value nested more than 512 levels deep";
+  const std::string loop = "{% for i in range(100000) %}\n";
+  const std::vector<std::string> cases = {
+      "{% set ns = namespace(l=[]) %}" + loop +
+          "{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l | tojson }}",
+      "{% set ns = namespace(l=[]) %}" + loop + "{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
+      "{% set ns = namespace(l=[]) %}" + loop + "{% set ns.l = (ns.l,) %}{% endfor %}",
+      "{% set ns = namespace(d={}) %}" + loop + "{% set ns.d = {'d': ns.d} %}{% endfor %}",
+      "{% set ns = namespace(d={}) %}" + loop + "{% set ns.d = dict(d=ns.d) %}{% endfor %}",
+  };
+  for (const auto& source : cases) EXPECT_EQ(ErrorOf(source), deep) << source;
+  // A method or filter adding levels: items() or dictsort of a dict 512 deep is a list of
+  // tuples of its values (511 deep), 513 levels in all.
+  const std::string at_511 =
+      "{% set ns = namespace(l=[]) %}{% for i in range(510) %}{% set ns.l = [ns.l] %}"
+      "{% endfor %}";
+  EXPECT_EQ(ErrorOf(at_511 + "\n{{ {'a': ns.l}.items() }}"), deep);
+  EXPECT_EQ(ErrorOf(at_511 + "\n{{ {'a': ns.l} | dictsort }}"), deep);
+  EXPECT_EQ(ErrorOf(at_511 + "\n{{ {'a': ns.l} | items | list }}"), deep);
+  // Just under the bound the value is whole, and prints as Python prints it.
+  auto r = RenderText(at_511 + "{% set l = [ns.l] %}{{ l }}|{{ l | tojson }}|{{ l == [ns.l] }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::string nested = std::string(512, '[') + std::string(512, ']');
+  EXPECT_EQ(*r, nested + "|" + nested + "|True");
+  // A small case, checked against Python: l = []; l = [l]; l = [l] gives [[[]]].
+  r = RenderText(
+      "{% set ns = namespace(l=[]) %}{% for i in range(2) %}{% set ns.l = [ns.l] %}{% endfor %}"
+      "{{ ns.l }}|{{ ns.l | tojson }}|{{ {'a': ns.l} }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "[[[]]]|[[[]]]|{'a': [[[]]]}");
+}
+
+// A namespace counts as one level (str, tojson and == do not look inside it), so a chain of
+// namespaces, bare or through lists, is as long as the steps allow; freeing 200,000 of them
+// recursed once per level in shared_ptr's destructor (SIGSEGV), at the end of the render or
+// where the chain is dropped.
+TEST(ChatTemplate, LongChainsOfNamespacesAreFreedWithoutRecursion) {
+  const std::string chain =
+      "{% for i in range(1000) %}{% for j in range(200) %}{% set ns.n = NEXT %}"
+      "{% endfor %}{% endfor %}";
+  for (const std::string next : {"namespace(n=ns.n)", "[namespace(n=ns.n)]"}) {
+    std::string body = chain;
+    body.replace(body.find("NEXT"), 4, next);
+    auto r = RenderText("{% set ns = namespace(n=none) %}" + body + "ok");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, "ok");
+    r = RenderText("{% set ns = namespace(n=none) %}" + body + "{% set ns.n = none %}ok");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, "ok");
+  }
+}
+
+// Lists and dicts cannot hold themselves (the sandbox refuses append, and a literal holds
+// only values made before it), but a namespace can, directly or through a list: a cycle of
+// shared_ptrs, which the end of the render breaks. jinja2 prints a namespace as
+// `<Namespace {...}>`; we print `<Namespace>` (docs/chat-templates.md), so no walk.
+TEST(ChatTemplate, ANamespaceHoldingItselfRendersAndLeaksNothing) {
+  EXPECT_EQ(ErrorOf("{% set l = [] %}{% set _ = l.append(l) %}{{ l }}"),
+            "template test.jinja line 1: access to attribute 'append' of 'list' object is unsafe "
+            "(immutable sandbox)");
+  auto t = ChatTemplate::Parse(
+      "{% set ns = namespace(big='x' * 65536) %}{% set ns.self = ns %}"
+      "{% set ns.l = [ns, {'n': ns}] %}{{ ns }}|{{ ns.self.self.big | length }}|"
+      "{{ ns.l[0] is sameas ns }}",
+      "cycle.jinja");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto render = [&] {
+    auto r = (*t)->RenderOrdered(ordered_json::array(), nullptr, false, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, "<Namespace>|65536|True");
+  };
+  render();  // first-use allocations before the baseline, as in the macro test above
+  const size_t before = mallinfo2().uordblks;
+  for (int i = 0; i < 200; ++i) render();
+  const size_t after = mallinfo2().uordblks;
+  EXPECT_LT(after, before + 2 * 1024 * 1024) << "heap grew by " << (after - before) << " bytes";
+}
+
+// A request's JSON becomes template values too. The server refuses a body nested over
+// kMaxJsonDepth (256) and parses a tool call's arguments on their own within that bound
+// (recorder/api/template_input.cc), so arguments 256 deep under
+// messages[0].tool_calls[0].function are the deepest a request can give: 261 levels.
+TEST(ChatTemplate, RequestJsonWithinTheServersDepthLimitRenders) {
+  auto t = ChatTemplate::Parse(
+      "{% for m in messages %}{% for c in m.tool_calls %}"
+      "{{ c.function.arguments | tojson }}{{ c.function.arguments.items() | length }}"
+      "{% endfor %}{% endfor %}",
+      "args.jinja");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ordered_json args = 1;
+  for (int i = 0; i < 255; ++i) args = ordered_json::array({args});
+  args = ordered_json::object({{"a", args}});  // 256 levels, the outermost an object
+  ordered_json messages = ordered_json::array();
+  messages.push_back({{"role", "assistant"},
+                      {"content", ""},
+                      {"tool_calls", ordered_json::array(
+                                         {{{"id", "c"},
+                                           {"type", "function"},
+                                           {"function", {{"name", "f"}, {"arguments", args}}}}})}});
+  auto r = (*t)->RenderOrdered(messages, nullptr, false, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "{\"a\": " + std::string(255, '[') + "1" + std::string(255, ']') + "}1");
+  // Deeper than kMaxValueDepth, the input itself is refused, before any walk.
+  ordered_json deep = ordered_json::array();
+  for (int i = 0; i < 600; ++i) deep = ordered_json::array({deep});
+  r = (*t)->RenderOrdered(ordered_json::array({deep}), nullptr, false, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "chat template args.jinja: messages: JSON value nested more than 512 levels deep");
+}
+
 // {% for %} and the sequence filters iterate the same way (ToList), so they refuse the same
 // values with the same words; the loop's error names its line.
 TEST(ChatTemplate, IteratingANonSequenceNamesTheLoopsLine) {
