@@ -61,7 +61,7 @@ class TemplateImpl final : public ChatTemplate {
         return InvalidArgument("chat template " + origin + ": " + what + ": " +
                                v.status().message());
       }
-      globals->Set(what, *std::move(v));
+      globals->Set(what, std::move(v).value());
       return Status::Ok();
     };
     if (Status st = from_json("messages", messages); !st.ok()) return ForDisplay(st, origin);

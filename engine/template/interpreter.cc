@@ -439,7 +439,9 @@ Result<Value> Renderer::Eval(const Expr& e) {
         TRACE_ASSIGN_OR_RETURN(Value v, Eval(*c));
         items.push_back(std::move(v));
       }
-      return Deepened(Value::MakeList(std::move(items), e.kind == ExprKind::kTuple), e.line);
+      Result<Value> list = Value::MakeList(std::move(items), e.kind == ExprKind::kTuple);
+      if (TooDeep(list)) return DepthExceeded(e.line);
+      return list;
     }
     case ExprKind::kDict: {
       auto d = std::make_shared<Dict>();
@@ -452,7 +454,9 @@ Result<Value> Renderer::Eval(const Expr& e) {
         }
         d->Set(k.str(), std::move(v));
       }
-      return Deepened(Value::MakeDict(std::move(d)), e.line);
+      Result<Value> dict = Value::MakeDict(std::move(d));
+      if (TooDeep(dict)) return DepthExceeded(e.line);
+      return dict;
     }
     case ExprKind::kGetAttr: {
       TRACE_ASSIGN_OR_RETURN(Value obj, Eval(*e.children[0]));
@@ -482,15 +486,17 @@ Result<Value> Renderer::Eval(const Expr& e) {
     case ExprKind::kCall: {
       TRACE_ASSIGN_OR_RETURN(Value callee, Eval(*e.children[0]));
       TRACE_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e));
-      TRACE_ASSIGN_OR_RETURN(Value v, CallValue(callee, args, e.line));
-      return Deepened(std::move(v), e.line);
+      auto r = CallValue(callee, args, e.line);
+      if (TooDeep(r)) return DepthExceeded(e.line);
+      return r;
     }
     case ExprKind::kFilter: {
       TRACE_ASSIGN_OR_RETURN(Value v, Eval(*e.children[0]));
       TRACE_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e));
       auto r = ApplyFilter(e.name, v, args);
       if (!r.ok()) return Locate(r.status(), e.line);
-      return Deepened(*std::move(r), e.line);
+      if (TooDeep(r)) return DepthExceeded(e.line);
+      return r;
     }
     case ExprKind::kTest: {
       TRACE_ASSIGN_OR_RETURN(Value v, Eval(*e.children[0]));
@@ -533,7 +539,8 @@ Result<Value> Renderer::Eval(const Expr& e) {
       TRACE_ASSIGN_OR_RETURN(Value r, Eval(*e.children[1]));
       auto res = Binary(e.name, l, r);
       if (!res.ok()) return Locate(res.status(), e.line);
-      return Deepened(*std::move(res), e.line);
+      if (TooDeep(res)) return DepthExceeded(e.line);
+      return res;
     }
   }
   return Err(e.line, "unknown expression");

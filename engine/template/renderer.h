@@ -94,15 +94,14 @@ class Renderer {
     if (++steps_ <= kMaxRenderSteps) return Status::Ok();
     return StepsExceeded(line);
   }
-  // `v`, unless it nests deeper than kMaxValueDepth: the error names `line`. Every
-  // expression that can build a list or dict deeper than its parts (a literal, a filter,
-  // a call, an operator) passes its result through here, so no value the template can
-  // reach is deeper, and the walkers (str, tojson, ==, <, in) recurse at most that far.
-  // Inline: it runs on most expressions, a load and a compare.
-  Result<Value> Deepened(Value v, int line) const {
-    if (v.depth() <= kMaxValueDepth) return v;
-    return DepthExceeded(line);
-  }
+  // True when `r` is a value nesting deeper than kMaxValueDepth. Every expression that can
+  // build a list or dict deeper than its parts (a literal, a filter, a call, an operator)
+  // checks its result, and fails with DepthExceeded, so no value the template can reach is
+  // deeper and the walkers (str, tojson, ==, <, in) recurse at most that far. Inline, on
+  // the result in place (no copy or move): it runs on most expressions.
+  static bool TooDeep(const Result<Value>& r) { return r.ok() && r->depth() > kMaxValueDepth; }
+  // "value nested more than kMaxValueDepth levels deep" at `line`.
+  Status DepthExceeded(int line) const;
   // Registers a namespace made by namespace(): ~Renderer empties it (see there).
   void TrackNamespace(const std::shared_ptr<Dict>& ns);
   // Adds the template location to an error from a filter, test, method or callee.
@@ -155,7 +154,6 @@ class Renderer {
   // `out` would grow past kMaxBuiltSize: the error names `line`.
   Status Append(std::string& out, std::string_view piece, int line) const;
   Status StepsExceeded(int line) const;
-  Status DepthExceeded(int line) const;
 
   const Program& program_;
   std::shared_ptr<Dict> globals_;

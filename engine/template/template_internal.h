@@ -5,8 +5,9 @@
 // Ownership: the syntax tree is owned by its Program (unique_ptrs); values share their
 // containers through shared_ptr and are immutable except namespaces. A list or dict knows
 // its nesting depth (fixed when it is built, as it never changes after), which the renderer
-// bounds by kMaxValueDepth; freeing a value never recurses, whatever its depth (~List,
-// ~Dict), so a chain of namespaces, which the bound does not cover, is freed safely too.
+// bounds by kMaxValueDepth; freeing a value recurses a bounded number of levels whatever
+// its depth (~List, ~Dict), so a chain of namespaces, which the bound does not cover, is
+// freed safely too.
 // Thread safety: a
 // parsed Program is immutable and can be rendered from several threads; a Value graph
 // built during one render belongs to that render. Errors: every fallible step returns a
@@ -109,6 +110,7 @@ class Value {
   bool is_integral() const { return kind_ == Kind::kBool || kind_ == Kind::kInt; }
   // Levels of nested lists and dicts: 0 for a scalar, 1 + the deepest item for a list or
   // dict; a namespace or callable counts 1, as the walkers (str, tojson, ==) do not enter it.
+  // Inline (after Dict, below): MakeList and MakeDict take it of every item.
   int depth() const;
 
   bool as_bool() const { return int_ != 0; }
@@ -135,10 +137,10 @@ class Value {
   std::shared_ptr<Callable> fn_;
 };
 
-// The destructors of List and Dict free their items without recursing (value.cc): a
-// namespace can hold a chain of namespaces as long as the render's steps allow (a loop
-// setting `ns.n = namespace(n=ns.n)`), which the recursive destructors of shared_ptr and
-// vector would free one stack frame per level, overflowing the stack.
+// The destructors of List and Dict recurse only a few dozen levels, then free the rest in a
+// loop (value.cc): a namespace can hold a chain of namespaces as long as the render's steps
+// allow (a loop setting `ns.n = namespace(n=ns.n)`), which the recursive destructors of
+// shared_ptr and vector would free one stack frame per level, overflowing the stack.
 struct List {
   List() = default;
   List(const List&) = default;
@@ -161,6 +163,20 @@ struct Dict {
   const Value* Find(std::string_view key) const;
   void Set(const std::string& key, Value value);
 };
+
+inline int Value::depth() const {
+  switch (kind_) {
+    case Kind::kList:
+      return list_->depth;
+    case Kind::kDict:
+      return dict_->depth;
+    case Kind::kNamespace:
+    case Kind::kCallable:
+      return 1;
+    default:
+      return 0;
+  }
+}
 
 struct CallArgs {
   std::vector<Value> positional;

@@ -11,20 +11,6 @@
 
 namespace trace::engine::tmpl {
 
-int Value::depth() const {
-  switch (kind_) {
-    case Kind::kList:
-      return list_->depth;
-    case Kind::kDict:
-      return dict_->depth;
-    case Kind::kNamespace:
-    case Kind::kCallable:
-      return 1;
-    default:
-      return 0;
-  }
-}
-
 Value Value::MakeList(std::vector<Value> items, bool tuple) {
   Value v(Kind::kList);
   v.list_ = std::make_shared<List>();
@@ -59,12 +45,12 @@ Value Value::MakeCallable(std::shared_ptr<Callable> fn) {
 
 namespace {
 
-// FromJson below `depth` levels of arrays and objects.
-Result<Value> FromJsonAt(const nlohmann::ordered_json& j, int depth) {
-  if (j.is_structured() && depth >= kMaxValueDepth) {
-    return InvalidArgument("JSON value nested more than " + std::to_string(kMaxValueDepth) +
-                           " levels deep");
-  }
+// FromJson below `depth` levels of arrays and objects; sets `*too_deep` (and gives up on
+// the rest) past kMaxValueDepth. A flag, not a Result per node: this converts every
+// message of every render.
+Value FromJsonAt(const nlohmann::ordered_json& j, int depth, bool* too_deep) {
+  if (j.is_structured() && depth >= kMaxValueDepth) *too_deep = true;
+  if (*too_deep) return Value::None();
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
       return Value::None();
@@ -84,17 +70,13 @@ Result<Value> FromJsonAt(const nlohmann::ordered_json& j, int depth) {
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) {
-        TRACE_ASSIGN_OR_RETURN(Value item, FromJsonAt(e, depth + 1));
-        items.push_back(std::move(item));
-      }
+      for (const auto& e : j) items.push_back(FromJsonAt(e, depth + 1, too_deep));
       return Value::MakeList(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       auto d = std::make_shared<Dict>();
       for (auto it = j.begin(); it != j.end(); ++it) {
-        TRACE_ASSIGN_OR_RETURN(Value item, FromJsonAt(it.value(), depth + 1));
-        d->Set(it.key(), std::move(item));
+        d->Set(it.key(), FromJsonAt(it.value(), depth + 1, too_deep));
       }
       return Value::MakeDict(std::move(d));
     }
@@ -106,7 +88,13 @@ Result<Value> FromJsonAt(const nlohmann::ordered_json& j, int depth) {
 }  // namespace
 
 Result<Value> Value::FromJson(const nlohmann::ordered_json& j) {
-  return FromJsonAt(j, 0);
+  bool too_deep = false;
+  Value v = FromJsonAt(j, 0, &too_deep);
+  if (too_deep) {
+    return InvalidArgument("JSON value nested more than " + std::to_string(kMaxValueDepth) +
+                           " levels deep");
+  }
+  return v;
 }
 
 const std::vector<Value>& Value::items() const {
@@ -141,37 +129,44 @@ bool Value::Truthy() const {
   return false;
 }
 
-// ---- freeing without recursion ----
+// ---- freeing without deep recursion ----
 
 namespace {
 
-// The values whose last reference is being dropped while a ~List or ~Dict runs further up
-// this thread's stack, or null when none runs: that outermost destructor frees them one
-// by one in its loop, instead of each freeing its own items a stack frame deeper.
+// Freeing a value recurses one ~List/~Dict (and a few other frames) per level. Up to this
+// many levels it may, as it costs nothing extra; below, values are freed in a loop. Lists
+// and dicts stop at kMaxValueDepth, but namespaces and callables (a bound method holds its
+// dict) can chain without bound.
+constexpr int kRecursiveFrees = 64;
+
+// ~List/~Dict frames now recursing on this thread, up to kRecursiveFrees.
+thread_local int free_depth = 0;
+
+// While the ~List/~Dict at kRecursiveFrees frees its items in a loop: the values it has
+// yet to free. Deeper destructors hand their items to it instead of freeing them.
 thread_local std::vector<Value>* pending_frees = nullptr;
 
-// True when dropping `v` would free a container it alone holds: only those can recurse.
-// use_count() == 1 is exact here: no other owner exists to take a new reference.
+// True when dropping `v` would free a container or callable it alone holds: only those
+// can recurse. use_count() == 1 is exact here: no other owner exists to take a reference.
 bool HoldsLast(const Value& v) {
   return (v.list_ptr() && v.list_ptr().use_count() == 1) ||
          (v.dict() && v.dict().use_count() == 1) || (v.callable() && v.callable().use_count() == 1);
 }
 
-// Takes the values out of `items` (each a Value, or a pair whose second is) whose freeing
-// could recurse, and frees them here, one at a time, unless an outer call already does.
+// FreeItems below kRecursiveFrees: hands what could recurse to the loop of the frame at
+// kRecursiveFrees, or is that frame. Out of line: the shallow path stays small.
 template <typename Items, typename Get>
-void FreeFlat(Items& items, Get get) {
+[[gnu::noinline]] void FreeItemsDeep(Items& items, Get get) {
   if (pending_frees) {
     for (auto& item : items) {
       if (HoldsLast(get(item))) pending_frees->push_back(std::move(get(item)));
     }
-    return;
+    return;  // what is left frees without recursing: scalars, strings, shared containers
   }
   std::vector<Value> pending;
   for (auto& item : items) {
     if (HoldsLast(get(item))) pending.push_back(std::move(get(item)));
   }
-  if (pending.empty()) return;
   pending_frees = &pending;
   while (!pending.empty()) {
     // Moved out first: freeing it may push onto `pending`, which may reallocate.
@@ -181,14 +176,28 @@ void FreeFlat(Items& items, Get get) {
   pending_frees = nullptr;
 }
 
+// Frees `items` (Values, or pairs whose second is one): recursively while shallow (the
+// common case: a thread-local counter more than the vector's own destructor), else with
+// FreeItemsDeep.
+template <typename Items, typename Get>
+void FreeItems(Items& items, Get get) {
+  if (free_depth < kRecursiveFrees) [[likely]] {
+    ++free_depth;
+    items.clear();
+    --free_depth;
+    return;
+  }
+  FreeItemsDeep(items, get);
+}
+
 }  // namespace
 
 List::~List() {
-  FreeFlat(items, [](Value& v) -> Value& { return v; });
+  FreeItems(items, [](Value& v) -> Value& { return v; });
 }
 
 Dict::~Dict() {
-  FreeFlat(entries, [](std::pair<std::string, Value>& e) -> Value& { return e.second; });
+  FreeItems(entries, [](std::pair<std::string, Value>& e) -> Value& { return e.second; });
 }
 
 const Value* Dict::Find(std::string_view key) const {
