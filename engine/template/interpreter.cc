@@ -316,7 +316,10 @@ Status Renderer::ExecFor(const Stmt& s, std::string& out) {
       return args.positional[i % args.positional.size()];
     };
     loop->Set("cycle", Value::MakeCallable(cycle));
-    frame_->vars.Set("loop", Value::MakeDict(loop));
+    // Its entries are numbers, the callable and the items either side (or undefined).
+    const int depth =
+        1 + std::max({1, i > 0 ? items[i - 1].depth() : 0, i + 1 < n ? items[i + 1].depth() : 0});
+    frame_->vars.Set("loop", Value::MakeDict(loop, depth));
     Status st = Assign(s.targets, items[i], frame_->vars, s.line);
     if (st.ok()) st = ExecBody(s.body, out);
     frame_ = outer;

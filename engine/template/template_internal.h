@@ -92,6 +92,9 @@ class Value {
   }
   static Value MakeList(std::vector<Value> items, bool tuple = false);
   static Value MakeDict(std::shared_ptr<Dict> dict);
+  // A dict whose depth the caller knows (the loop variable, made every iteration), so that
+  // its entries need not be scanned; `depth` must be 1 + the deepest entry's depth().
+  static Value MakeDict(std::shared_ptr<Dict> dict, int depth);
   static Value MakeNamespace(std::shared_ptr<Dict> dict);
   static Value MakeCallable(std::shared_ptr<Callable> fn);
   // InvalidArgument when `j` nests deeper than kMaxValueDepth.

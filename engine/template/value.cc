@@ -31,6 +31,13 @@ Value Value::MakeDict(std::shared_ptr<Dict> dict) {
   return v;
 }
 
+Value Value::MakeDict(std::shared_ptr<Dict> dict, int depth) {
+  Value v(Kind::kDict);
+  dict->depth = depth;
+  v.dict_ = std::move(dict);
+  return v;
+}
+
 Value Value::MakeNamespace(std::shared_ptr<Dict> dict) {
   Value v(Kind::kNamespace);
   v.dict_ = std::move(dict);
