@@ -88,7 +88,8 @@ asan_targets=(
   # parsers: every fuzz target replays its seeds and corpus (label fuzz)
   safetensors_fuzz model_config_fuzz tokenizer_load_fuzz tokenizer_load_diff_fuzz
   tokenizer_encode_fuzz template_fuzz store_row_fuzz openai_request_fuzz event_api_fuzz
-  json_schema_fuzz responses_request_fuzz anthropic_request_fuzz redact_fuzz export_inputs_fuzz
+  json_schema_fuzz responses_request_fuzz anthropic_request_fuzz embeddings_fuzz redact_fuzz
+  export_inputs_fuzz
   # parsers: requests, events, schemas, hostile JSON, tokenizer, templates, redaction, errors
   recorder_unit_test recorder_api_formats_test recorder_hardening_unit_test recorder_grammar_test
   recorder_errors_test error_message_test tokenizer_test tokenizer_load_diff_test
@@ -124,7 +125,7 @@ tsan_targets=(recorder_server_test recorder_hostile_input_test recorder_unit_tes
 # 60 CPU s for the four): slice_asan_exclude.
 slice_asan_targets=(tokenizer_load_fuzz tokenizer_load_diff_fuzz template_fuzz store_row_fuzz
                     redact_fuzz openai_request_fuzz responses_request_fuzz anthropic_request_fuzz
-                    json_schema_fuzz recorder_api_formats_test recorder_grammar_test store_test
+                    embeddings_fuzz json_schema_fuzz recorder_api_formats_test recorder_grammar_test store_test
                     store_integrity_test store_durability_test template_unit_test redact_test
                     base_test)
 slice_asan_exclude='^MatcherTest\.'
