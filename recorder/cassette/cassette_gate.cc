@@ -9,6 +9,18 @@
 
 namespace trace::recorder {
 
+namespace {
+
+// A call the recording answered took this re-run's time, not the recorded call's.
+void StampAnsweredNow(proto::Timings* t, int64_t start_ns) {
+  t->Clear();
+  t->set_start_ns(start_ns);
+  t->set_end_ns(NowNs());
+  t->set_total_ms(static_cast<double>(t->end_ns() - start_ns) / 1e6);
+}
+
+}  // namespace
+
 CassetteGate::CassetteGate(const Cassette& cassette, CassetteGateOptions options)
     : cassette_(cassette),
       options_(std::move(options)),
@@ -136,11 +148,7 @@ void CassetteGate::AnswerFromRecording(const RecordedCall& recorded, const WireF
     c.set_http_status(reply.status);
     c.set_cassette_seq(recorded.seq);
     c.set_model(request.model);
-    proto::Timings* t = c.mutable_timings();
-    t->Clear();
-    t->set_start_ns(start_ns);
-    t->set_end_ns(NowNs());
-    t->set_total_ms(static_cast<double>(t->end_ns() - start_ns) / 1e6);
+    StampAnsweredNow(c.mutable_timings(), start_ns);
     last = log->RecordLlmCall(std::move(c));
     if (last.ok() && *last != 0 && !reply.tool_calls.empty()) {
       last = RecordModelToolCalls(log, *last, reply.tool_calls);
@@ -173,11 +181,7 @@ void CassetteGate::AnswerEmbeddingsFromRecording(const RecordedCall& recorded,
     c.set_endpoint(req.path);
     c.set_request_json(req.body);
     c.set_cassette_seq(recorded.seq);
-    proto::Timings* t = c.mutable_timings();
-    t->Clear();
-    t->set_start_ns(start_ns);
-    t->set_end_ns(NowNs());
-    t->set_total_ms(static_cast<double>(t->end_ns() - start_ns) / 1e6);
+    StampAnsweredNow(c.mutable_timings(), start_ns);
     last = log->RecordLlmCall(std::move(c));
   }
   // Acknowledged means stored, as for a live call.
