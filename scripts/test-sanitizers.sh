@@ -120,15 +120,18 @@ tsan_targets=(recorder_server_test recorder_hostile_input_test recorder_unit_tes
 # the request-format, schema-grammar, template, redaction and escaping unit tests; and the
 # store (round trips, checksums and byte flips, fsck, read-only stores, group commit, held
 # locks, a full store). Left to the whole stage: what links the server or the engine under
-# ASan+UBSan (too long for CI), and the schema grammar's MatcherTests (each loads Qwen3's
+# ASan+UBSan (too long for CI), the schema grammar's MatcherTests (each loads Qwen3's
 # 151,669-token tokenizer and builds its token index: 11-37 s each at -O0 under ASan, about
-# 60 CPU s for the four): slice_asan_exclude.
+# 60 CPU s for the four), and two chat-template tests that run at the default render limits
+# (a million steps, 256 MiB, 200,000 namespaces: 30-60 s each at -O0 under ASan; the other
+# template tests and template_fuzz's regression inputs run the same checks at smaller
+# RenderLimits): slice_asan_exclude.
 slice_asan_targets=(tokenizer_load_fuzz tokenizer_load_diff_fuzz template_fuzz store_row_fuzz
                     redact_fuzz openai_request_fuzz responses_request_fuzz anthropic_request_fuzz
                     embeddings_fuzz json_schema_fuzz recorder_api_formats_test recorder_grammar_test store_test
                     store_integrity_test store_durability_test template_unit_test redact_test
                     base_test)
-slice_asan_exclude='^MatcherTest\.'
+slice_asan_exclude='^(MatcherTest\.|ChatTemplate\.(DefaultRenderLimitsAreAMillionStepsAnd256MiB|LongChainsOfNamespacesAreFreedWithoutRecursion)$)'
 if ((slice && all)); then
   echo "test-sanitizers: --slice and --all exclude each other" >&2
   exit 2

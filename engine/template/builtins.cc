@@ -141,7 +141,7 @@ Result<std::string> HtmlEscape(const std::string& s) {
     if (c == '&' || c == '"' || c == '\'') size += 4;
     if (c == '<' || c == '>') size += 3;
   }
-  if (size > kMaxBuiltSize) return TooLarge("escape result");
+  if (size > MaxBuiltSize()) return TooLarge("escape result");
   std::string out;
   out.reserve(size);
   for (char c : s) {
@@ -197,7 +197,7 @@ Result<std::vector<Value>> ToList(const Value& v) {
     case Kind::kString: {
       // A Value per character: a 100 MB string would take gigabytes. Measured as
       // repetition measures a list.
-      if (CodePointLength(v.str()) > kMaxBuiltSize / sizeof(Value)) {
+      if (CodePointLength(v.str()) > MaxBuiltSize() / sizeof(Value)) {
         return TooLarge("list of a string's characters");
       }
       std::vector<Value> chars;
@@ -255,7 +255,7 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
   if (name == "safe") return v;
   if (name == "string") {
     std::string s = need_str(v);
-    if (s.size() > kMaxBuiltSize) return TooLarge("string result");  // see ToPyStr
+    if (s.size() > MaxBuiltSize()) return TooLarge("string result");  // see ToPyStr
     return Value::Str(std::move(s));
   }
   if (name == "e" || name == "escape" || name == "forceescape") {
@@ -343,7 +343,7 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     TRACE_ASSIGN_OR_RETURN(std::vector<Value> items, ToList(v));
     std::string out, d = sep ? need_str(*sep) : "";
     // The separators alone: refused before anything is built.
-    if (!items.empty() && d.size() > 0 && items.size() - 1 > kMaxBuiltSize / d.size()) {
+    if (!items.empty() && d.size() > 0 && items.size() - 1 > MaxBuiltSize() / d.size()) {
       return TooLarge("join result");
     }
     for (size_t i = 0; i < items.size(); ++i) {
@@ -355,7 +355,7 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
         piece = need_str(items[i]);
       }
       // The items may be a million references to one long string.
-      if (out.size() + (i ? d.size() : 0) + piece.size() > kMaxBuiltSize) {
+      if (out.size() + (i ? d.size() : 0) + piece.size() > MaxBuiltSize()) {
         return TooLarge("join result");
       }
       if (i) out += d;
@@ -371,7 +371,7 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     std::string s = need_str(v), o = need_str(*old), r = need_str(*repl);
     const int64_t n = IsNoneOrMissing(count) ? -1 : count->as_int();
     // Each match may grow by the length of `new`: measured before it is built.
-    if (PyReplaceSize(s, o, r, n) > kMaxBuiltSize) return TooLarge("replace result");
+    if (PyReplaceSize(s, o, r, n) > MaxBuiltSize()) return TooLarge("replace result");
     return Value::Str(PyReplace(s, o, r, n));
   }
   if (name == "indent") {
@@ -389,7 +389,7 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     std::string s = need_str(v) + "\n";
     auto lines = PySplitLines(s, false);
     // Every line but the first gains the indent (and the first too with first=True).
-    if (s.size() + lines.size() * indention.size() > kMaxBuiltSize) {
+    if (s.size() + lines.size() * indention.size() > MaxBuiltSize()) {
       return TooLarge("indent result");
     }
     std::string rv;

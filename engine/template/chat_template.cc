@@ -77,7 +77,7 @@ class TemplateImpl final : public ChatTemplate {
         }
       }
     }
-    return ForDisplay(tmpl::RenderProgram(*program_, std::move(globals)), origin);
+    return ForDisplay(tmpl::RenderProgram(*program_, std::move(globals), limits_), origin);
   }
 
   const std::string& source() const override { return source_; }
@@ -87,12 +87,15 @@ class TemplateImpl final : public ChatTemplate {
     bos_token_ = std::move(bos_token);
     eos_token_ = std::move(eos_token);
   }
+  const RenderLimits& limits() const override { return limits_; }
+  void SetLimits(const RenderLimits& limits) override { limits_ = limits; }
 
  private:
   std::string source_;
   std::unique_ptr<tmpl::Program> program_;
   std::string bos_token_;
   std::string eos_token_;
+  RenderLimits limits_;
 };
 
 // A special token is a string or an AddedToken object {"content": ...}; null means unset.

@@ -10,6 +10,8 @@
 // construct or value concerned; nothing throws.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,6 +21,22 @@
 #include "base/status.h"
 
 namespace trace::engine {
+
+// Bounds on the work and memory of one render, so that a template from an untrusted model
+// folder fails with a one-line error instead of running for hours or building gigabytes
+// (jinja2 would try). The defaults are far above what real chat templates need
+// (docs/chat-templates.md: Limits); smaller bounds let a test or a fuzzer reach them in
+// milliseconds, where the defaults take seconds (minutes under a sanitizer at -O0).
+struct RenderLimits {
+  // Loop iterations (a for-loop's `if` filter included) and macro calls: what bounds nested
+  // loops and a macro calling itself more than once, where each step is cheap but their
+  // number multiplies. Qwen3's template takes about 2 a message plus 1 a tool call, so even
+  // a 1M-token context (about 450,000 steps) stays below the default.
+  int64_t max_steps = 1'000'000;
+  // Bytes of the rendered output, and of any string or list built on the way (a list counts
+  // its values' sizes): what bounds `s + s` in a loop, a join, str(), tojson, repetition.
+  size_t max_size = size_t{256} << 20;
+};
 
 class ChatTemplate {
  public:
@@ -56,6 +74,11 @@ class ChatTemplate {
   virtual const std::string& bos_token() const = 0;
   virtual const std::string& eos_token() const = 0;
   virtual void SetSpecialTokens(std::string bos_token, std::string eos_token) = 0;
+
+  // The bounds every later render is held to (RenderLimits{} unless set). Like
+  // SetSpecialTokens, a setting made before rendering, not while another thread renders.
+  virtual const RenderLimits& limits() const = 0;
+  virtual void SetLimits(const RenderLimits& limits) = 0;
 };
 
 }  // namespace trace::engine

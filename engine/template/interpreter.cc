@@ -24,8 +24,16 @@ Status TypeError(std::string m) {
 Status IntTooLarge() {
   return Unsupported("unsupported construct: integer result outside 64 bits (Python big int)");
 }
+namespace {
+thread_local size_t max_built_size = RenderLimits{}.max_size;
+}  // namespace
+
+size_t MaxBuiltSize() {
+  return max_built_size;
+}
+
 Status TooLarge(const std::string& what) {
-  return InvalidArgument(what + " would be larger than " + std::to_string(kMaxBuiltSize) +
+  return InvalidArgument(what + " would be larger than " + std::to_string(max_built_size) +
                          " bytes");
 }
 
@@ -57,7 +65,17 @@ constexpr int kMaxCallDepth = 256;
 
 // ---- the renderer ----------------------------------------------------------------------
 
-Renderer::Renderer(const Program& program, std::shared_ptr<Dict> globals) : program_(program) {
+Renderer::SizeBoundScope::SizeBoundScope(size_t bound) : saved_(max_built_size) {
+  max_built_size = bound;
+}
+
+Renderer::SizeBoundScope::~SizeBoundScope() {
+  max_built_size = saved_;
+}
+
+Renderer::Renderer(const Program& program, std::shared_ptr<Dict> globals,
+                   const RenderLimits& limits)
+    : size_bound_(limits.max_size), limits_(limits), program_(program) {
   frame_ = std::make_shared<Frame>();
   globals_ = std::move(globals);
 }
@@ -109,16 +127,16 @@ Status Renderer::Err(int line, const std::string& what) const {
 }
 
 Status Renderer::StepsExceeded(int line) const {
-  return Err(line, "render would take more than " + std::to_string(kMaxRenderSteps) +
+  return Err(line, "render would take more than " + std::to_string(limits_.max_steps) +
                        " steps (loop iterations and macro calls)");
 }
 
 // Checked where the output grows rather than per built value: each piece is within
-// kMaxBuiltSize, but a loop can append any number of them.
+// max_size, but a loop can append any number of them.
 Status Renderer::Append(std::string& out, std::string_view piece, int line) const {
-  if (piece.size() > kMaxBuiltSize - out.size()) {
-    return Err(line,
-               "rendered output would be larger than " + std::to_string(kMaxBuiltSize) + " bytes");
+  if (out.size() > limits_.max_size || piece.size() > limits_.max_size - out.size()) {
+    return Err(line, "rendered output would be larger than " + std::to_string(limits_.max_size) +
+                         " bytes");
   }
   out.append(piece);
   return Status::Ok();
@@ -551,8 +569,9 @@ Result<Value> Renderer::Eval(const Expr& e) {
 
 // ---- entry point ----
 
-Result<std::string> RenderProgram(const Program& program, std::shared_ptr<Dict> globals) {
-  Renderer renderer(program, std::move(globals));
+Result<std::string> RenderProgram(const Program& program, std::shared_ptr<Dict> globals,
+                                  const RenderLimits& limits) {
+  Renderer renderer(program, std::move(globals), limits);
   return renderer.Run();
 }
 

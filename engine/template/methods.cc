@@ -33,7 +33,7 @@ Result<std::string> StrArg(const CallArgs& args, size_t index, std::string_view 
 // A Value per part, bounded as repetition bounds a list: splitting a 100 MB string of
 // commas would otherwise take gigabytes.
 Result<Value> StrList(const std::vector<std::string>& parts) {
-  if (parts.size() > kMaxBuiltSize / sizeof(Value)) return TooLarge("list of split parts");
+  if (parts.size() > MaxBuiltSize() / sizeof(Value)) return TooLarge("list of split parts");
   std::vector<Value> items;
   items.reserve(parts.size());
   for (const auto& p : parts) items.push_back(Value::Str(p));
@@ -104,7 +104,7 @@ Result<std::string> PyFormat(const std::string& fmt, const CallArgs& args) {
     if (!v) return InvalidArgument("str.format: no value for field '{" + field + "}'");
     // "{0}" a million times over one long argument: each field may add that much.
     std::string piece = ToPyStr(*v);
-    if (out.size() + piece.size() > kMaxBuiltSize) return TooLarge("str.format result");
+    if (out.size() + piece.size() > MaxBuiltSize()) return TooLarge("str.format result");
     out += piece;
     i = close;
   }
@@ -172,7 +172,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
            p = s.find(*sep_str, p + sep_str->size())) {
         ++parts;
       }
-      if (parts > kMaxBuiltSize / sizeof(Value)) return TooLarge("list of split parts");
+      if (parts > MaxBuiltSize() / sizeof(Value)) return TooLarge("list of split parts");
     }
     if (name == "rsplit" && max >= 0) {
       // rsplit with a limit: split from the right.
@@ -200,7 +200,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     const Value* count = Arg(args, 2, "count");
     const int64_t n = count && count->is_integral() ? count->as_int() : -1;
     // Each match may grow by the length of `new`: measured before it is built.
-    if (PyReplaceSize(s, old, repl, n) > kMaxBuiltSize) return TooLarge(fn + " result");
+    if (PyReplaceSize(s, old, repl, n) > MaxBuiltSize()) return TooLarge(fn + " result");
     return Value::Str(PyReplace(s, old, repl, n));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
@@ -236,7 +236,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
       for (const auto& [k, v] : it->dict()->entries) items.push_back(Value::Str(k));
     } else if (it->is_string()) {
       // A Value per character, as ToList (builtins.cc) bounds it.
-      if (CodePointLength(it->str()) > kMaxBuiltSize / sizeof(Value)) {
+      if (CodePointLength(it->str()) > MaxBuiltSize() / sizeof(Value)) {
         return TooLarge("list of a string's characters");
       }
       for (char32_t c : DecodeUtf8(it->str())) {
@@ -248,7 +248,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
       return TypeError("can only join an iterable");
     }
     // The separators alone: refused before anything is built.
-    if (!items.empty() && !s.empty() && items.size() - 1 > kMaxBuiltSize / s.size()) {
+    if (!items.empty() && !s.empty() && items.size() - 1 > MaxBuiltSize() / s.size()) {
       return TooLarge(fn + " result");
     }
     std::string out;
@@ -258,7 +258,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
                          KindName(items[i]) + " found");
       }
       // The items may be a million references to one long string.
-      if (out.size() + (i ? s.size() : 0) + items[i].str().size() > kMaxBuiltSize) {
+      if (out.size() + (i ? s.size() : 0) + items[i].str().size() > MaxBuiltSize()) {
         return TooLarge(fn + " result");
       }
       if (i) out += s;
@@ -317,7 +317,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     int64_t len = static_cast<int64_t>(CodePointLength(s));
     if (w->as_int() <= len) return Value::Str(s);
     if (w->as_int() > kMaxIndent) return TooLarge("zfill width");
-    if (s.size() + static_cast<size_t>(w->as_int() - len) > kMaxBuiltSize) {
+    if (s.size() + static_cast<size_t>(w->as_int() - len) > MaxBuiltSize()) {
       return TooLarge("zfill result");
     }
     std::string pad(static_cast<size_t>(w->as_int() - len), '0');
@@ -336,7 +336,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     if (w->as_int() > kMaxIndent) return TooLarge(fn + " width");
     // The fill is repeated up to the width; Python refuses a fill longer than one character,
     // this accepts one, so the result is measured.
-    if (s.size() + static_cast<uint64_t>(total) * f.size() > kMaxBuiltSize) {
+    if (s.size() + static_cast<uint64_t>(total) * f.size() > MaxBuiltSize()) {
       return TooLarge(fn + " result");
     }
     int64_t left = name == "ljust"   ? 0

@@ -32,7 +32,7 @@ Result<Value> Renderer::Binary(const std::string& op, const Value& l, const Valu
     const std::string& a = l.is_string() ? l.str() : (a_str = ToPyStr(l));
     const std::string& b = r.is_string() ? r.str() : (b_str = ToPyStr(r));
     // Each side is bounded, but a loop that feeds a result back (`s = s ~ s`) doubles it.
-    if (a.size() + b.size() > kMaxBuiltSize) return TooLarge("concatenation result");
+    if (a.size() + b.size() > MaxBuiltSize()) return TooLarge("concatenation result");
     std::string out;
     out.reserve(a.size() + b.size());
     out.append(a).append(b);
@@ -126,11 +126,11 @@ Result<Value> Renderer::Binary(const std::string& op, const Value& l, const Valu
   if (op == "+") {
     // As `~`: a result fed back doubles each time. A list is measured as repetition's is.
     if (l.is_string() && r.is_string()) {
-      if (l.str().size() + r.str().size() > kMaxBuiltSize) return TooLarge("concatenation result");
+      if (l.str().size() + r.str().size() > MaxBuiltSize()) return TooLarge("concatenation result");
       return Value::Str(l.str() + r.str());
     }
     if (l.is_list() && r.is_list() && l.is_tuple() == r.is_tuple()) {
-      if (CopySize(l.items()) + CopySize(r.items()) > kMaxBuiltSize) {
+      if (CopySize(l.items()) + CopySize(r.items()) > MaxBuiltSize()) {
         return TooLarge("concatenation result");
       }
       std::vector<Value> items = l.items();
@@ -153,7 +153,7 @@ Result<Value> Renderer::Binary(const std::string& op, const Value& l, const Valu
       // An empty sequence repeated is empty whatever the count: `"" * 2**55` looped 2^55
       // times, a hang (template_fuzz). The size check below bounds the loop otherwise.
       if (unit == 0) n = 0;
-      if (unit > 0 && static_cast<uint64_t>(n) > kMaxBuiltSize / unit) {
+      if (unit > 0 && static_cast<uint64_t>(n) > MaxBuiltSize() / unit) {
         return TooLarge("repetition result");
       }
       if (seq->is_string()) {

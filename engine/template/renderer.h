@@ -14,8 +14,8 @@
 // same reason (a namespace may hold itself). Thread safety: one Renderer serves one render on
 // one thread; several Renderers may render the same Program at once. Errors: every
 // fallible step returns a Status; Err and Locate prefix "template ORIGIN line N: ",
-// constructs outside the subset are Unsupported, limits (kMaxIndent, kMaxBuiltSize,
-// kMaxRenderSteps, kMaxValueDepth, the macro call depth) and Python's own errors are
+// constructs outside the subset are Unsupported, limits (kMaxIndent, RenderLimits,
+// kMaxValueDepth, the macro call depth) and Python's own errors are
 // InvalidArgument.
 #pragma once
 
@@ -43,19 +43,17 @@ Status IntTooLarge();
 // Guards against templates that would build gigabytes (jinja2 would try and run out of
 // memory); no chat template comes near these.
 inline constexpr int64_t kMaxIndent = 1 << 16;
-inline constexpr size_t kMaxBuiltSize = size_t{256} << 20;
-// "`what` would be larger than kMaxBuiltSize bytes".
+// The bound on built values (RenderLimits::max_size) of the render in progress on this
+// thread; RenderLimits{}.max_size outside a render. Thread-local rather than a Renderer
+// member: the size checks sit in free functions that a render reaches by many paths (str
+// and tojson in value.cc, the operators, Python's str methods), and a render runs on one
+// thread from start to end. The Renderer sets it for its lifetime (SizeBoundScope).
+size_t MaxBuiltSize();
+// "`what` would be larger than MaxBuiltSize() bytes".
 Status TooLarge(const std::string& what);
-// The work one render may do, counted in loop iterations (a for-loop's `if` filter
-// included) and macro calls: what bounds the time of nested loops and of a macro that
-// calls itself more than once, where each step is cheap but their number multiplies.
-// A step takes 1 to 2 µs (Release, loaded 2-core machine), so a render that hits it
-// fails within seconds (template_fuzz, which renders each input twice: about 4 s, against
-// libFuzzer's 30 s timeout in scripts/fuzz.sh). Real templates take a few steps a message:
-// Qwen3's about 2 a message plus 1 a tool call (903 for 401 messages), and a message costs
-// at least 5 tokens of markup, so even a 1M-token context (200,000 messages, about 450,000
-// steps) stays below.
-inline constexpr int64_t kMaxRenderSteps = 1'000'000;
+// What a render may do: RenderLimits (chat_template.h). A step takes 1 to 2 µs (Release,
+// loaded 2-core machine), so a render that hits the default step bound fails within seconds
+// (template_fuzz holds its renders to smaller bounds: tests/fuzz/template_fuzz.cc).
 // A value in a message: quoted, escaped and clipped (base/escape.h).
 std::string Quote(const std::string& s);
 // Positional argument `index` or keyword `name`, else nullptr.
@@ -77,7 +75,7 @@ struct Frame {
 
 class Renderer {
  public:
-  Renderer(const Program& program, std::shared_ptr<Dict> globals);
+  Renderer(const Program& program, std::shared_ptr<Dict> globals, const RenderLimits& limits);
   // Breaks the macro / closure-frame cycles (see Ownership above).
   ~Renderer();
   Renderer(const Renderer&) = delete;
@@ -88,10 +86,10 @@ class Renderer {
 
   // An error at template line `line`.
   Status Err(int line, const std::string& what) const;
-  // Counts one step (a loop iteration or a macro call) against kMaxRenderSteps; the error
-  // names `line`. Inline: it runs once per iteration, an increment and a compare.
+  // Counts one step (a loop iteration or a macro call) against RenderLimits::max_steps; the
+  // error names `line`. Inline: it runs once per iteration, an increment and a compare.
   Status Step(int line) {
-    if (++steps_ <= kMaxRenderSteps) return Status::Ok();
+    if (++steps_ <= limits_.max_steps) return Status::Ok();
     return StepsExceeded(line);
   }
   // True when `r` is a value nesting deeper than kMaxValueDepth. Every expression that can
@@ -151,10 +149,26 @@ class Renderer {
   Status ExecFor(const Stmt& s, std::string& out);
   Value MakeMacro(const Stmt& s, std::string name = "");
   // Appends `piece` to `out` (the output of the render, of a macro or of a block), unless
-  // `out` would grow past kMaxBuiltSize: the error names `line`.
+  // `out` would grow past RenderLimits::max_size: the error names `line`.
   Status Append(std::string& out, std::string_view piece, int line) const;
   Status StepsExceeded(int line) const;
 
+  // Sets MaxBuiltSize() for this thread while the Renderer lives, restoring the bound it
+  // found (a render inside another's would get its own). First member: the last destroyed,
+  // after ~Renderer has freed what the render made.
+  class SizeBoundScope {
+   public:
+    explicit SizeBoundScope(size_t bound);
+    ~SizeBoundScope();
+    SizeBoundScope(const SizeBoundScope&) = delete;
+    SizeBoundScope& operator=(const SizeBoundScope&) = delete;
+
+   private:
+    size_t saved_;
+  };
+
+  SizeBoundScope size_bound_;
+  const RenderLimits limits_;
   const Program& program_;
   std::shared_ptr<Dict> globals_;
   std::shared_ptr<Frame> frame_;

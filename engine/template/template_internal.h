@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "engine/template/chat_template.h"
 
 namespace trace::engine::tmpl {
 
@@ -193,7 +194,7 @@ struct Callable {
 };
 
 // str(value) as Python prints it (undefined prints as ""). A list's or dict's str stops
-// once it is longer than kMaxBuiltSize (renderer.h) instead of growing on: the callers that
+// once it is longer than MaxBuiltSize() (renderer.h) instead of growing on: the callers that
 // keep it (the output, `~`, join, format) find it too long and fail with TooLarge.
 std::string ToPyStr(const Value& v);
 // repr(value) as Python prints it inside containers.
@@ -323,7 +324,8 @@ Result<std::unique_ptr<Program>> ParseProgram(std::string_view source, std::stri
 // unsupported one and its line.
 Status ValidateProgram(const Program& program);
 
-// Renders `program` with `globals` (the template's variables).
-Result<std::string> RenderProgram(const Program& program, std::shared_ptr<Dict> globals);
+// Renders `program` with `globals` (the template's variables), held to `limits`.
+Result<std::string> RenderProgram(const Program& program, std::shared_ptr<Dict> globals,
+                                  const RenderLimits& limits);
 
 }  // namespace trace::engine::tmpl

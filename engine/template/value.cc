@@ -454,7 +454,7 @@ std::string ToPyStr(const Value& v) {
       for (size_t i = 0; i < items.size(); ++i) {
         // A list of a million references to one long string is cheap to build; its str is
         // not. Stop once past the bound (see ToPyStr in template_internal.h).
-        if (out.size() > kMaxBuiltSize) return out;
+        if (out.size() > MaxBuiltSize()) return out;
         if (i) out += ", ";
         out += ToPyRepr(items[i]);
       }
@@ -466,7 +466,7 @@ std::string ToPyStr(const Value& v) {
       std::string out = "{";
       bool first = true;
       for (const auto& [k, val] : v.dict()->entries) {
-        if (out.size() > kMaxBuiltSize) return out;  // as for a list
+        if (out.size() > MaxBuiltSize()) return out;  // as for a list
         if (!first) out += ", ";
         first = false;
         out += ReprString(k) + ": " + ToPyRepr(val);
@@ -619,7 +619,7 @@ Status JsonValue(std::string& out, const Value& v, const std::optional<std::stri
     if (!indent) return;
     out.push_back('\n');
     // Stops at the bound; the check before the next item or at the end reports it.
-    for (int i = 0; i < d && out.size() <= kMaxBuiltSize; ++i) out += *indent;
+    for (int i = 0; i < d && out.size() <= MaxBuiltSize(); ++i) out += *indent;
   };
   switch (v.kind()) {
     case Kind::kNone:
@@ -654,7 +654,7 @@ Status JsonValue(std::string& out, const Value& v, const std::optional<std::stri
       out.push_back('[');
       for (size_t i = 0; i < items.size(); ++i) {
         // As str(): items may share one long string, and the indent repeats per level.
-        if (out.size() > kMaxBuiltSize) return TooLarge("tojson result");
+        if (out.size() > MaxBuiltSize()) return TooLarge("tojson result");
         if (i) out += item_sep;
         newline(depth + 1);
         TRACE_RETURN_IF_ERROR(JsonValue(out, items[i], indent, depth + 1, item_sep, key_sep,
@@ -677,7 +677,7 @@ Status JsonValue(std::string& out, const Value& v, const std::optional<std::stri
       }
       out.push_back('{');
       for (size_t i = 0; i < entries.size(); ++i) {
-        if (out.size() > kMaxBuiltSize) return TooLarge("tojson result");
+        if (out.size() > MaxBuiltSize()) return TooLarge("tojson result");
         if (i) out += item_sep;
         newline(depth + 1);
         JsonString(out, entries[i]->first, ensure_ascii);
@@ -703,7 +703,7 @@ Result<std::string> ToJson(const Value& v, const std::optional<std::string>& ind
   std::string out;
   TRACE_RETURN_IF_ERROR(JsonValue(out, v, indent, 0, item_sep, key_sep, sort_keys, ensure_ascii));
   // The checks above run between items: the last item may have taken it past the bound.
-  if (out.size() > kMaxBuiltSize) return TooLarge("tojson result");
+  if (out.size() > MaxBuiltSize()) return TooLarge("tojson result");
   return out;
 }
 

@@ -3,6 +3,12 @@
 // the rest is the template. Promises: no crash, hang or exception; every error (parse or
 // render, raise_exception included) is one line naming the template; rendering is
 // deterministic (a second render gives the same bytes).
+//
+// Renders are held to RenderLimits smaller than the defaults (kFuzzLimits): the limit checks
+// are the same code whatever the bound, and an input that reaches a bound (a loop of 10^10
+// iterations, a string doubling in a loop) then costs milliseconds instead of seconds, so
+// the fuzzer spends its time on new inputs, and the regression inputs that run a bound to
+// its end replay in CI, under ASan at -O0 too, within seconds.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -61,6 +67,14 @@ std::vector<std::string> TraceFuzzSeeds() {
   return seeds;
 }
 
+namespace {
+
+// 1/50 of the default steps, 1/32 of the default size; Qwen3's template renders the
+// messages below in under 30 steps.
+constexpr trace::engine::RenderLimits kFuzzLimits{.max_steps = 20'000, .max_size = 8u << 20};
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view input(reinterpret_cast<const char*>(data), size);
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
@@ -78,6 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     trace::fuzz::RequireOneLine(tmpl.status(), "Parse", "fuzz");
     return 0;
   }
+  (*tmpl)->SetLimits(kFuzzLimits);
   static const nlohmann::ordered_json messages = nlohmann::ordered_json::parse(
       R"([{"role":"system","content":"s"},{"role":"user","content":"héllo"},)"
       R"({"role":"assistant","content":"<think>x</think>y","tool_calls":[{"function":)"

@@ -32,6 +32,23 @@ std::string ErrorOf(std::string_view source, const ordered_json& kwargs = ordere
   return r.ok() ? "(no error)" : r.status().message();
 }
 
+// Renders `source` held to `limits`.
+Result<std::string> RenderLimited(const RenderLimits& limits, std::string_view source) {
+  TRACE_ASSIGN_OR_RETURN(auto t, ChatTemplate::Parse(source, "test.jinja"));
+  t->SetLimits(limits);
+  return t->RenderOrdered(ordered_json::array(), nullptr, false, ordered_json::object());
+}
+
+std::string ErrorUnder(const RenderLimits& limits, std::string_view source) {
+  auto r = RenderLimited(limits, source);
+  return r.ok() ? "(no error)" : r.status().message();
+}
+
+// The bounds the tests of the limits hold renders to: the checks are the same code whatever
+// the bound, and a render reaching these takes milliseconds (seconds at the defaults, and
+// minutes under ASan at -O0, where scripts/test-sanitizers.sh runs these tests).
+constexpr RenderLimits kSmallLimits{.max_steps = 10'000, .max_size = 1u << 20};
+
 std::string WriteTemp(const std::string& name, const std::string& content) {
   auto dir = std::filesystem::path(TRACE_BINARY_DIR) / "tests/template/unit_tmp";
   auto path = dir / name;
@@ -138,75 +155,124 @@ TEST(ChatTemplate, RepeatingAnEmptySequenceByAHugeCountIsEmptyAtOnce) {
             std::string::npos);
 }
 
-// Each built value is bounded (kMaxBuiltSize, 256 MiB), but a loop can append any number of
-// them to the output: 100,000 pieces of 30 MB would be 3 TB. The output stops at 256 MiB,
-// after nine pieces, naming the line that would pass it; without the cap this test runs
-// out of memory.
+// Each built value is bounded (RenderLimits::max_size), but a loop can append any number of
+// them to the output: 100,000 pieces of 300 KB would be 30 GB (at the default bound, of 30 MB
+// 3 TB). The output stops at the bound, after three pieces, naming the line that would pass
+// it; without the cap this test runs out of memory.
 TEST(ChatTemplate, RenderedOutputIsCappedWhereItGrows) {
-  EXPECT_EQ(ErrorOf("{% for i in range(100000) %}\n{{ 'x' * 1000 * 30000 }}{% endfor %}"),
-            "template test.jinja line 2: rendered output would be larger than 268435456 bytes");
+  EXPECT_EQ(
+      ErrorUnder(kSmallLimits, "{% for i in range(100000) %}\n{{ 'x' * 1000 * 300 }}{% endfor %}"),
+      "template test.jinja line 2: rendered output would be larger than 1048576 bytes");
   // A macro's output and a block's are held to it as they are built.
-  EXPECT_EQ(ErrorOf("{% macro m() %}{% for i in range(100000) %}{{ 'x' * 1000 * 30000 }}"
-                    "{% endfor %}{% endmacro %}\n{{ m() | length }}"),
-            "template test.jinja line 1: rendered output would be larger than 268435456 bytes");
+  EXPECT_EQ(ErrorUnder(kSmallLimits,
+                       "{% macro m() %}{% for i in range(100000) %}{{ 'x' * 1000 * 300 }}"
+                       "{% endfor %}{% endmacro %}\n{{ m() | length }}"),
+            "template test.jinja line 1: rendered output would be larger than 1048576 bytes");
 }
 
 // Nested loops multiply: two ranges of 100,000 are 10^10 iterations (hours) though each
 // range is within the sandbox's limit, and a macro calling itself twice makes 2^depth calls
 // within the recursion limit. Loop iterations (an `if` filter's included) and macro calls
-// count against kMaxRenderSteps (1,000,000); without it this test does not finish.
+// count against RenderLimits::max_steps; without it this test does not finish.
 TEST(ChatTemplate, RenderStepsAreBounded) {
   const std::string steps =
-      "render would take more than 1000000 steps (loop iterations and macro calls)";
+      "render would take more than 10000 steps (loop iterations and macro calls)";
+  EXPECT_EQ(ErrorUnder(kSmallLimits,
+                       "{% for i in range(100000) %}\n"
+                       "{% for j in range(100000) %}{% endfor %}{% endfor %}"),
+            "template test.jinja line 2: " + steps);
+  EXPECT_EQ(ErrorUnder(kSmallLimits,
+                       "{% for i in range(100000) %}\n"
+                       "{% for j in range(100000) if j < 0 %}{% endfor %}{% endfor %}"),
+            "template test.jinja line 2: " + steps);
+  EXPECT_EQ(ErrorUnder(kSmallLimits,
+                       "\n{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
+                       "{% endmacro %}{{ f(60) }}"),
+            "template test.jinja line 2: " + steps);
+}
+
+// The bounds are inclusive: a render may take exactly max_steps steps and build exactly
+// max_size bytes; one more fails.
+TEST(ChatTemplate, RenderLimitsAreInclusive) {
+  const RenderLimits limits{.max_steps = 100, .max_size = 1000};
+  auto r = RenderLimited(limits, "{% for i in range(100) %}{% endfor %}{{ 'x' * 1000 }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->size(), 1000u);
+  EXPECT_EQ(ErrorUnder(limits, "{% for i in range(101) %}{% endfor %}"),
+            "template test.jinja line 1: render would take more than 100 steps (loop iterations "
+            "and macro calls)");
+  EXPECT_EQ(ErrorUnder(limits, "{{ 'x' * 1001 }}"),
+            "template test.jinja line 1: repetition result would be larger than 1000 bytes");
+  EXPECT_EQ(ErrorUnder(limits, "{{ 'x' * 1000 }}{{ 'y' }}"),
+            "template test.jinja line 1: rendered output would be larger than 1000 bytes");
+  // Each render counts from zero: the same template renders again within the same bound.
+  auto t = ChatTemplate::Parse("{% for i in range(60) %}{% endfor %}ok", "test.jinja");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  (*t)->SetLimits(limits);
+  for (int i = 0; i < 3; ++i) {
+    auto again = (*t)->RenderOrdered(ordered_json::array(), nullptr, false, nullptr);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(*again, "ok");
+  }
+}
+
+// The defaults, as docs/chat-templates.md states them, reached by the same templates as
+// above. Seconds in a Release build; scripts/test-sanitizers.sh leaves it out under ASan
+// (minutes at -O0), where the tests above cover the same checks at smaller bounds.
+TEST(ChatTemplate, DefaultRenderLimitsAreAMillionStepsAnd256MiB) {
+  EXPECT_EQ(RenderLimits{}.max_steps, 1'000'000);
+  EXPECT_EQ(RenderLimits{}.max_size, size_t{256} << 20);
   EXPECT_EQ(ErrorOf("{% for i in range(100000) %}\n"
                     "{% for j in range(100000) %}{% endfor %}{% endfor %}"),
-            "template test.jinja line 2: " + steps);
-  EXPECT_EQ(ErrorOf("{% for i in range(100000) %}\n"
-                    "{% for j in range(100000) if j < 0 %}{% endfor %}{% endfor %}"),
-            "template test.jinja line 2: " + steps);
-  EXPECT_EQ(ErrorOf("\n{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
-                    "{% endmacro %}{{ f(60) }}"),
-            "template test.jinja line 2: " + steps);
+            "template test.jinja line 2: render would take more than 1000000 steps (loop "
+            "iterations and macro calls)");
+  EXPECT_EQ(ErrorOf("{% for i in range(100000) %}\n{{ 'x' * 1000 * 30000 }}{% endfor %}"),
+            "template test.jinja line 2: rendered output would be larger than 268435456 bytes");
+  EXPECT_EQ(ErrorOf("{{ (('x' * 1000 * 140000) + ('x' * 1000 * 140000)) | length }}"),
+            "template test.jinja line 1: concatenation result would be larger than 268435456 "
+            "bytes");
 }
 
 // The places a value grows from bounded parts, each checked before it is built (or, where
 // the size shows only while building, as it grows), each with the same words.
 TEST(ChatTemplate, ValuesBuiltFromBoundedPartsAreBounded) {
-  const std::string big = " would be larger than 268435456 bytes";
+  const std::string big = " would be larger than 1048576 bytes";
   const std::vector<std::pair<std::string, std::string>> cases = {
       // `+` and `~`: a loop feeding the result back (`s = s + s`) doubles it each time.
-      {"{{ (('x' * 1000 * 140000) + ('x' * 1000 * 140000)) | length }}", "concatenation result"},
-      {"{{ (('x' * 1000 * 140000) ~ ('x' * 1000 * 140000)) | length }}", "concatenation result"},
-      {"{{ (([1] * 1500000) + ([1] * 1500000)) | length }}", "concatenation result"},
-      // A list holds its strings by value: this copies a 1 MB string a thousand times.
-      {"{{ (['x' * 1000000] * 1000) | length }}", "repetition result"},
+      {"{{ (('x' * 1000 * 600) + ('x' * 1000 * 600)) | length }}", "concatenation result"},
+      {"{{ (('x' * 1000 * 600) ~ ('x' * 1000 * 600)) | length }}", "concatenation result"},
+      // A list counts 104 bytes a value (sizeof(Value)): 7,000 are 728,000 bytes.
+      {"{{ (([1] * 7000) + ([1] * 7000)) | length }}", "concatenation result"},
+      // A list holds its strings by value: this copies a 10 KB string a thousand times.
+      {"{{ (['x' * 10000] * 1000) | length }}", "repetition result"},
       // Joins: a long separator between many short items, or many long items.
-      {"{{ (['a'] * 1000000) | join('x' * 1000) }}", "join result"},
-      {"{{ ([{'a': 'x' * 1000 * 100000}] * 3) | join(attribute='a') }}", "join result"},
-      {"{{ ('x' * 1000).join(['a'] * 1000000) }}", "str.join result"},
-      {"{{ ('{0}' * 300).format('x' * 1000 * 1000) }}", "str.format result"},
-      {"{{ ('a' * 1000000) | replace('a', 'b' * 1000) }}", "replace result"},
-      {"{{ ('a' * 1000000).replace('', 'b' * 1000) }}", "str.replace result"},
+      {"{{ (['a'] * 5000) | join('x' * 1000) }}", "join result"},
+      {"{{ ([{'a': 'x' * 1000 * 400}] * 3) | join(attribute='a') }}", "join result"},
+      {"{{ ('x' * 1000).join(['a'] * 5000) }}", "str.join result"},
+      {"{{ ('{0}' * 300).format('x' * 1000 * 10) }}", "str.format result"},
+      {"{{ ('a' * 10000) | replace('a', 'b' * 1000) }}", "replace result"},
+      {"{{ ('a' * 10000).replace('', 'b' * 1000) }}", "str.replace result"},
       {"{{ 'a'.center(60000, 'b' * 100000) }}", "str.center result"},
       {"{{ 'a'.ljust(60000, 'b' * 100000) }}", "str.ljust result"},
-      {"{{ ('a\\n' * 5000) | indent(65536) }}", "indent result"},
-      {"{{ (['a'] * 30000) | tojson(separators=['x' * 10000, ':']) }}", "tojson result"},
+      {"{{ ('a\\n' * 100) | indent(65536) }}", "indent result"},
+      {"{{ (['a'] * 1000) | tojson(separators=['x' * 10000, ':']) }}", "tojson result"},
       {"{{ [[[1]]] | tojson(indent='x' * 100000) }}", "tojson indent"},
-      {"{{ ('&' * 1000 * 60000) | e }}", "escape result"},
-      // str() of a list of a thousand references to one list of a 1 MB string.
-      {"{% set l = ['x' * 1000000] %}{{ ([l] * 1000) | string }}", "string result"},
-      // A Value per character or part: a 3 MB string would take over 300 MB.
-      {"{{ ('x' * 3000000) | list | length }}", "list of a string's characters"},
-      {"{% for c in 'x' * 3000000 %}{% endfor %}", "list of a string's characters"},
-      {"{{ ''.join('x' * 3000000) }}", "list of a string's characters"},
-      {"{{ (',' * 3000000).split(',') | length }}", "list of split parts"},
-      {"{{ ('\\n' * 3000000).splitlines() | length }}", "list of split parts"},
+      {"{{ ('&' * 1000 * 300) | e }}", "escape result"},
+      // str() of a list of a thousand references to one list of a 10 KB string.
+      {"{% set l = ['x' * 10000] %}{{ ([l] * 1000) | string }}", "string result"},
+      // A Value per character or part: a 100 KB string would take over 10 MB.
+      {"{{ ('x' * 100000) | list | length }}", "list of a string's characters"},
+      {"{% for c in 'x' * 100000 %}{% endfor %}", "list of a string's characters"},
+      {"{{ ''.join('x' * 100000) }}", "list of a string's characters"},
+      {"{{ (',' * 100000).split(',') | length }}", "list of split parts"},
+      {"{{ ('\\n' * 100000).splitlines() | length }}", "list of split parts"},
   };
   for (const auto& [source, what] : cases) {
-    EXPECT_EQ(ErrorOf(source), "template test.jinja line 1: " + what + big) << source;
+    EXPECT_EQ(ErrorUnder(kSmallLimits, source), "template test.jinja line 1: " + what + big)
+        << source;
   }
   // str() of such a list as output stops at the output cap.
-  EXPECT_EQ(ErrorOf("{% set l = ['x' * 1000000] %}{{ [l] * 1000 }}"),
+  EXPECT_EQ(ErrorUnder(kSmallLimits, "{% set l = ['x' * 10000] %}{{ [l] * 1000 }}"),
             "template test.jinja line 1: rendered output" + big);
   // Below the bounds the same operations give Python's results.
   auto r = RenderText(
@@ -260,7 +326,10 @@ TEST(ChatTemplate, ValuesNestedTooDeeplyAreRefusedNotACrash) {
 // A namespace counts as one level (str, tojson and == do not look inside it), so a chain of
 // namespaces, bare or through lists, is as long as the steps allow; freeing 200,000 of them
 // recursed once per level in shared_ptr's destructor (SIGSEGV), at the end of the render or
-// where the chain is dropped.
+// where the chain is dropped. The stack overflows only past tens of thousands of levels, so
+// the chain is long: seconds in Release, a minute under ASan at -O0, where
+// scripts/test-sanitizers.sh leaves this test to template_fuzz's regression inputs (the
+// same chains, as long as its smaller step bound allows).
 TEST(ChatTemplate, LongChainsOfNamespacesAreFreedWithoutRecursion) {
   const std::string chain =
       "{% for i in range(1000) %}{% for j in range(200) %}{% set ns.n = NEXT %}"
