@@ -114,9 +114,11 @@ tsan_targets=(recorder_server_test recorder_hostile_input_test recorder_unit_tes
 # --slice, what scripts/test.sh (so CI) runs by default. TSan: all of the above, the
 # server's and the scheduler's tests included. ASan+UBSan: the parsers that need neither
 # the server nor the engine's forward pass: every seed and corpus input of the
-# tokenizer.json loader, the chat templates, stored rows, redaction rules and every HTTP
-# request parser of the recorder (OpenAI chat/completions, Responses, Anthropic messages,
-# JSON Schemas for constrained output: trace_recorder_api, no engine, store or httplib);
+# tokenizer.json loader, the tokenizer's encoder (and its unit tests: Qwen3's vocabulary,
+# about 7 s a test at -O0), the chat templates, stored rows, redaction rules and every
+# HTTP request parser of the recorder (OpenAI chat/completions, Responses, Anthropic
+# messages, JSON Schemas for constrained output: trace_recorder_api, no engine, store or
+# httplib);
 # the request-format, schema-grammar, template, redaction and escaping unit tests; and the
 # store (round trips, checksums and byte flips, fsck, read-only stores, group commit, held
 # locks, a full store). Left to the whole stage: what links the server or the engine under
@@ -126,9 +128,10 @@ tsan_targets=(recorder_server_test recorder_hostile_input_test recorder_unit_tes
 # (a million steps, 256 MiB, 200,000 namespaces: 30-60 s each at -O0 under ASan; the other
 # template tests and template_fuzz's regression inputs run the same checks at smaller
 # RenderLimits): slice_asan_exclude.
-slice_asan_targets=(tokenizer_load_fuzz tokenizer_load_diff_fuzz template_fuzz store_row_fuzz
-                    redact_fuzz openai_request_fuzz responses_request_fuzz anthropic_request_fuzz
-                    embeddings_fuzz json_schema_fuzz recorder_api_formats_test recorder_grammar_test store_test
+slice_asan_targets=(tokenizer_load_fuzz tokenizer_load_diff_fuzz tokenizer_encode_fuzz
+                    tokenizer_test template_fuzz store_row_fuzz redact_fuzz openai_request_fuzz
+                    responses_request_fuzz anthropic_request_fuzz embeddings_fuzz json_schema_fuzz
+                    recorder_api_formats_test recorder_grammar_test store_test
                     store_integrity_test store_durability_test template_unit_test redact_test
                     base_test)
 slice_asan_exclude='^(MatcherTest\.|ChatTemplate\.(DefaultRenderLimitsAreAMillionStepsAnd256MiB|LongChainsOfNamespacesAreFreedWithoutRecursion)$)'
