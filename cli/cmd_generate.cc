@@ -96,8 +96,8 @@ int Run(GenerateArgs args) {
       prefill_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
-    engine::SampleResult r =
-        engine::Sample(out.row(0), args.params, args.seed, static_cast<uint64_t>(step));
+    engine::SampleResult r = engine::Sample(out.row(0), args.params, args.seed,
+                                            static_cast<uint64_t>(step), {}, generated);
     if (std::find(eos.begin(), eos.end(), r.token) != eos.end()) {
       finish = "stop (eos)";
       break;
@@ -155,6 +155,12 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-tokens", args->params.max_tokens, "Most tokens to generate")
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--stop", args->params.stop, "Stop sequence (repeatable)");
+  cmd->add_option("--frequency-penalty", args->params.frequency_penalty,
+                  "Subtracted per earlier occurrence of a token, [-2, 2]")
+      ->check(CLI::Range(-2.0, 2.0));
+  cmd->add_option("--presence-penalty", args->params.presence_penalty,
+                  "Subtracted once from a token already generated, [-2, 2]")
+      ->check(CLI::Range(-2.0, 2.0));
   cmd->add_option("--numerics", args->numerics, "canonical | fast")
       ->check(CLI::IsMember({"canonical", "fast"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));

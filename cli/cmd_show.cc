@@ -91,6 +91,12 @@ std::vector<std::string> Describe(const proto::Event& e, size_t width) {
                       c.numerics().c_str());
       }
       lines.push_back(buf);
+      if (const auto& p = c.params();
+          p.frequency_penalty() != 0 || p.presence_penalty() != 0 || p.logit_bias_size() > 0) {
+        std::snprintf(buf, sizeof buf, "frequency_penalty %g, presence_penalty %g, logit_bias %d",
+                      p.frequency_penalty(), p.presence_penalty(), p.logit_bias_size());
+        lines.push_back(buf);
+      }
       if (c.cassette_seq() != 0) {
         lines.push_back("answered from the recording (parent's #" +
                         std::to_string(c.cassette_seq()) + "), no model ran");
@@ -186,6 +192,18 @@ nlohmann::json EventSummaryJson(const proto::Event& e, int64_t start_ns) {
       j["finish_reason"] = c.finish_reason();
       j["seed_used"] = c.seed_used();
       j["temperature"] = c.params().temperature();
+      // Only when set, so the output of a call without them is unchanged.
+      if (c.params().frequency_penalty() != 0) {
+        j["frequency_penalty"] = c.params().frequency_penalty();
+      }
+      if (c.params().presence_penalty() != 0) {
+        j["presence_penalty"] = c.params().presence_penalty();
+      }
+      if (c.params().logit_bias_size() > 0) {
+        nlohmann::json bias = nlohmann::json::object();
+        for (const auto& b : c.params().logit_bias()) bias[std::to_string(b.id())] = b.bias();
+        j["logit_bias"] = std::move(bias);
+      }
       j["numerics"] = c.numerics();
       j["batch_size"] = c.batch_size();
       j["output_text"] = c.output_text();

@@ -203,6 +203,31 @@ Status ValidateSamplingParams(const SamplingParams& params) {
       return InvalidArgument("sampling param stop[" + std::to_string(i) + "] is empty");
     }
   }
+  auto penalty_ok = [](float v) { return v >= -2.0f && v <= 2.0f; };  // false for NaN
+  if (!penalty_ok(params.frequency_penalty)) {
+    return InvalidArgument("sampling param frequency_penalty must be in [-2, 2] (got " +
+                           FloatText(params.frequency_penalty) + ")");
+  }
+  if (!penalty_ok(params.presence_penalty)) {
+    return InvalidArgument("sampling param presence_penalty must be in [-2, 2] (got " +
+                           FloatText(params.presence_penalty) + ")");
+  }
+  for (size_t i = 0; i < params.logit_bias.size(); ++i) {
+    const auto& [id, bias] = params.logit_bias[i];
+    if (id < 0) {
+      return InvalidArgument("sampling param logit_bias token id must be >= 0 (got " +
+                             std::to_string(id) + ")");
+    }
+    if (i > 0 && id <= params.logit_bias[i - 1].first) {
+      return InvalidArgument("sampling param logit_bias ids must be ascending and unique (" +
+                             std::to_string(id) + " after " +
+                             std::to_string(params.logit_bias[i - 1].first) + ")");
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return InvalidArgument("sampling param logit_bias[" + std::to_string(id) +
+                             "] must be in [-100, 100] (got " + FloatText(bias) + ")");
+    }
+  }
   return Status::Ok();
 }
 
@@ -232,8 +257,46 @@ float PhiloxUniform(uint64_t seed, uint64_t step) {
   return static_cast<float>(out[0] >> 8) * 0x1p-24f;
 }
 
-std::vector<int32_t> SamplingCandidates(std::span<const float> logits, const SamplingParams& params,
-                                        std::span<const uint8_t> allowed) {
+std::vector<float> AdjustedLogits(std::span<const float> logits, const SamplingParams& params,
+                                  std::span<const int32_t> generated) {
+  std::vector<float> adjusted(logits.begin(), logits.end());
+  const size_t n = adjusted.size();
+  // Step 0 of docs/numerics.md "Sampling", in float32: bias first, then the frequency
+  // penalty (multiplied by the count converted to float), then the presence penalty.
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (static_cast<size_t>(id) < n) adjusted[id] = adjusted[id] + bias;
+  }
+  if (params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f) {
+    // Counted by sorting the (short) history rather than a vocabulary-sized table; each
+    // token is adjusted once, so the order among tokens does not matter.
+    std::vector<int32_t> sorted(generated.begin(), generated.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size();) {
+      size_t j = i;
+      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+      const int32_t t = sorted[i];
+      const int64_t count = static_cast<int64_t>(j - i);
+      i = j;
+      if (t < 0 || static_cast<size_t>(t) >= n) continue;
+      float v = adjusted[t];
+      v = v - params.frequency_penalty * static_cast<float>(count);
+      v = v - params.presence_penalty;
+      adjusted[t] = v;
+    }
+  }
+  return adjusted;
+}
+
+std::vector<int32_t> SamplingCandidates(std::span<const float> raw_logits,
+                                        const SamplingParams& params,
+                                        std::span<const uint8_t> allowed,
+                                        std::span<const int32_t> generated) {
+  std::vector<float> adjusted;
+  std::span<const float> logits = raw_logits;
+  if (params.AdjustsLogits()) {
+    adjusted = AdjustedLogits(raw_logits, params, generated);
+    logits = adjusted;
+  }
   const std::vector<int32_t> ids = EligibleIds(logits, allowed);
   if (ids.empty()) return {};
   if (params.temperature == 0.0f) return {BestLogit(logits, ids, -1)};
@@ -245,10 +308,22 @@ std::vector<int32_t> SamplingCandidates(std::span<const float> logits, const Sam
   return out;
 }
 
-SampleResult Sample(std::span<const float> logits, const SamplingParams& params, uint64_t seed,
-                    uint64_t step, std::span<const uint8_t> allowed) {
+SampleResult Sample(std::span<const float> raw_logits, const SamplingParams& params, uint64_t seed,
+                    uint64_t step, std::span<const uint8_t> allowed,
+                    std::span<const int32_t> generated) {
   SampleResult result;
-  const std::vector<int32_t> ids = EligibleIds(logits, allowed);
+  // Without penalties or bias the draw reads the caller's logits directly (no copy), so
+  // its arithmetic is exactly that of the sampler before penalties existed.
+  std::vector<float> adjusted;
+  std::span<const float> logits = raw_logits;
+  if (params.AdjustsLogits()) {
+    adjusted = AdjustedLogits(raw_logits, params, generated);
+    logits = adjusted;
+  }
+  // Eligibility is decided on the raw logits (a finite bias or penalty cannot make a finite
+  // logit NaN or -inf, nor an excluded one eligible), which MarginOver and the replayer's
+  // skip path rely on.
+  const std::vector<int32_t> ids = EligibleIds(raw_logits, allowed);
   if (ids.empty()) return result;
   const bool greedy = params.temperature == 0.0f;
   // Greedy reports the log-probability of the model's own distribution (temperature 1).
@@ -275,12 +350,12 @@ SampleResult Sample(std::span<const float> logits, const SamplingParams& params,
   }
   const size_t index =
       static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), result.token) - ids.begin());
-  result.logit = logits[result.token];
+  result.logit = raw_logits[result.token];
   const double shifted = std::isinf(d.max_z) ? std::log(static_cast<double>(d.p[index]))
                                              : static_cast<double>(d.z[index] - d.max_z);
   result.logprob = static_cast<float>(shifted - std::log(static_cast<double>(d.sum)));
-  result.runner_up = BestLogit(logits, ids, result.token);
-  if (result.runner_up >= 0) result.runner_up_logit = logits[result.runner_up];
+  result.runner_up = BestLogit(raw_logits, ids, result.token);
+  if (result.runner_up >= 0) result.runner_up_logit = raw_logits[result.runner_up];
   return result;
 }
 

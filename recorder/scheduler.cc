@@ -314,8 +314,12 @@ class SchedulerImpl : public Scheduler {
       a->req.constraint->AllowedMask(mask);
       allowed = *mask;
     }
+    // The tokens this request has sampled so far (after its prompt), which the penalties
+    // count; the replayer passes the recorded ones (replayer/verifier.cc).
+    std::span<const int32_t> generated =
+        std::span<const int32_t>(a->tokens).subspan(a->req.prompt.size());
     engine::SampleResult s =
-        engine::Sample(logits, a->req.sampling, a->req.seed, step_index, allowed);
+        engine::Sample(logits, a->req.sampling, a->req.seed, step_index, allowed, generated);
     TokenStep step;
     step.token = s.token;
     step.logits_digest = LogitsDigest(logits);

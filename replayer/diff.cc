@@ -168,6 +168,17 @@ std::vector<FieldDifference> ParamDifferences(const proto::LlmCall& a, const pro
   cmp("top_k", std::to_string(pa.top_k()), std::to_string(pb.top_k()));
   cmp("max_tokens", std::to_string(pa.max_tokens()), std::to_string(pb.max_tokens()));
   cmp("stop", Join(pa.stop()), Join(pb.stop()));
+  cmp("frequency_penalty", FormatFloat(pa.frequency_penalty()),
+      FormatFloat(pb.frequency_penalty()));
+  cmp("presence_penalty", FormatFloat(pa.presence_penalty()), FormatFloat(pb.presence_penalty()));
+  auto bias_text = [](const proto::SamplingParams& p) {
+    std::string out;
+    for (const proto::LogitBias& b : p.logit_bias()) {
+      out += (out.empty() ? "" : ", ") + std::to_string(b.id()) + ": " + FormatFloat(b.bias());
+    }
+    return out.empty() ? std::string("(none)") : "{" + out + "}";
+  };
+  cmp("logit_bias", bias_text(pa), bias_text(pb));
   cmp("seed (request)", pa.has_seed() ? std::to_string(pa.seed()) : "(none)",
       pb.has_seed() ? std::to_string(pb.seed()) : "(none)");
   cmp("seed (used)", std::to_string(a.seed_used()), std::to_string(b.seed_used()));

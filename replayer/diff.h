@@ -74,7 +74,8 @@ struct CallDifference {
   int call = 0;  // 1-based
   uint64_t seq_a = 0;
   uint64_t seq_b = 0;
-  std::vector<FieldDifference> params;  // temperature, top_p, top_k, max_tokens, stop, seed
+  std::vector<FieldDifference> params;  // temperature, top_p, top_k, max_tokens, stop,
+                                        // penalties, logit_bias, seed
   int first_prompt_token = -1;          // index of the first differing prompt token; -1 same
   int32_t prompt_token_a = -1;          // -1: that prompt is shorter
   int32_t prompt_token_b = -1;

@@ -147,6 +147,20 @@ Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
   out.params.top_k = p.top_k();
   out.params.max_tokens = p.max_tokens();
   out.params.stop.assign(p.stop().begin(), p.stop().end());
+  out.params.frequency_penalty = p.frequency_penalty();
+  out.params.presence_penalty = p.presence_penalty();
+  for (const proto::LogitBias& b : p.logit_bias())
+    out.params.logit_bias.emplace_back(b.id(), b.bias());
+  // The recorder writes them ascending and unique; a hand-edited trace may not.
+  std::sort(out.params.logit_bias.begin(), out.params.logit_bias.end());
+  engine::SamplingParams adjustments;  // the new fields alone: old traces may lack top_p
+  adjustments.frequency_penalty = out.params.frequency_penalty;
+  adjustments.presence_penalty = out.params.presence_penalty;
+  adjustments.logit_bias = out.params.logit_bias;
+  if (Status st = engine::ValidateSamplingParams(adjustments); !st.ok()) {
+    return Corruption("call " + std::to_string(call_number) + " (event seq " + std::to_string(seq) +
+                      "): " + st.message());
+  }
   out.seed = call.seed_used();
   out.constraint_json = call.constraint_json();
   out.numerics = call.numerics();
@@ -205,6 +219,14 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
   auto started = std::chrono::steady_clock::now();
   TRACE_ASSIGN_OR_RETURN(std::string run_id, store.ResolveRunId(run_id_or_prefix));
   TRACE_ASSIGN_OR_RETURN(proto::RunHeader header, store.LoadHeader(run_id));
+  // A newer format may carry sampling inputs this build ignores (format 3 added the
+  // penalties and logit_bias): replaying without them would report a false divergence.
+  if (header.format_version() > static_cast<uint32_t>(proto::CURRENT_FORMAT_VERSION)) {
+    return FailedPrecondition("run " + run_id + " is trace format " +
+                              std::to_string(header.format_version()) +
+                              ", newer than this build replays (" +
+                              std::to_string(proto::CURRENT_FORMAT_VERSION) + "); upgrade trace");
+  }
   TRACE_ASSIGN_OR_RETURN(store::RunSummary summary, store.GetRunSummary(run_id));
   TRACE_ASSIGN_OR_RETURN(std::vector<proto::Event> events, store.LoadEvents(run_id));
 

@@ -104,6 +104,15 @@ class Companions {
   std::list<std::vector<int32_t>> tokens_;  // stable addresses for the item spans
 };
 
+// The recorded tokens of `call` before `step`: what the penalties count at that draw.
+std::vector<int32_t> RecordedPrefix(const RecordedCall& call, size_t step) {
+  std::vector<int32_t> out;
+  if (!call.params.AdjustsLogits()) return out;  // Sample ignores it: skip the copy
+  out.reserve(step);
+  for (size_t i = 0; i < step && i < call.output.size(); ++i) out.push_back(call.output[i].id);
+  return out;
+}
+
 // What Sample reports as the margin of `token` (its logit minus the highest logit of any
 // other eligible id: allowed, neither NaN nor -inf; 0 when there is none), by one scan.
 float MarginOver(std::span<const float> logits, std::span<const uint8_t> allowed, int32_t token) {
@@ -352,7 +361,8 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
         outcome.margin = MarginOver(logits, allowed, rec.id);
       } else {
         engine::SampleResult sampled =
-            engine::Sample(logits, call.params, call.seed, call.first_step + step, allowed);
+            engine::Sample(logits, call.params, call.seed, call.first_step + step, allowed,
+                           RecordedPrefix(call, step));
         outcome.replayed_id = sampled.token;
         outcome.margin = sampled.logit - sampled.runner_up_logit;
         if (sampled.token != rec.id && unknown_constraint && outcome.digest_checked &&
@@ -415,8 +425,9 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
   const size_t s = *diverged_at;
   const RecordedToken& rec = call.output[s];
   std::span<const float> logits(divergence_logits);
-  engine::SampleResult sampled =
-      engine::Sample(logits, call.params, call.seed, call.first_step + s, divergence_mask);
+  std::vector<int32_t> generated = RecordedPrefix(call, s);
+  engine::SampleResult sampled = engine::Sample(logits, call.params, call.seed, call.first_step + s,
+                                                divergence_mask, generated);
   Divergence d;
   d.call = call.index;
   d.event_id = call.event_id;
@@ -439,7 +450,12 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
   for (const Candidate& c : rec.top) {
     if (c.id != rec.runner_up) d.recorded_top.push_back(c);
   }
-  d.replayed_top = TopCandidates(logits, call.params, divergence_mask, 5);
+  // The candidates as the sampler ranked them: after penalties and bias, when the call had any.
+  std::vector<float> ranked;
+  if (call.params.AdjustsLogits()) ranked = engine::AdjustedLogits(logits, call.params, generated);
+  d.replayed_top =
+      TopCandidates(call.params.AdjustsLogits() ? std::span<const float>(ranked) : logits,
+                    call.params, divergence_mask, 5);
   if (tokenizer != nullptr) {
     std::vector<int32_t> before;
     for (size_t i = 0; i < s; ++i) before.push_back(call.output[i].id);
@@ -487,8 +503,14 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
       constraint->AllowedMask(&mask);
       allowed = mask;
     }
-    engine::SampleResult next =
-        engine::Sample(out.row(0), call.params, call.seed, call.first_step + produced, allowed);
+    // The penalties count what this path generated: the recorded prefix, then the
+    // replayed continuation.
+    if (call.params.AdjustsLogits()) {
+      generated.resize(s);
+      generated.insert(generated.end(), d.replay_continuation.begin(), d.replay_continuation.end());
+    }
+    engine::SampleResult next = engine::Sample(out.row(0), call.params, call.seed,
+                                               call.first_step + produced, allowed, generated);
     last = next.token;
     if (constraint && !constraint->Advance(last).ok()) can_continue = false;
     d.replay_continuation.push_back(last);

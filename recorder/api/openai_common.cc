@@ -1,7 +1,12 @@
 #include "recorder/api/openai_common.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "recorder/api/json_body.h"
 #include "recorder/api/request_fields.h"
@@ -55,7 +60,72 @@ std::optional<ApiError> RejectUnsupportedFields(const json& body) {
   return std::nullopt;
 }
 
+namespace {
+
+// OpenAI's limit on logit_bias entries.
+constexpr size_t kMaxLogitBias = 300;
+
+// frequency_penalty, presence_penalty (numbers in [-2, 2]) and logit_bias (an object of at
+// most 300 entries mapping a token id, a decimal string, to a number in [-100, 100]) into
+// req->sampling; null is absent. Ids past the model's vocabulary are accepted and ignored
+// by the sampler (engine/sampler.h): the vocabulary is not known here.
+std::optional<ApiError> ParsePenalties(const json& body, CompletionRequest* req) {
+  std::optional<ApiError> err;
+  std::optional<double> frequency, presence;
+  if (!NumberField(body, "frequency_penalty", &frequency, &err) ||
+      !NumberField(body, "presence_penalty", &presence, &err)) {
+    return err;
+  }
+  for (auto [key, value, out] :
+       {std::tuple{"frequency_penalty", frequency, &req->sampling.frequency_penalty},
+        std::tuple{"presence_penalty", presence, &req->sampling.presence_penalty}}) {
+    if (!value) continue;
+    if (!(*value >= -2.0 && *value <= 2.0)) {
+      ApiError e = OutOfRange(
+          key, "'" + std::string(key) + "' must be between -2 and 2, got " + json(*value).dump());
+      e.code = *value > 2.0 ? "decimal_above_max_value" : "decimal_below_min_value";
+      return e;
+    }
+    *out = static_cast<float>(*value);
+  }
+  auto lb = body.find("logit_bias");
+  if (lb == body.end() || lb->is_null()) return std::nullopt;
+  if (!lb->is_object()) return WrongType("logit_bias", "an object", *lb);
+  if (lb->size() > kMaxLogitBias) {
+    return OutOfRange("logit_bias", "'logit_bias' may hold at most 300 entries, got " +
+                                        std::to_string(lb->size()));
+  }
+  std::vector<std::pair<int32_t, float>> bias;
+  for (auto it = lb->begin(); it != lb->end(); ++it) {
+    const std::string& key = it.key();
+    // A canonical non-negative decimal within int32: "7", not "07", "+7", "-1" or "7.0".
+    bool digits = !key.empty() && key.size() <= 10 && (key == "0" || key[0] != '0') &&
+                  std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoll(key) > std::numeric_limits<int32_t>::max()) {
+      return BadRequest("logit_bias",
+                        "'logit_bias' keys must be token ids (non-negative "
+                        "integers as strings), got \"" +
+                            key + "\"");
+    }
+    const std::string path = "logit_bias." + key;
+    if (!it->is_number()) return WrongType(path, "a number", *it);
+    const double v = it->get<double>();
+    if (!(v >= -100.0 && v <= 100.0)) {
+      return OutOfRange(path, "'" + path + "' must be between -100 and 100, got " + json(v).dump());
+    }
+    bias.emplace_back(static_cast<int32_t>(std::stoll(key)), static_cast<float>(v));
+  }
+  // JSON object keys are unique and "7" has one spelling, so the ids are unique; the
+  // sampler wants them ascending.
+  std::sort(bias.begin(), bias.end());
+  req->sampling.logit_bias = std::move(bias);
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> ParseOpenAiSampling(const json& body, CompletionRequest* req) {
+  if (auto e = ParsePenalties(body, req)) return e;
   std::optional<ApiError> err;
   std::optional<int64_t> max_tokens, max_completion_tokens, n;
   if (!IntField(body, "max_tokens", &max_tokens, &err) ||

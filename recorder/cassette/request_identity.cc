@@ -138,6 +138,19 @@ RequestIdentity IdentityOf(const CompletionRequest& req) {
   sampling["max_tokens"] = req.sampling.max_tokens;
   sampling["stop"] = req.sampling.stop;
   sampling["seed"] = req.seed ? ojson(*req.seed) : ojson(nullptr);
+  // Penalties and logit_bias change the answer; written only when set, so the key of a
+  // request without them is what it was before they were honoured.
+  if (req.sampling.frequency_penalty != 0.0f) {
+    sampling["frequency_penalty"] = req.sampling.frequency_penalty;
+  }
+  if (req.sampling.presence_penalty != 0.0f) {
+    sampling["presence_penalty"] = req.sampling.presence_penalty;
+  }
+  if (!req.sampling.logit_bias.empty()) {
+    ojson bias = ojson::array();
+    for (const auto& [token, value] : req.sampling.logit_bias) bias.push_back({token, value});
+    sampling["logit_bias"] = std::move(bias);
+  }
   j["sampling"] = std::move(sampling);
   id.key = j.dump();
   return id;

@@ -4,7 +4,8 @@
 // The identity holds the model name, the conversation (system text, every message's role,
 // content, name, tool calls and tool-call id), a raw prompt or its token ids, the tools and
 // tool_choice, the response format and guided choices, and the sampling parameters
-// (temperature, top_p, top_k, max_tokens, stop, seed). It leaves out what does not change
+// (temperature, top_p, top_k, max_tokens, stop, seed; frequency_penalty, presence_penalty
+// and logit_bias when set). It leaves out what does not change
 // the answer: `stream` and its options, logprobs, the API's framing. So a call recorded
 // non-streamed through Chat Completions matches the same request sent streamed, or sent
 // through the Responses API with the same conversation.

@@ -217,6 +217,13 @@ Result<uint64_t> UpstreamProxy::RecordProxiedCall(const Exchange& x) {
     p->set_top_k(req->sampling.top_k);
     if (req->max_tokens_given) p->set_max_tokens(req->sampling.max_tokens);
     for (const std::string& s : req->sampling.stop) p->add_stop(s);
+    p->set_frequency_penalty(req->sampling.frequency_penalty);
+    p->set_presence_penalty(req->sampling.presence_penalty);
+    for (const auto& [id, bias] : req->sampling.logit_bias) {
+      proto::LogitBias* b = p->add_logit_bias();
+      b->set_id(id);
+      b->set_bias(bias);
+    }
     if (req->seed) {
       p->set_seed(static_cast<uint64_t>(*req->seed));
       c.set_seed_used(static_cast<uint64_t>(*req->seed));

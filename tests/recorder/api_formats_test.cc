@@ -8,6 +8,7 @@
 
 #include "recorder/api/anthropic_messages.h"
 #include "recorder/api/openai_chat.h"
+#include "recorder/api/openai_completions.h"
 #include "recorder/api/openai_responses.h"
 #include "recorder/api/sse.h"
 #include "recorder/server/response_store.h"
@@ -540,6 +541,79 @@ TEST(ResponseStore, DropsTheOldestPastItsMemoryLimit) {
   ref.item_reference = "msg_0";
   t.messages = {ref};
   EXPECT_TRUE(std::holds_alternative<ApiError>(store.Resolve(&t)));
+}
+
+// frequency_penalty, presence_penalty and logit_bias reach the sampler through both OpenAI
+// formats; null is absent; every malformed value is a 400 naming the field.
+TEST(OpenAiPenalties, ParsedByChatAndCompletions) {
+  const std::string chat = R"("messages": [{"role": "user", "content": "x"}])";
+  const std::string completions = R"("prompt": "x")";
+  for (const auto& [format, input] : std::vector<std::pair<const WireFormat*, std::string>>{
+           {&OpenAiChatFormat(), chat}, {&OpenAiCompletionsFormat(), completions}}) {
+    CompletionRequest r = ParseOk(*format, R"({"model": "m", )" + input +
+                                               R"(, "frequency_penalty": 0.5,
+        "presence_penalty": -1.25, "logit_bias": {"50256": -100, "7": 2.5, "0": 100}})");
+    EXPECT_EQ(r.sampling.frequency_penalty, 0.5f);
+    EXPECT_EQ(r.sampling.presence_penalty, -1.25f);
+    // Ascending by id.
+    EXPECT_EQ(r.sampling.logit_bias,
+              (std::vector<std::pair<int32_t, float>>{{0, 100.0f}, {7, 2.5f}, {50256, -100.0f}}));
+    CompletionRequest none = ParseOk(*format, R"({"model": "m", )" + input +
+                                                  R"(, "frequency_penalty": null,
+        "presence_penalty": null, "logit_bias": null})");
+    EXPECT_FALSE(none.sampling.AdjustsLogits());
+    CompletionRequest empty =
+        ParseOk(*format, R"({"model": "m", )" + input + R"(, "logit_bias": {}})");
+    EXPECT_FALSE(empty.sampling.AdjustsLogits());
+    CompletionRequest edges = ParseOk(*format, R"({"model": "m", )" + input +
+                                                   R"(, "frequency_penalty": -2,
+        "presence_penalty": 2, "logit_bias": {"2147483647": 0.5}})");
+    EXPECT_EQ(edges.sampling.frequency_penalty, -2.0f);
+    EXPECT_EQ(edges.sampling.presence_penalty, 2.0f);
+    ASSERT_EQ(edges.sampling.logit_bias.size(), 1u);
+    EXPECT_EQ(edges.sampling.logit_bias[0].first, 2147483647);
+
+    json many = json::object();
+    for (int i = 0; i < 300; ++i) many[std::to_string(i)] = 1;
+    EXPECT_EQ(
+        ParseOk(*format, R"({"model": "m", )" + input + R"(, "logit_bias": )" + many.dump() + "}")
+            .sampling.logit_bias.size(),
+        300u);
+    many["300"] = 1;
+
+    struct Case {
+      std::string fields;
+      std::string param;
+    };
+    for (const Case& c : std::vector<Case>{
+             {R"("frequency_penalty": 2.01)", "frequency_penalty"},
+             {R"("frequency_penalty": -3)", "frequency_penalty"},
+             {R"("frequency_penalty": "0.5")", "frequency_penalty"},
+             {R"("frequency_penalty": true)", "frequency_penalty"},
+             {R"("presence_penalty": 1e300)", "presence_penalty"},
+             {R"("presence_penalty": [0])", "presence_penalty"},
+             {R"("logit_bias": [1, 2])", "logit_bias"},
+             {R"("logit_bias": "50256:-100")", "logit_bias"},
+             {R"("logit_bias": {"abc": 1})", "logit_bias"},
+             {R"("logit_bias": {"-1": 1})", "logit_bias"},
+             {R"("logit_bias": {"1.5": 1})", "logit_bias"},
+             {R"("logit_bias": {"07": 1})", "logit_bias"},
+             {R"("logit_bias": {"": 1})", "logit_bias"},
+             {R"("logit_bias": {"2147483648": 1})", "logit_bias"},
+             {R"("logit_bias": {"5": 100.5})", "logit_bias.5"},
+             {R"("logit_bias": {"5": -101})", "logit_bias.5"},
+             {R"("logit_bias": {"5": "1"})", "logit_bias.5"},
+             {R"("logit_bias": {"5": null})", "logit_bias.5"},
+             {R"("logit_bias": )" + many.dump(), "logit_bias"},
+         }) {
+      ApiError e = ParseError(*format, R"({"model": "m", )" + input + ", " + c.fields + "}");
+      EXPECT_EQ(e.http_status, 400) << c.fields;
+      EXPECT_EQ(e.param, c.param) << c.fields << " -> " << e.message;
+      EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
+      json body = json::parse(format->ErrorBody(e));
+      EXPECT_EQ(body["error"]["param"], c.param);
+    }
+  }
 }
 
 }  // namespace

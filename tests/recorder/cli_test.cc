@@ -403,6 +403,81 @@ for content in ["hello there", "tell me a story"]:
   }
 }
 
+// frequency_penalty, presence_penalty and logit_bias through the server (Chat Completions
+// and Completions) on the demo model: honoured when sampling, recorded with the call, and
+// replayed bit for bit (the replayer applies them to the recorded tokens).
+TEST_F(RecordCliTest, PenaltiesAndLogitBiasAreHonouredRecordedAndReplayBitwise) {
+  std::string script = Script("penalties.py", R"(
+def post(route, body):
+    body["model"] = os.environ["OPENAI_MODEL"]
+    req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + route,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                 "Content-Type": "application/json"})
+    urllib.request.urlopen(req).read()
+story = [{"role": "user", "content": "tell me a story"}]
+post("/chat/completions", {"messages": story, "max_tokens": 12, "temperature": 0})
+post("/chat/completions", {"messages": story, "max_tokens": 12, "temperature": 0,
+                           "frequency_penalty": -1.5, "presence_penalty": -0.5})
+post("/chat/completions", {"messages": story, "max_tokens": 4, "temperature": 0.7, "seed": 3,
+                           "frequency_penalty": 0.5, "logit_bias": {"1000": 100}})
+post("/completions", {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.9,
+                      "seed": 5, "frequency_penalty": -1, "presence_penalty": 1.5,
+                      "logit_bias": {"1000": -100, "220": 3}})
+)");
+  auto [code, out] = RunToEnd(Record({"python3", script}));
+  ASSERT_EQ(code, 0) << out;
+  auto [summary, events] = OnlyRun();
+  std::vector<proto::LlmCall> calls;
+  for (const proto::Event& e : events) {
+    if (e.has_llm_call()) calls.push_back(e.llm_call());
+  }
+  ASSERT_EQ(calls.size(), 4u);
+  for (const auto& c : calls) ASSERT_EQ(c.http_status(), 200) << c.response_json();
+  EXPECT_EQ(calls[0].params().frequency_penalty(), 0.0f);
+  EXPECT_EQ(calls[0].params().logit_bias_size(), 0);
+  EXPECT_EQ(calls[1].params().frequency_penalty(), -1.5f);
+  EXPECT_EQ(calls[1].params().presence_penalty(), -0.5f);
+  // Greedy over the same prompt: negative penalties make the tiny model, which does not
+  // repeat itself greedily, repeat its tokens.
+  std::vector<int32_t> plain(calls[0].token_ids().begin(), calls[0].token_ids().end());
+  std::vector<int32_t> penalised(calls[1].token_ids().begin(), calls[1].token_ids().end());
+  EXPECT_NE(plain, penalised);
+  // +100 on token 1000 makes it the draw at every step.
+  ASSERT_EQ(calls[2].params().logit_bias_size(), 1);
+  EXPECT_EQ(calls[2].params().logit_bias(0).id(), 1000);
+  EXPECT_EQ(calls[2].params().logit_bias(0).bias(), 100.0f);
+  EXPECT_EQ(calls[2].params().frequency_penalty(), 0.5f);
+  ASSERT_GT(calls[2].token_ids_size(), 0);
+  for (int32_t t : calls[2].token_ids()) EXPECT_EQ(t, 1000);
+  // Recorded ascending by id; -100 keeps token 1000 out.
+  ASSERT_EQ(calls[3].params().logit_bias_size(), 2);
+  EXPECT_EQ(calls[3].params().logit_bias(0).id(), 220);
+  EXPECT_EQ(calls[3].params().logit_bias(1).id(), 1000);
+  EXPECT_EQ(calls[3].params().frequency_penalty(), -1.0f);
+  EXPECT_EQ(calls[3].params().presence_penalty(), 1.5f);
+  for (int32_t t : calls[3].token_ids()) EXPECT_NE(t, 1000);
+
+  auto [replay_code, replay_out] =
+      RunToEnd({kTrace, "--store", StorePath(), "replay", summary.run_id, "--json"});
+  EXPECT_EQ(replay_code, 0) << replay_out;
+  json report = json::parse(replay_out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << replay_out;
+  EXPECT_EQ(report["level"], "bitwise") << report.dump(2);
+  ASSERT_EQ(report["calls"].size(), 4u);
+  for (const json& c : report["calls"]) EXPECT_EQ(c["level"], "bitwise") << c.dump(2);
+
+  // `trace show` names them on the calls that set them.
+  auto [show_code, show_out] = RunToEnd({kTrace, "--store", StorePath(), "show", summary.run_id});
+  EXPECT_EQ(show_code, 0) << show_out;
+  EXPECT_NE(show_out.find("frequency_penalty -1.5, presence_penalty -0.5, logit_bias 0"),
+            std::string::npos)
+      << show_out;
+  EXPECT_NE(show_out.find("frequency_penalty -1, presence_penalty 1.5, logit_bias 2"),
+            std::string::npos)
+      << show_out;
+}
+
 TEST_F(RecordCliTest, UnknownCommandIsAClearError) {
   Proc p = Spawn(Record({"/nonexistent/agent"}));
   EXPECT_EQ(p.Wait(), 2);

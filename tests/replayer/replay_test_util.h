@@ -125,6 +125,13 @@ inline Result<proto::LlmCall> GenerateCall(engine::Engine& engine,
   p->set_top_p(params.top_p);
   p->set_top_k(params.top_k);
   p->set_max_tokens(params.max_tokens);
+  p->set_frequency_penalty(params.frequency_penalty);
+  p->set_presence_penalty(params.presence_penalty);
+  for (const auto& [id, bias] : params.logit_bias) {
+    proto::LogitBias* b = p->add_logit_bias();
+    b->set_id(id);
+    b->set_bias(bias);
+  }
   p->set_seed(seed);
   call.set_seed_used(seed);
   call.set_http_status(200);
@@ -159,7 +166,8 @@ inline Result<proto::LlmCall> GenerateCall(engine::Engine& engine,
       return st;
     }
     auto logits = out.row(0);
-    engine::SampleResult s = engine::Sample(logits, params, seed, step);
+    std::vector<int32_t> generated(call.token_ids().begin(), call.token_ids().end());
+    engine::SampleResult s = engine::Sample(logits, params, seed, step, {}, generated);
     call.add_token_ids(s.token);
     call.add_logits_digests(LogitsDigest(logits));
     call.add_logits(s.logit);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "base/process_identity.h"
@@ -122,6 +123,89 @@ TEST_F(ReplayTest, RecordedRunReplaysBitwise) {
   ASSERT_EQ(batched_report->calls.size(), 1u);
   EXPECT_EQ(batched_report->calls[0].call, 2);
   EXPECT_EQ(batched_report->level, Level::kBitwise);
+}
+
+// A call drawn with frequency_penalty, presence_penalty and logit_bias re-draws to the
+// recorded tokens when the replayer samples every step (numerics unknown, so the sampler
+// is not skipped), and diverges when the replay leaves them out.
+TEST_F(ReplayTest, PenaltiesAndLogitBiasRedrawTheRecordedTokens) {
+  auto engine = MakeEngine(model_dir_);
+  ASSERT_NE(engine, nullptr);
+  engine::SamplingParams params;
+  params.temperature = 0.0f;
+  params.max_tokens = 16;
+  // Negative: greedy decoding of the tiny model does not repeat itself; these make it.
+  params.frequency_penalty = -1.5f;
+  params.presence_penalty = -0.5f;
+  params.logit_bias = {{220, 2.0f}, {1000, -100.0f}};
+  auto recorded = testing::GenerateCall(*engine, tokenizer_->Encode("Once upon a time"), params,
+                                        /*seed=*/9, false);
+  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+  ASSERT_GT(recorded->token_ids_size(), 1);
+  auto call = ToRecordedCall(*recorded, 1, 1);
+  ASSERT_TRUE(call.ok()) << call.status().ToString();
+  EXPECT_EQ(call->params.frequency_penalty, -1.5f);
+  EXPECT_EQ(call->params.presence_penalty, -0.5f);
+  EXPECT_EQ(call->params.logit_bias, params.logit_bias);
+  call->numerics.clear();  // unknown contract: every step goes through the sampler
+  VerifyOptions options;
+  options.eos_token_ids = engine->model().config().eos_token_ids;
+  auto report = VerifyCall(*engine, tokenizer_, *call, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_FALSE(report->divergence.has_value());
+  EXPECT_EQ(report->tokens_verified, recorded->token_ids_size());
+
+  // The same recording replayed without the penalties and bias: a divergence.
+  RecordedCall bare = *call;
+  bare.params.frequency_penalty = bare.params.presence_penalty = 0.0f;
+  bare.params.logit_bias.clear();
+  auto bare_report = VerifyCall(*engine, tokenizer_, bare, options);
+  ASSERT_TRUE(bare_report.ok()) << bare_report.status().ToString();
+  EXPECT_TRUE(bare_report->divergence.has_value());
+
+  // A newer-format run is refused rather than replayed without what it may need.
+  auto store = OpenStore("penalty_format.db");
+  AgentRun run = Record(model_dir_, AgentInputs{});
+  run.header.set_format_version(proto::CURRENT_FORMAT_VERSION + 1);
+  auto id = testing::WriteRun(*store, run);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  auto newer = ReplayRun(*store, *id, ReplayOptions{});
+  ASSERT_FALSE(newer.ok());
+  EXPECT_EQ(newer.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(newer.status().message().find("newer than this build"), std::string::npos)
+      << newer.status().message();
+}
+
+// `trace diff` names a differing penalty or bias as a parameter difference of the call.
+TEST_F(ReplayTest, DiffNamesDifferingPenaltiesAndLogitBias) {
+  AgentRun a = Record(model_dir_, AgentInputs{});
+  AgentRun b = a;
+  for (auto& e : b.events) {
+    if (!e.has_llm_call()) continue;
+    auto* p = e.mutable_llm_call()->mutable_params();
+    p->set_frequency_penalty(0.5f);
+    p->set_presence_penalty(-1.0f);
+    proto::LogitBias* bias = p->add_logit_bias();
+    bias->set_id(42);
+    bias->set_bias(-100.0f);
+    break;
+  }
+  auto store = OpenStore("penalty_diff.db");
+  auto id_a = testing::WriteRun(*store, a);
+  auto id_b = testing::WriteRun(*store, b);
+  ASSERT_TRUE(id_a.ok() && id_b.ok());
+  DiffOptions options;
+  options.call = 1;
+  auto diff = DiffRuns(*store, *id_a, *id_b, options);
+  ASSERT_TRUE(diff.ok()) << diff.status().ToString();
+  ASSERT_EQ(diff->calls.size(), 1u) << RenderDiffText(*diff);
+  std::map<std::string, std::pair<std::string, std::string>> params;
+  for (const auto& f : diff->calls[0].params) params[f.field] = {f.recorded, f.current};
+  ASSERT_EQ(params.size(), 3u) << RenderDiffText(*diff);
+  EXPECT_EQ(params["frequency_penalty"].second, "0.5");
+  EXPECT_EQ(params["presence_penalty"].second, "-1");
+  EXPECT_EQ(params["logit_bias"].first, "(none)");
+  EXPECT_EQ(params["logit_bias"].second, "{42: -100}");
 }
 
 // Where does generation with the changed model first differ from the recording? Computed

@@ -83,6 +83,30 @@ TEST(RequestIdentity, StreamingDoesNotChangeItButSamplingDoes) {
   EXPECT_EQ(changes[0].message, -1);
 }
 
+TEST(RequestIdentity, PenaltiesAndLogitBiasArePartOfItWhenSet) {
+  const RequestIdentity plain = IdentityOfBody(OpenAiChatFormat(), ChatBody("hi"));
+  // Zero penalties and an empty bias are the defaults: the key a request without them has.
+  json zeros = ChatBody("hi");
+  zeros["frequency_penalty"] = 0;
+  zeros["presence_penalty"] = 0;
+  zeros["logit_bias"] = json::object();
+  EXPECT_EQ(IdentityOfBody(OpenAiChatFormat(), zeros).key, plain.key);
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+           {"frequency_penalty", 0.5}, {"presence_penalty", -1}, {"logit_bias", {{"42", -100}}}}) {
+    json body = ChatBody("hi");
+    body[field] = value;
+    const RequestIdentity changed = IdentityOfBody(OpenAiChatFormat(), body);
+    EXPECT_NE(changed.key, plain.key) << field;
+    std::vector<FieldChange> changes = CompareIdentities(plain, changed);
+    ASSERT_EQ(changes.size(), 1u) << field;
+    EXPECT_EQ(changes[0].path, "sampling." + field);
+  }
+  json a = ChatBody("hi"), b = ChatBody("hi");
+  a["logit_bias"] = {{"42", -100}};
+  b["logit_bias"] = {{"42", 5}};
+  EXPECT_NE(IdentityOfBody(OpenAiChatFormat(), a).key, IdentityOfBody(OpenAiChatFormat(), b).key);
+}
+
 TEST(RequestIdentity, TheSameConversationThroughAnotherApiMatches) {
   json anthropic{{"model", "demo"},
                  {"system", "You are terse."},

@@ -11,11 +11,12 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
-#include <string>
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -198,8 +199,8 @@ TEST(SamplerCandidates, SignedZeroScaledLogitsTie) {
 // may legitimately disagree). Which members of a tie group straddling the top-p boundary
 // stay is not defined by Hugging Face (torch.sort is not stable by default); this one keeps
 // the highest ids (a stable ascending sort), the contract the lowest.
-std::set<int32_t> HuggingFaceKeptSet(const std::vector<float>& logits, float temperature,
-                                     int top_k, float top_p, double tolerance, bool* borderline) {
+std::set<int32_t> HuggingFaceKeptSet(const std::vector<float>& logits, float temperature, int top_k,
+                                     float top_p, double tolerance, bool* borderline) {
   const size_t n = logits.size();
   std::vector<float> z(n);
   for (size_t i = 0; i < n; ++i) z[i] = logits[i] / temperature;  // the same float divide
@@ -249,14 +250,15 @@ TEST(SamplerCandidates, KeptSetsMatchHuggingFaceWarpers) {
     const int n = std::uniform_int_distribution<int>(2, 300)(rng);
     const int levels = std::uniform_int_distribution<int>(2, 40)(rng);
     std::vector<float> logits(n);
-    for (auto& l : logits) l = static_cast<float>(std::uniform_int_distribution<int>(0, levels)(rng)) * 0.25f - 3.0f;
+    for (auto& l : logits)
+      l = static_cast<float>(std::uniform_int_distribution<int>(0, levels)(rng)) * 0.25f - 3.0f;
     SamplingParams params;
     params.temperature = std::array<float, 4>{0.3f, 0.7f, 1.0f, 1.9f}[trial % 4];
     params.top_k = std::uniform_int_distribution<int>(0, n + 2)(rng);
     params.top_p = trial % 3 == 0 ? 1.0f : std::uniform_real_distribution<float>(0.05f, 1.0f)(rng);
     bool borderline = false;
-    const std::set<int32_t> expect =
-        HuggingFaceKeptSet(logits, params.temperature, params.top_k, params.top_p, 1e-5, &borderline);
+    const std::set<int32_t> expect = HuggingFaceKeptSet(logits, params.temperature, params.top_k,
+                                                        params.top_p, 1e-5, &borderline);
     if (borderline) {
       ++borderline_skipped;
       continue;
@@ -401,6 +403,217 @@ TEST(SamplerEdge, InfiniteAndNanLogits) {
   std::set<int32_t> drawn;
   for (int step = 0; step < 200; ++step) drawn.insert(Sample(logits, params, 1, step).token);
   EXPECT_EQ(drawn, (std::set<int32_t>{2, 4}));
+}
+
+// ---- frequency_penalty, presence_penalty, logit_bias ---------------------------------
+
+// The adjusted logits in float64, written from the OpenAI formula independently of the
+// sampler: logit + bias - frequency * count - presence * (count > 0).
+std::vector<double> AdjustedDouble(const std::vector<float>& logits, const SamplingParams& params,
+                                   const std::vector<int32_t>& generated) {
+  std::vector<double> out(logits.begin(), logits.end());
+  std::vector<int> count(logits.size());
+  for (int32_t t : generated) ++count[t];
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (static_cast<size_t>(id) < out.size()) out[id] += bias;
+  }
+  for (size_t t = 0; t < out.size(); ++t) {
+    out[t] -= static_cast<double>(params.frequency_penalty) * count[t] +
+              (count[t] > 0 ? static_cast<double>(params.presence_penalty) : 0.0);
+  }
+  return out;
+}
+
+// The documented float32 order (docs/numerics.md, "Sampling", step 0), restated here.
+std::vector<float> AdjustedFloatOrder(const std::vector<float>& logits,
+                                      const SamplingParams& params,
+                                      const std::vector<int32_t>& generated) {
+  std::vector<float> out = logits;
+  std::vector<int> count(logits.size());
+  for (int32_t t : generated) ++count[t];
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (static_cast<size_t>(id) < out.size()) out[id] = out[id] + bias;
+  }
+  for (size_t t = 0; t < out.size(); ++t) {
+    if (count[t] == 0) continue;
+    out[t] = out[t] - params.frequency_penalty * static_cast<float>(count[t]);
+    out[t] = out[t] - params.presence_penalty;
+  }
+  return out;
+}
+
+// A fixed random case: 8 logits, 20 generated tokens with repeats, both penalties and a
+// bias (one id past the vocabulary, which is ignored).
+struct PenaltyCase {
+  std::vector<float> logits;
+  std::vector<int32_t> generated;
+  SamplingParams params;
+};
+
+PenaltyCase MakePenaltyCase() {
+  PenaltyCase c;
+  std::mt19937 rng(20261202);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  std::uniform_int_distribution<int32_t> id(0, 7);
+  for (int i = 0; i < 8; ++i) c.logits.push_back(normal(rng));
+  for (int i = 0; i < 20; ++i) c.generated.push_back(id(rng) % 4);  // ids 0..3 repeat
+  c.params.temperature = 0.8f;
+  c.params.frequency_penalty = 0.35f;
+  c.params.presence_penalty = -0.6f;
+  c.params.logit_bias = {{1, 1.75f}, {5, -3.0f}, {6, 2.5f}, {1000, 100.0f}};
+  EXPECT_TRUE(ValidateSamplingParams(c.params).ok());
+  return c;
+}
+
+TEST(SamplerPenalties, AdjustedDistributionMatchesFloat64Reference) {
+  const PenaltyCase c = MakePenaltyCase();
+  const std::vector<double> ref = AdjustedDouble(c.logits, c.params, c.generated);
+  const std::vector<float> adjusted = AdjustedLogits(c.logits, c.params, c.generated);
+  ASSERT_EQ(adjusted.size(), ref.size());
+  // The float32 adjustment is the documented order, bit for bit, and within rounding of
+  // the float64 formula.
+  const std::vector<float> order = AdjustedFloatOrder(c.logits, c.params, c.generated);
+  for (size_t t = 0; t < ref.size(); ++t) {
+    EXPECT_EQ(std::memcmp(&adjusted[t], &order[t], sizeof(float)), 0) << "token " << t;
+    EXPECT_NEAR(adjusted[t], ref[t], 1e-5) << "token " << t;
+  }
+  // Each draw is the plain sampler's draw on the adjusted logits, bitwise, while logprob is
+  // relative to the float64 reference distribution (tolerance 1e-5 absolute).
+  std::vector<float> ref_float(ref.begin(), ref.end());
+  SamplingParams plain = c.params;
+  plain.frequency_penalty = plain.presence_penalty = 0.0f;
+  plain.logit_bias.clear();
+  std::vector<double> p(ref.size());
+  double mx = -INFINITY, sum = 0;
+  for (double z : ref) mx = std::max(mx, z / c.params.temperature);
+  for (size_t t = 0; t < p.size(); ++t)
+    sum += (p[t] = std::exp(ref[t] / c.params.temperature - mx));
+  for (auto& x : p) x /= sum;
+  const int n = 100000;
+  std::vector<int> counts(8);
+  for (int step = 0; step < n; ++step) {
+    const SampleResult r = Sample(c.logits, c.params, 42, step, {}, c.generated);
+    const SampleResult plain_r = Sample(order, plain, 42, step);
+    ASSERT_EQ(r.token, plain_r.token) << "step " << step;
+    ASSERT_EQ(std::memcmp(&r.logprob, &plain_r.logprob, sizeof(float)), 0) << "step " << step;
+    ASSERT_EQ(r.logit, c.logits[r.token]);  // the raw logit, not the adjusted one
+    if (step < 1000) {
+      ASSERT_NEAR(r.logprob, std::log(p[r.token]), 1e-5) << "step " << step;
+    }
+    ++counts[r.token];
+  }
+  // The frequencies follow the float64 reference distribution (df 7, significance 0.001).
+  EXPECT_LT(ChiSquare(counts, p, n), kChiSquareCritical001.at(7));
+  // The test has power: the unadjusted distribution is rejected.
+  EXPECT_GT(ChiSquare(counts, SoftmaxDouble(c.logits, c.params.temperature), n),
+            kChiSquareCritical001.at(7));
+}
+
+TEST(SamplerPenalties, ZeroPenaltiesAndNoBiasAreTheOldPathBitForBit) {
+  // The golden draws, with a generated history that zero penalties must ignore.
+  std::vector<float> logits(64);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 7) % 11) * 0.5f;
+  SamplingParams params;
+  params.temperature = 0.9f;
+  params.top_k = 5;
+  params.top_p = 0.9f;
+  params.frequency_penalty = 0.0f;
+  params.presence_penalty = -0.0f;
+  ASSERT_FALSE(params.AdjustsLogits());
+  const std::vector<int32_t> generated = {3, 3, 14, 36, 36, 36};
+  std::string drawn;
+  for (uint64_t step = 0; step < 24; ++step) {
+    const SampleResult a = Sample(logits, params, 42, step, {}, generated);
+    const SampleResult b = Sample(logits, params, 42, step);
+    EXPECT_EQ(std::memcmp(&a.logprob, &b.logprob, sizeof(float)), 0);
+    EXPECT_EQ(a.runner_up, b.runner_up);
+    drawn += std::to_string(a.token) + " ";
+  }
+  EXPECT_EQ(drawn, kGoldenDraws);
+}
+
+TEST(SamplerPenalties, GreedyPicksTheAdjustedArgmax) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.9f, 0.0f};
+  SamplingParams params;
+  params.temperature = 0.0f;
+  EXPECT_EQ(Sample(logits, params, 0, 0, {}, std::vector<int32_t>{1}).token, 1);
+  params.frequency_penalty = 0.2f;  // 3.0 - 0.2 = 2.8 < 2.9
+  SampleResult r = Sample(logits, params, 0, 0, {}, std::vector<int32_t>{1});
+  EXPECT_EQ(r.token, 2);
+  EXPECT_EQ(r.logit, 2.9f);
+  EXPECT_EQ(r.runner_up, 1);  // the highest raw logit among the others
+  std::vector<float> adjusted = {1.0f, 3.0f - 0.2f, 2.9f, 0.0f};
+  EXPECT_NEAR(r.logprob, std::log(SoftmaxDouble(adjusted, 1.0)[2]), 1e-6);
+  // Presence counts a token once; frequency counts every occurrence.
+  params.frequency_penalty = 0.0f;
+  params.presence_penalty = 0.05f;
+  EXPECT_EQ(Sample(logits, params, 0, 0, {}, std::vector<int32_t>{1, 1, 1}).token, 1);
+  params.presence_penalty = 0.0f;
+  params.frequency_penalty = 0.04f;
+  EXPECT_EQ(Sample(logits, params, 0, 0, {}, std::vector<int32_t>{1, 1}).token, 1);
+  EXPECT_EQ(Sample(logits, params, 0, 0, {}, std::vector<int32_t>{1, 1, 1}).token, 2);
+  // A negative penalty favours repeats.
+  params.frequency_penalty = -0.5f;
+  EXPECT_EQ(Sample(logits, params, 0, 0, {}, std::vector<int32_t>{3, 3, 3, 3, 3, 3, 3}).token, 3);
+}
+
+TEST(SamplerPenalties, BiasOfMinus100RemovesTheArgmaxInGreedy) {
+  const std::vector<float> logits = {0.0f, 5.0f, 4.5f};
+  SamplingParams params;
+  params.temperature = 0.0f;
+  EXPECT_EQ(Sample(logits, params, 0, 0).token, 1);
+  params.logit_bias = {{1, -100.0f}};
+  EXPECT_EQ(Sample(logits, params, 0, 0).token, 2);
+  params.logit_bias = {{0, 100.0f}, {1, -100.0f}};
+  EXPECT_EQ(Sample(logits, params, 0, 0).token, 0);
+  // At temperature 1 the biased-out token is (essentially) never drawn.
+  params.temperature = 1.0f;
+  params.logit_bias = {{1, -100.0f}};
+  for (uint64_t step = 0; step < 2000; ++step) ASSERT_NE(Sample(logits, params, 9, step).token, 1);
+  // The candidate set ranks by the adjusted logits too.
+  params.temperature = 0.0f;
+  EXPECT_EQ(SamplingCandidates(logits, params), (std::vector<int32_t>{2}));
+}
+
+TEST(SamplerPenalties, InvalidPenaltiesAndBiasNameTheField) {
+  std::vector<std::pair<SamplingParams, std::string>> cases;
+  SamplingParams p;
+  p.frequency_penalty = 2.5f;
+  cases.push_back({p, "frequency_penalty"});
+  p = {};
+  p.frequency_penalty = NAN;
+  cases.push_back({p, "frequency_penalty"});
+  p = {};
+  p.presence_penalty = -2.01f;
+  cases.push_back({p, "presence_penalty"});
+  p = {};
+  p.presence_penalty = INFINITY;
+  cases.push_back({p, "presence_penalty"});
+  p = {};
+  p.logit_bias = {{-1, 1.0f}};
+  cases.push_back({p, "logit_bias"});
+  p = {};
+  p.logit_bias = {{3, 100.5f}};
+  cases.push_back({p, "logit_bias[3]"});
+  p = {};
+  p.logit_bias = {{3, NAN}};
+  cases.push_back({p, "logit_bias[3]"});
+  p = {};
+  p.logit_bias = {{5, 1.0f}, {2, 1.0f}};
+  cases.push_back({p, "ascending"});
+  p = {};
+  p.logit_bias = {{2, 1.0f}, {2, 1.0f}};
+  cases.push_back({p, "unique"});
+  for (const auto& [params, field] : cases) {
+    const Status st = ValidateSamplingParams(params);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(st.message().find(field), std::string::npos) << st.message();
+  }
+  p = {};
+  p.frequency_penalty = -2.0f;
+  p.presence_penalty = 2.0f;
+  p.logit_bias = {{0, -100.0f}, {7, 100.0f}};
+  EXPECT_TRUE(ValidateSamplingParams(p).ok());
 }
 
 }  // namespace

@@ -174,7 +174,18 @@ async function main() {
   const legacy = await client.completions.create({ model: MODEL, prompt: [9707, 11, 1879], max_tokens: 3, seed: 1 });
   check(legacy.choices[0].text !== undefined, "completions: no text");
 
+  // Penalties and logit_bias are honoured (recorded, and replayed bitwise by the test): +100
+  // on token 1000 makes it every draw.
+  const biased = await client.chat.completions.create({
+    model: MODEL, messages: user("Repeat after me."), max_tokens: 4, seed: 4, temperature: 0.8,
+    frequency_penalty: 0.5, presence_penalty: 0.25, logit_bias: { "1000": 100 },
+  });
+  check(biased.trace && biased.trace.token_ids.length > 0 && biased.trace.token_ids.every((t) => t === 1000),
+        `logit_bias: tokens ${JSON.stringify(biased.trace && biased.trace.token_ids)}`);
+
   // What OpenAI refuses with a 400.
+  await expectStatus(400, { model: MODEL, messages: user("x"), frequency_penalty: 2.5 }, "frequency_penalty 2.5");
+  await expectStatus(400, { model: MODEL, messages: user("x"), logit_bias: { x: 1 } }, "logit_bias key x");
   await expectStatus(400, { model: MODEL, messages: user("x"), temperature: 2.5 }, "temperature 2.5");
   await expectStatus(400, { model: MODEL, messages: user("x"), top_logprobs: 2 }, "top_logprobs without logprobs");
   await expectStatus(400, { model: MODEL, messages: user("x"), n: 2 }, "n = 2");
