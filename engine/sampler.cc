@@ -287,17 +287,27 @@ std::vector<float> AdjustedLogits(std::span<const float> logits, const SamplingP
   return adjusted;
 }
 
+namespace {
+
+// The logits a draw reads. Without penalties or bias the caller's, read in place (no copy),
+// so the arithmetic is exactly that of the sampler before penalties existed; else
+// AdjustedLogits, held in `storage`.
+std::span<const float> DrawLogits(std::span<const float> raw_logits, const SamplingParams& params,
+                                  std::span<const int32_t> generated, std::vector<float>& storage) {
+  if (!params.AdjustsLogits()) return raw_logits;
+  storage = AdjustedLogits(raw_logits, params, generated);
+  return storage;
+}
+
+}  // namespace
+
 std::vector<int32_t> SamplingCandidates(std::span<const float> raw_logits,
                                         const SamplingParams& params,
                                         std::span<const uint8_t> allowed,
                                         std::span<const int32_t> generated) {
   std::vector<float> adjusted;
-  std::span<const float> logits = raw_logits;
-  if (params.AdjustsLogits()) {
-    adjusted = AdjustedLogits(raw_logits, params, generated);
-    logits = adjusted;
-  }
-  const std::vector<int32_t> ids = EligibleIds(logits, allowed);
+  const std::span<const float> logits = DrawLogits(raw_logits, params, generated, adjusted);
+  const std::vector<int32_t> ids = EligibleIds(raw_logits, allowed);  // as Sample
   if (ids.empty()) return {};
   if (params.temperature == 0.0f) return {BestLogit(logits, ids, -1)};
   const Distribution d = Softmax(logits, ids, params.temperature);
@@ -312,14 +322,8 @@ SampleResult Sample(std::span<const float> raw_logits, const SamplingParams& par
                     uint64_t step, std::span<const uint8_t> allowed,
                     std::span<const int32_t> generated) {
   SampleResult result;
-  // Without penalties or bias the draw reads the caller's logits directly (no copy), so
-  // its arithmetic is exactly that of the sampler before penalties existed.
   std::vector<float> adjusted;
-  std::span<const float> logits = raw_logits;
-  if (params.AdjustsLogits()) {
-    adjusted = AdjustedLogits(raw_logits, params, generated);
-    logits = adjusted;
-  }
+  const std::span<const float> logits = DrawLogits(raw_logits, params, generated, adjusted);
   // Eligibility is decided on the raw logits (a finite bias or penalty cannot make a finite
   // logit NaN or -inf, nor an excluded one eligible), which MarginOver and the replayer's
   // skip path rely on.
