@@ -378,6 +378,11 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     const Value* width = Arg(args, 0, "width");
     const Value* first = Arg(args, 1, "first");
     const Value* blank = Arg(args, 2, "blank");
+    // Checked before the spaces are built: `indent(6553785477580703)` asked for 6.5 PB
+    // (template_fuzz).
+    if (width && width->is_integral() && width->as_int() > kMaxIndent) {
+      return TooLarge("indent width");
+    }
     std::string indention =
         width && width->is_string()
             ? width->str()

@@ -255,6 +255,9 @@ TEST(ChatTemplate, ValuesBuiltFromBoundedPartsAreBounded) {
       {"{{ 'a'.center(60000, 'b' * 100000) }}", "str.center result"},
       {"{{ 'a'.ljust(60000, 'b' * 100000) }}", "str.ljust result"},
       {"{{ ('a\\n' * 100) | indent(65536) }}", "indent result"},
+      // An integer width is checked before its spaces are built (template_fuzz: 6.5 PB).
+      {"{{ 'a' | indent(6553785477580703) }}", "indent width"},
+      {"{{ 'a' | indent(65537) }}", "indent width"},
       {"{{ (['a'] * 1000) | tojson(separators=['x' * 10000, ':']) }}", "tojson result"},
       {"{{ [[[1]]] | tojson(indent='x' * 100000) }}", "tojson indent"},
       {"{{ ('&' * 1000 * 300) | e }}", "escape result"},
