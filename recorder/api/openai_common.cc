@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/escape.h"
 #include "recorder/api/json_body.h"
 #include "recorder/api/request_fields.h"
 
@@ -105,7 +106,7 @@ std::optional<ApiError> ParsePenalties(const json& body, CompletionRequest* req)
       return BadRequest("logit_bias",
                         "'logit_bias' keys must be token ids (non-negative "
                         "integers as strings), got \"" +
-                            key + "\"");
+                            EscapeForDisplay(key) + "\"");
     }
     const std::string path = "logit_bias." + key;
     if (!it->is_number()) return WrongType(path, "a number", *it);

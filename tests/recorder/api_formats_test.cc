@@ -613,6 +613,12 @@ TEST(OpenAiPenalties, ParsedByChatAndCompletions) {
       json body = json::parse(format->ErrorBody(e));
       EXPECT_EQ(body["error"]["param"], c.param);
     }
+    // A key is client text: quoted escaped, so the error stays one printable line.
+    ApiError e = ParseError(
+        *format, R"({"model": "m", )" + input + R"(, "logit_bias": {"1\n\u001b[31m": 1}})");
+    EXPECT_EQ(e.param, "logit_bias");
+    EXPECT_EQ(e.message.find('\n'), std::string::npos) << e.message;
+    EXPECT_EQ(e.message.find('\x1b'), std::string::npos) << e.message;
   }
 }
 
