@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <span>
 
 #include "base/hash.h"
 #include "kernels/kernels.h"
@@ -104,13 +105,19 @@ class Companions {
   std::list<std::vector<int32_t>> tokens_;  // stable addresses for the item spans
 };
 
-// The recorded tokens of `call` before `step`: what the penalties count at that draw.
-std::vector<int32_t> RecordedPrefix(const RecordedCall& call, size_t step) {
+// The recorded token ids of `call`, whose prefix before a step is what the penalties count
+// at that draw; empty when the call has no penalty or bias (Sample ignores them then).
+std::vector<int32_t> PenaltyHistory(const RecordedCall& call) {
   std::vector<int32_t> out;
-  if (!call.params.AdjustsLogits()) return out;  // Sample ignores it: skip the copy
-  out.reserve(step);
-  for (size_t i = 0; i < step && i < call.output.size(); ++i) out.push_back(call.output[i].id);
+  if (!call.params.AdjustsLogits()) return out;
+  out.reserve(call.output.size());
+  for (const RecordedToken& t : call.output) out.push_back(t.id);
   return out;
+}
+
+// The first `step` ids of `history` (all of them when shorter).
+std::span<const int32_t> Before(const std::vector<int32_t>& history, size_t step) {
+  return std::span<const int32_t>(history).first(std::min(step, history.size()));
 }
 
 // What Sample reports as the margin of `token` (its logit minus the highest logit of any
@@ -320,6 +327,7 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
   std::vector<uint64_t> divergence_layers;
   size_t fed = 0;
   size_t step = 0;
+  const std::vector<int32_t> history = PenaltyHistory(call);
   const size_t chunk = static_cast<size_t>(std::max(options.chunk_rows, 1));
   engine::ForwardOutput out;
   while (step < n && !diverged_at) {
@@ -360,9 +368,8 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
         outcome.replayed_id = rec.id;
         outcome.margin = MarginOver(logits, allowed, rec.id);
       } else {
-        engine::SampleResult sampled =
-            engine::Sample(logits, call.params, call.seed, call.first_step + step, allowed,
-                           RecordedPrefix(call, step));
+        engine::SampleResult sampled = engine::Sample(
+            logits, call.params, call.seed, call.first_step + step, allowed, Before(history, step));
         outcome.replayed_id = sampled.token;
         outcome.margin = sampled.logit - sampled.runner_up_logit;
         if (sampled.token != rec.id && unknown_constraint && outcome.digest_checked &&
@@ -425,7 +432,10 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
   const size_t s = *diverged_at;
   const RecordedToken& rec = call.output[s];
   std::span<const float> logits(divergence_logits);
-  std::vector<int32_t> generated = RecordedPrefix(call, s);
+  // The tokens the penalties count on the replay's path: the recorded ones before the
+  // divergence, then (below) each token the continuation draws.
+  std::span<const int32_t> before_s = Before(history, s);
+  std::vector<int32_t> generated(before_s.begin(), before_s.end());
   engine::SampleResult sampled = engine::Sample(logits, call.params, call.seed, call.first_step + s,
                                                 divergence_mask, generated);
   Divergence d;
@@ -477,6 +487,7 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
   // describe the recorded path only, and an unknown constraint cannot be followed, so
   // those calls stop after the replayed token.
   d.replay_continuation.push_back(sampled.token);
+  if (call.params.AdjustsLogits()) generated.push_back(sampled.token);
   bool can_continue = constraint ? constraint->Advance(sampled.token).ok()
                                  : call.allowed_masks.empty() && !unknown_constraint;
   auto is_eos = [&](int32_t id) {
@@ -503,17 +514,12 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
       constraint->AllowedMask(&mask);
       allowed = mask;
     }
-    // The penalties count what this path generated: the recorded prefix, then the
-    // replayed continuation.
-    if (call.params.AdjustsLogits()) {
-      generated.resize(s);
-      generated.insert(generated.end(), d.replay_continuation.begin(), d.replay_continuation.end());
-    }
     engine::SampleResult next = engine::Sample(out.row(0), call.params, call.seed,
                                                call.first_step + produced, allowed, generated);
     last = next.token;
     if (constraint && !constraint->Advance(last).ok()) can_continue = false;
     d.replay_continuation.push_back(last);
+    if (call.params.AdjustsLogits()) generated.push_back(last);
     ++produced;
   }
   if (tokenizer != nullptr) d.replay_continuation_text = tokenizer->Decode(d.replay_continuation);

@@ -284,16 +284,27 @@ TEST(SamplerCandidates, KeptSetsMatchHuggingFaceWarpers) {
               borderline_skipped);
 }
 
-TEST(SamplerGolden, PinnedDrawsOfThisContractVersion) {
-  // Draws on fixed logits with ties, computed once by this code under canonical-v2 and
-  // pinned: a change means the sampler's contract changed (bump kNumericsVersion, re-pin).
-  ASSERT_STREQ(kernels::kNumericsVersion, "canonical-v2");
+// The pinned draws' fixed logits (with ties) and parameters.
+std::vector<float> GoldenLogits() {
   std::vector<float> logits(64);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 7) % 11) * 0.5f;
+  return logits;
+}
+
+SamplingParams GoldenParams() {
   SamplingParams params;
   params.temperature = 0.9f;
   params.top_k = 5;
   params.top_p = 0.9f;
+  return params;
+}
+
+TEST(SamplerGolden, PinnedDrawsOfThisContractVersion) {
+  // Draws on fixed logits with ties, computed once by this code under canonical-v2 and
+  // pinned: a change means the sampler's contract changed (bump kNumericsVersion, re-pin).
+  ASSERT_STREQ(kernels::kNumericsVersion, "canonical-v2");
+  const std::vector<float> logits = GoldenLogits();
+  SamplingParams params = GoldenParams();
   std::string drawn;
   for (uint64_t step = 0; step < 24; ++step) {
     drawn += std::to_string(Sample(logits, params, 42, step).token) + " ";
@@ -511,12 +522,8 @@ TEST(SamplerPenalties, AdjustedDistributionMatchesFloat64Reference) {
 
 TEST(SamplerPenalties, ZeroPenaltiesAndNoBiasAreTheOldPathBitForBit) {
   // The golden draws, with a generated history that zero penalties must ignore.
-  std::vector<float> logits(64);
-  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 7) % 11) * 0.5f;
-  SamplingParams params;
-  params.temperature = 0.9f;
-  params.top_k = 5;
-  params.top_p = 0.9f;
+  const std::vector<float> logits = GoldenLogits();
+  SamplingParams params = GoldenParams();
   params.frequency_penalty = 0.0f;
   params.presence_penalty = -0.0f;
   ASSERT_FALSE(params.AdjustsLogits());
