@@ -5,6 +5,7 @@
 #include <set>
 
 #include "base/escape.h"
+#include "recorder/grammar/productive.h"
 
 namespace trace::recorder::grammar {
 
@@ -226,6 +227,10 @@ void GrammarBuilder::DefineRule(int32_t rule, Expr body) {
   rules_[rule].body = body;
 }
 
+void GrammarBuilder::RequireFinite(int32_t rule, std::string where, std::string what) {
+  finite_.push_back({rule, std::move(where), std::move(what)});
+}
+
 int32_t GrammarBuilder::StringRule(int32_t min_chars, int32_t max_chars) {
   if (max_chars < 0) max_chars = -1;
   for (size_t i = 0; i < rules_.size(); ++i) {
@@ -407,6 +412,16 @@ Result<std::shared_ptr<const Grammar>> GrammarBuilder::Build(int32_t root) {
   }
   if (root < 0 || root >= static_cast<int32_t>(g->rules.size())) {
     return InvalidArgument("grammar: no root rule");
+  }
+  const std::vector<bool> finishes = PruneUnproductive(g.get());
+  for (const Requirement& r : finite_) {
+    if (!finishes[static_cast<size_t>(r.rule)]) {
+      return InvalidArgument(EscapePathForDisplay(r.where) + ": " + r.what);
+    }
+  }
+  if (!finishes[static_cast<size_t>(root)]) {
+    return InvalidArgument("grammar: rule " + EscapePathForDisplay(g->rules[root].name) +
+                           " matches no finite text");
   }
   return std::shared_ptr<const Grammar>(std::move(g));
 }

@@ -13,7 +13,9 @@
 // Ownership: a Grammar is a value (held by shared_ptr<const Grammar> once built); the
 // builder owns its expressions until Build. Thread safety: a built Grammar is immutable;
 // a builder is single-threaded. Errors: Build fails with InvalidArgument when a rule is
-// declared but never defined or the automaton would exceed kMaxStates.
+// declared but never defined, the automaton would exceed kMaxStates, or the root (or a rule
+// passed to RequireFinite) matches no finite text. Build drops every alternative that
+// cannot finish (productive.h), so no walk of a built grammar reaches a dead end.
 #pragma once
 
 #include <cstdint>
@@ -109,6 +111,10 @@ class GrammarBuilder {
   // The JSON string rule with a length in characters in [min_chars, max_chars] (max < 0:
   // unbounded); one per distinct bound pair.
   int32_t StringRule(int32_t min_chars, int32_t max_chars);
+  // Build fails with "WHERE: WHAT" unless `rule` matches some finite text: a schema that
+  // only recurses ({"$ref": "#"}) is the client's error, named where the client wrote it,
+  // not an alternative to drop without a word.
+  void RequireFinite(int32_t rule, std::string where, std::string what);
 
   Result<std::shared_ptr<const Grammar>> Build(int32_t root);
 
@@ -125,8 +131,14 @@ class GrammarBuilder {
   };
   Expr Add(Node n);
 
+  struct Requirement {
+    int32_t rule;
+    std::string where, what;
+  };
+
   std::vector<Node> nodes_;
   std::vector<RuleDef> rules_;
+  std::vector<Requirement> finite_;
 };
 
 }  // namespace trace::recorder::grammar

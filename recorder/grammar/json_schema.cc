@@ -548,7 +548,12 @@ class Compiler {
 Result<int32_t> AddJsonSchema(GrammarBuilder* builder, const ojson& schema,
                               const SchemaOptions& options) {
   Compiler c(builder, schema, options);
-  return c.RuleFor(schema, options.where);
+  TRACE_ASSIGN_OR_RETURN(int32_t rule, c.RuleFor(schema, options.where));
+  builder->RequireFinite(rule, options.where,
+                         "no finite JSON value is valid under this schema (its bounds "
+                         "exclude every value, or it recurses through $ref with no way "
+                         "to end)");
+  return rule;
 }
 
 int32_t AddAnyJsonObject(GrammarBuilder* builder) {

@@ -19,7 +19,10 @@
 // enforced otherwise (the output may then violate them).
 //
 // Ownership: adds rules to the caller's GrammarBuilder. Thread safety: none (one builder).
-// Errors: InvalidArgument "WHERE: ..." (WHERE e.g. "schema.properties.age").
+// Errors: InvalidArgument "WHERE: ..." (WHERE e.g. "schema.properties.age"). A schema under
+// which no finite value is valid ({"$ref": "#"}, items that must contain themselves) is
+// refused when the builder's Build runs (GrammarBuilder::RequireFinite); alternatives of a
+// schema that cannot finish are dropped there (an anyOf branch that only recurses).
 #pragma once
 
 #include <cstdint>

@@ -148,6 +148,57 @@ TEST(JsonSchemaGrammar, StrictModeNamesTheUnsupportedKeywordAndWhere) {
   }
 }
 
+// A schema under which no finite value is valid would leave a constrained generation
+// with no allowed token (json_schema_fuzz's finding): it is refused, named where the
+// client wrote it; a schema that recurses with a way out still compiles.
+TEST(JsonSchemaGrammar, ASchemaWithNoFiniteValueIsRefusedWhereItIsNamed) {
+  SchemaOptions o;
+  o.where = "response_format.json_schema.schema";
+  for (const char* endless : {
+           R"({"$ref": "#"})",
+           R"({"x": [{"type": "null"}], "$ref": "#"})",  // the fuzzer's input
+           R"({"type": "array", "items": {"$ref": "#"}, "minItems": 1})",
+           R"({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]})",
+           R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"$ref": "#/$defs/a"}]}},
+               "$ref": "#/$defs/a"})",
+           R"({"type": "string", "minLength": 3, "maxLength": 2})",
+       }) {
+    auto g = CompileJsonSchema(ojson::parse(endless), o);
+    ASSERT_FALSE(g.ok()) << endless;
+    EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+    const std::string& m = g.status().message();
+    EXPECT_EQ(m.rfind("response_format.json_schema.schema", 0), 0u) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  for (const char* finite : {
+           R"({"type": "object", "properties": {"next": {"$ref": "#"}}})",
+           R"({"type": "array", "items": {"$ref": "#"}})",
+           R"({"anyOf": [{"$ref": "#"}, {"type": "null"}]})",
+       }) {
+    EXPECT_TRUE(CompileJsonSchema(ojson::parse(finite), o).ok()) << finite;
+  }
+}
+
+// An alternative that cannot finish is dropped from the grammar, so no prefix of an output
+// leads where nothing can end it.
+TEST(JsonSchemaGrammar, AnAlternativeThatCannotFinishIsDropped) {
+  auto g = Compile(R"({"anyOf": [{"$ref": "#/$defs/loop"}, {"type": "null"},
+      {"type": "object", "properties": {"a": {"$ref": "#/$defs/loop"}}}],
+      "$defs": {"loop": {"type": "array", "items": {"$ref": "#/$defs/loop"}, "minItems": 1}}})");
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(g->Accepts("null"));
+  EXPECT_TRUE(g->Accepts("{}"));
+  EXPECT_FALSE(g->Accepts("[]"));
+  // A tool whose parameters cannot finish names the tool.
+  auto tools = CompileConstraintGrammar(ojson::parse(
+      R"({"kind": "tool_call", "tools": [{"name": "ok", "parameters": {}},
+          {"name": "loop", "parameters": {"type": "object", "properties": {"n": {"$ref": "#"}},
+                                          "required": ["n"]}}]})"));
+  ASSERT_FALSE(tools.ok());
+  EXPECT_NE(tools.status().message().find("function 'loop' parameters"), std::string::npos)
+      << tools.status().message();
+}
+
 TEST(NumberRanges, IntegersMatchArithmetic) {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 60; ++trial) {
@@ -194,7 +245,12 @@ TEST(NumberRanges, DecimalsMatchArithmetic) {
     int32_t root = b.DeclareRule("root");
     b.DefineRule(root, NumberRange(&b, lo, hi));
     auto g = b.Build(root);
-    ASSERT_TRUE(g.ok());
+    // An empty range matches no text: Build refuses a root that cannot finish.
+    const bool empty =
+        lo && hi &&
+        (hi->value < lo->value || (hi->value == lo->value && !(lo->inclusive && hi->inclusive)));
+    ASSERT_EQ(g.ok(), !empty) << " lo=" << lo->value << " hi=" << hi->value;
+    if (empty) continue;
     for (const std::string& s : samples) {
       double v = std::stod(s);
       bool want = (!lo || (lo->inclusive ? v >= lo->value : v > lo->value)) &&
@@ -331,6 +387,18 @@ TEST_F(MatcherTest, MasksAreAFunctionOfTheTokensSoFar) {
   a.FillMask(&ma);
   b.FillMask(&mb);
   EXPECT_EQ(ma, mb);
+}
+
+TEST_F(MatcherTest, NoPrefixLeadsWhereNothingCanFinish) {
+  auto g = Compile(R"({"anyOf": [{"type": "null"},
+      {"type": "array", "items": {"$ref": "#/anyOf/1"}, "minItems": 1}]})");
+  ASSERT_TRUE(g);
+  Matcher m(g, *index_, end_);
+  EXPECT_FALSE(m.AdvanceBytes("["));  // every array would hold an array, without end
+  EXPECT_TRUE(m.AdvanceBytes("nul"));
+  std::vector<uint8_t> mask;
+  m.FillMask(&mask);
+  EXPECT_TRUE(mask[tokenizer_->Encode("l")[0]]);
 }
 
 TEST_F(MatcherTest, FactoryCompilesOnceAndKeepsVersionOneSpecs) {
