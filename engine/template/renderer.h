@@ -15,7 +15,7 @@
 // one thread; several Renderers may render the same Program at once. Errors: every
 // fallible step returns a Status; Err and Locate prefix "template ORIGIN line N: ",
 // constructs outside the subset are Unsupported, limits (kMaxIndent, RenderLimits,
-// kMaxValueDepth, the macro call depth) and Python's own errors are
+// kMaxValueDepth, kMaxNesting, the macro call depth) and Python's own errors are
 // InvalidArgument.
 #pragma once
 
@@ -43,6 +43,16 @@ Status IntTooLarge();
 // Guards against templates that would build gigabytes (jinja2 would try and run out of
 // memory); no chat template comes near these.
 inline constexpr int64_t kMaxIndent = 1 << 16;
+// The render's recursion, counted as one budget: every expression being evaluated, every
+// statement being executed and so every macro call adds a level. The parser bounds one
+// expression's depth and one body's nesting (200 each), but a macro calling itself stacks
+// them: 256 calls of a body 200 deep would need 51,200 native frames, which overflow the
+// stack (under ASan a level costs kilobytes). Python's recursion limit plays this part in
+// jinja2 and stops a self-calling macro after about 160 calls; this bound stops one that
+// adds 3 levels per call after 170, and lets every template the parser accepts render
+// without macros (200 + 200 levels at most). A count, not a measure of the stack: whether a
+// template renders is the same in every build.
+inline constexpr int kMaxNesting = 512;
 // The bound on built values (RenderLimits::max_size) of the render in progress on this
 // thread; RenderLimits{}.max_size outside a render. Thread-local rather than a Renderer
 // member: the size checks sit in free functions that a render reaches by many paths (str
@@ -108,6 +118,31 @@ class Renderer {
   // ---- expressions (interpreter.cc) ----
 
   Result<Value> Eval(const Expr& e);
+  // One level of the render's recursion (kMaxNesting) while it lives; Exceeded() says
+  // whether this one is past the bound.
+  class NestingScope {
+   public:
+    explicit NestingScope(Renderer& r) : nesting_(++r.nesting_), r_(r) {}
+    ~NestingScope() { --r_.nesting_; }
+    NestingScope(const NestingScope&) = delete;
+    NestingScope& operator=(const NestingScope&) = delete;
+    bool Exceeded() const { return nesting_ > kMaxNesting; }
+
+   private:
+    int nesting_;
+    Renderer& r_;
+  };
+  // "render nested more than kMaxNesting levels deep" at `line`.
+  Status NestingExceeded(int line) const;
+  // Eval's kinds, out of line so that Eval's own frame stays small (interpreter.cc).
+  [[gnu::noinline]] Result<Value> EvalSequence(const Expr& e);
+  [[gnu::noinline]] Result<Value> EvalDict(const Expr& e);
+  [[gnu::noinline]] Result<Value> EvalAccess(const Expr& e);
+  [[gnu::noinline]] Result<Value> EvalCall(const Expr& e);
+  [[gnu::noinline]] Result<Value> EvalFilterOrTest(const Expr& e);
+  [[gnu::noinline]] Result<Value> EvalUnary(const Expr& e);
+  [[gnu::noinline]] Result<Value> EvalBranch(const Expr& e);
+  [[gnu::noinline]] Result<Value> EvalBinary(const Expr& e);
   // A name: the frames innermost first, then the globals, then Builtin.
   Value Lookup(const std::string& name) const;
   Result<CallArgs> EvalArgs(const Expr& e);
@@ -142,11 +177,17 @@ class Renderer {
 
   Status ExecBody(const Body& body, std::string& out);
   Status Exec(const Stmt& s, std::string& out);
+  [[gnu::noinline]] Status ExecCallBlock(const Stmt& s, std::string& out);
+  [[gnu::noinline]] Status ExecFilterBlock(const Stmt& s, std::string& out);
   Result<Value> EvalWithBlock(const Expr& filter_chain, std::string text);
   Status Assign(const std::vector<std::string>& targets, const Value& v, Dict& vars, int line);
   Status ExecSet(const Stmt& s);
   static bool HasBlockName(const Expr& e);
   Status ExecFor(const Stmt& s, std::string& out);
+  // The items a loop runs over, its `if` filter applied.
+  [[gnu::noinline]] Result<std::vector<Value>> LoopItems(const Stmt& s);
+  // The `loop` variable of iteration `i`.
+  [[gnu::noinline]] static Value LoopInfo(const std::vector<Value>& items, size_t i);
   Value MakeMacro(const Stmt& s, std::string name = "");
   // Appends `piece` to `out` (the output of the render, of a macro or of a block), unless
   // `out` would grow past RenderLimits::max_size: the error names `line`.
@@ -178,6 +219,7 @@ class Renderer {
   Flow flow_ = Flow::kNormal;
   int loop_depth_ = 0;
   int call_depth_ = 0;
+  int nesting_ = 0;    // NestingScope levels open now
   int64_t steps_ = 0;  // Step() calls so far in this render
 };
 

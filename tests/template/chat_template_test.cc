@@ -142,6 +142,42 @@ TEST(ChatTemplate, ExpressionsNestedTooDeeplyAreRefusedNotACrash) {
   EXPECT_EQ(*r, "199");
 }
 
+// A macro that calls itself stacks its body's nesting once per call: the parser's bounds
+// (200 levels of expression, 200 of statements) and the call depth (256) multiply. A body
+// whose call sits under a 190-term sum recursed 256 times would need about 49,000 native
+// frames and overflowed the stack (template_fuzz, first under ASan): expressions,
+// statements and macro calls now share one budget of kMaxNesting (512) levels, the same in
+// every build.
+TEST(ChatTemplate, MacroRecursionAndNestingShareOneBudget) {
+  std::string sum = "f(n + 1)";
+  for (int i = 0; i < 190; ++i) sum += " + 1";
+  const std::string nested =
+      "render nested more than 512 levels deep (expressions, statements and macro calls "
+      "together)";
+  EXPECT_EQ(ErrorOf("{% macro f(n) %}\n{{ " + sum + " }}{% endmacro %}{{ f(0) }}"),
+            "template test.jinja line 2: " + nested);
+  // The fuzzer's input: a shallow body, recursing without end.
+  EXPECT_EQ(ErrorOf("{% macro f(n) %}\n{{ f(n - 1) % s }}{% endmacro %}{{ f(15) }}"),
+            "template test.jinja line 2: " + nested);
+  // 150 calls of a body 3 levels deep render (jinja2 3.1 allows 247 such calls).
+  auto r = RenderText(
+      "{% macro f(n) %}{% if n < 150 %}{{ f(n + 1) }}{% else %}{{ n }}{% endif %}{% endmacro %}"
+      "{{ f(0) }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "150");
+  // Without macros, whatever the parser accepts renders: 197 nested ifs (the parser's 200
+  // levels, with the output statement and its expression) around a 199-term chain.
+  std::string deep;
+  for (int i = 0; i < 197; ++i) deep += "{% if true %}";
+  deep += "{{ 0";
+  for (int i = 0; i < 199; ++i) deep += " + 1";
+  deep += " }}";
+  for (int i = 0; i < 197; ++i) deep += "{% endif %}";
+  auto d = RenderText(deep);
+  ASSERT_TRUE(d.ok()) << d.status().ToString().substr(0, 300);
+  EXPECT_EQ(*d, "199");
+}
+
 // Repetition is bounded by the size of its result; an empty string, list or tuple repeated
 // by a huge count is empty at once. `"" * 2**55` looped 2^55 times (template_fuzz: a
 // 92-byte template hung the renderer): without the fix this test does not finish.
