@@ -491,9 +491,11 @@ Result<Value> Renderer::Eval(const Expr& e) {
     case ExprKind::kDict:
       return EvalDict(e);
     case ExprKind::kGetAttr:
+      return EvalGetAttr(e);
     case ExprKind::kGetItem:
+      return EvalGetItem(e);
     case ExprKind::kSlice:
-      return EvalAccess(e);
+      return EvalSlice(e);
     case ExprKind::kCall:
       return EvalCall(e);
     case ExprKind::kFilter:
@@ -538,23 +540,30 @@ Result<Value> Renderer::EvalDict(const Expr& e) {
   return dict;
 }
 
-Result<Value> Renderer::EvalAccess(const Expr& e) {
+Result<Value> Renderer::EvalGetAttr(const Expr& e) {
   TRACE_ASSIGN_OR_RETURN(Value obj, Eval(*e.children[0]));
-  Result<Value> r = Value::None();
-  if (e.kind == ExprKind::kGetAttr) {
-    r = GetAttr(obj, e.name);
-  } else if (e.kind == ExprKind::kGetItem) {
-    TRACE_ASSIGN_OR_RETURN(Value key, Eval(*e.children[1]));
-    r = GetItem(obj, key);
-  } else {
-    Value parts[3] = {Value::None(), Value::None(), Value::None()};
-    for (int i = 0; i < 3; ++i) {
-      if (e.children[i + 1]) {
-        TRACE_ASSIGN_OR_RETURN(parts[i], Eval(*e.children[i + 1]));
-      }
+  auto r = GetAttr(obj, e.name);
+  if (!r.ok()) return Locate(r.status(), e.line);
+  return r;
+}
+
+Result<Value> Renderer::EvalGetItem(const Expr& e) {
+  TRACE_ASSIGN_OR_RETURN(Value obj, Eval(*e.children[0]));
+  TRACE_ASSIGN_OR_RETURN(Value key, Eval(*e.children[1]));
+  auto r = GetItem(obj, key);
+  if (!r.ok()) return Locate(r.status(), e.line);
+  return r;
+}
+
+Result<Value> Renderer::EvalSlice(const Expr& e) {
+  TRACE_ASSIGN_OR_RETURN(Value obj, Eval(*e.children[0]));
+  Value parts[3] = {Value::None(), Value::None(), Value::None()};
+  for (int i = 0; i < 3; ++i) {
+    if (e.children[i + 1]) {
+      TRACE_ASSIGN_OR_RETURN(parts[i], Eval(*e.children[i + 1]));
     }
-    r = Slice(obj, parts[0], parts[1], parts[2]);
   }
+  auto r = Slice(obj, parts[0], parts[1], parts[2]);
   if (!r.ok()) return Locate(r.status(), e.line);
   return r;
 }

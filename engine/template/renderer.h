@@ -137,7 +137,9 @@ class Renderer {
   // Eval's kinds, out of line so that Eval's own frame stays small (interpreter.cc).
   [[gnu::noinline]] Result<Value> EvalSequence(const Expr& e);
   [[gnu::noinline]] Result<Value> EvalDict(const Expr& e);
-  [[gnu::noinline]] Result<Value> EvalAccess(const Expr& e);
+  [[gnu::noinline]] Result<Value> EvalGetAttr(const Expr& e);
+  [[gnu::noinline]] Result<Value> EvalGetItem(const Expr& e);
+  [[gnu::noinline]] Result<Value> EvalSlice(const Expr& e);
   [[gnu::noinline]] Result<Value> EvalCall(const Expr& e);
   [[gnu::noinline]] Result<Value> EvalFilterOrTest(const Expr& e);
   [[gnu::noinline]] Result<Value> EvalUnary(const Expr& e);
