@@ -71,9 +71,13 @@ std::string PyTitle(const std::string& s) {
   return out;
 }
 
+// Counted as DecodeUtf8 decodes, invalid bytes included: the size checks that rely on it
+// (a list of a string's characters, replace('') of a string) must see what will be built.
+// Counting lead bytes instead called a string of continuation bytes empty, and
+// `('\x98' * 1000000).replace('', 'b' * 2000)` passed its 8 MiB check and built 2 GB.
 size_t CodePointLength(const std::string& s) {
   size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  for (size_t i = 0; i < s.size(); ++n) NextCodePoint(s, &i);
   return n;
 }
 
@@ -147,9 +151,12 @@ size_t PyReplaceSize(const std::string& s, const std::string& old, const std::st
   // An empty `old` matches before every code point and at the end.
   uint64_t matches = 0;
   if (old.empty()) {
-    matches = CodePointLength(s) + 1;
+    // PyReplace re-encodes every code point (an invalid byte becomes U+FFFD, 3 bytes).
+    uint64_t encoded = 0;
+    for (size_t i = 0; i < s.size(); ++matches) encoded += Utf8Length(NextCodePoint(s, &i));
+    ++matches;  // and one at the end
     if (count >= 0) matches = std::min<uint64_t>(matches, static_cast<uint64_t>(count));
-    return s.size() + matches * repl.size();
+    return encoded + matches * repl.size();
   }
   for (size_t p = s.find(old);
        p != std::string::npos && (count < 0 || matches < static_cast<uint64_t>(count));

@@ -210,8 +210,13 @@ Result<std::string> ToJson(const Value& v, const std::optional<std::string>& ind
 bool PyEquals(const Value& a, const Value& b);
 const char* KindName(const Value& v);  // Python type name for messages: 'dict object', ...
 
-// UTF-8 helpers: Python strings index code points.
+// UTF-8 helpers: Python strings index code points. Invalid UTF-8 decodes one byte at a time
+// as U+FFFD: a lone continuation byte, a truncated or malformed sequence.
+// The code point at s[*i], moving *i past it (*i < s.size()).
+char32_t NextCodePoint(std::string_view s, size_t* i);
 std::vector<char32_t> DecodeUtf8(std::string_view s);
+// The bytes AppendUtf8 writes for `c`.
+size_t Utf8Length(char32_t c);
 std::string EncodeUtf8(const std::u32string_view s);
 void AppendUtf8(std::string& out, char32_t c);
 bool IsPyWhitespace(char32_t c);

@@ -233,53 +233,51 @@ const Value* CallArgs::Keyword(std::string_view name) const {
 
 // ---- UTF-8 ----
 
+char32_t NextCodePoint(std::string_view s, size_t* i) {
+  const unsigned char c = s[*i];
+  char32_t cp;
+  size_t len;
+  if (c < 0x80) {
+    ++*i;
+    return c;
+  } else if ((c >> 5) == 6) {
+    cp = c & 0x1F;
+    len = 2;
+  } else if ((c >> 4) == 14) {
+    cp = c & 0x0F;
+    len = 3;
+  } else if ((c >> 3) == 30) {
+    cp = c & 0x07;
+    len = 4;
+  } else {
+    ++*i;
+    return 0xFFFD;
+  }
+  if (*i + len > s.size()) {
+    ++*i;
+    return 0xFFFD;
+  }
+  for (size_t k = 1; k < len; ++k) {
+    const unsigned char cc = s[*i + k];
+    if ((cc >> 6) != 2) {
+      ++*i;
+      return 0xFFFD;
+    }
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  *i += len;
+  return cp;
+}
+
 std::vector<char32_t> DecodeUtf8(std::string_view s) {
   std::vector<char32_t> out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    unsigned char c = s[i];
-    char32_t cp;
-    size_t len;
-    if (c < 0x80) {
-      cp = c;
-      len = 1;
-    } else if ((c >> 5) == 6) {
-      cp = c & 0x1F;
-      len = 2;
-    } else if ((c >> 4) == 14) {
-      cp = c & 0x0F;
-      len = 3;
-    } else if ((c >> 3) == 30) {
-      cp = c & 0x07;
-      len = 4;
-    } else {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
-    if (i + len > s.size()) {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
-    bool ok = true;
-    for (size_t k = 1; k < len; ++k) {
-      unsigned char cc = s[i + k];
-      if ((cc >> 6) != 2) {
-        ok = false;
-        break;
-      }
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (!ok) {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
-    out.push_back(cp);
-    i += len;
-  }
+  for (size_t i = 0; i < s.size();) out.push_back(NextCodePoint(s, &i));
   return out;
+}
+
+size_t Utf8Length(char32_t c) {
+  return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
 }
 
 void AppendUtf8(std::string& out, char32_t c) {

@@ -178,6 +178,19 @@ TEST(ChatTemplate, MacroRecursionAndNestingShareOneBudget) {
   EXPECT_EQ(*d, "199");
 }
 
+// A string's length counts what DecodeUtf8 makes of it, an invalid byte as one U+FFFD:
+// counting lead bytes called a run of continuation bytes empty, so replace('') on 100,000
+// of them passed its size check and built 200 MB (template_fuzz: out of memory).
+TEST(ChatTemplate, InvalidUtf8CountsAsTheCharactersItDecodesTo) {
+  EXPECT_EQ(ErrorUnder(kSmallLimits, "{{ ('\x98' * 100000).replace('', 'b' * 2000) }}"),
+            "template test.jinja line 1: str.replace result would be larger than 1048576 bytes");
+  auto r = RenderText(
+      "{{ '\x98\x98' | length }} {{ ('\xe2\x82' * 2) | list | length }} "
+      "{{ 'a\x98'.replace('', '-') }} {{ '\xc3\xa9\x98'.find('\x98') }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "2 4 -a-\xef\xbf\xbd- 1");
+}
+
 // Repetition is bounded by the size of its result; an empty string, list or tuple repeated
 // by a huge count is empty at once. `"" * 2**55` looped 2^55 times (template_fuzz: a
 // 92-byte template hung the renderer): without the fix this test does not finish.
