@@ -225,12 +225,12 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     std::optional<std::string> ind;
     if (!IsNoneOrMissing(indent)) {
       if (indent->is_integral()) {
-        if (indent->as_int() > kMaxIndent) return TooLarge("tojson indent");
+        if (indent->as_int() > kMaxIndent) return WidthTooLarge("tojson indent");
         ind = std::string(static_cast<size_t>(std::max<int64_t>(0, indent->as_int())), ' ');
       } else if (indent->is_string()) {
         // Repeated once per nesting level on every line, as an int indent is.
         if (indent->str().size() > static_cast<size_t>(kMaxIndent)) {
-          return TooLarge("tojson indent");
+          return WidthTooLarge("tojson indent");
         }
         ind = indent->str();
       } else {
@@ -381,7 +381,7 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     // Checked before the spaces are built: `indent(6553785477580703)` asked for 6.5 PB
     // (template_fuzz).
     if (width && width->is_integral() && width->as_int() > kMaxIndent) {
-      return TooLarge("indent width");
+      return WidthTooLarge("indent width");
     }
     std::string indention =
         width && width->is_string()
@@ -390,7 +390,7 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
                               ? static_cast<size_t>(std::max<int64_t>(0, width->as_int()))
                               : 4,
                           ' ');
-    if (indention.size() > static_cast<size_t>(kMaxIndent)) return TooLarge("indent width");
+    if (indention.size() > static_cast<size_t>(kMaxIndent)) return WidthTooLarge("indent width");
     std::string s = need_str(v) + "\n";
     auto lines = PySplitLines(s, false);
     // Every line but the first gains the indent (and the first too with first=True).

@@ -37,6 +37,11 @@ Status TooLarge(const std::string& what) {
                          " bytes");
 }
 
+Status WidthTooLarge(const std::string& what) {
+  return InvalidArgument(what + " would be wider than " + std::to_string(kMaxIndent) +
+                         " characters");
+}
+
 // A value in a message: quoted, escaped and clipped (base/escape.h).
 std::string Quote(const std::string& s) {
   std::string quoted = "'";

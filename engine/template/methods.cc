@@ -316,7 +316,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     if (!w || !w->is_integral()) return TypeError("str.zfill() needs an integer width");
     int64_t len = static_cast<int64_t>(CodePointLength(s));
     if (w->as_int() <= len) return Value::Str(s);
-    if (w->as_int() > kMaxIndent) return TooLarge("zfill width");
+    if (w->as_int() > kMaxIndent) return WidthTooLarge(fn + " width");
     if (s.size() + static_cast<size_t>(w->as_int() - len) > MaxBuiltSize()) {
       return TooLarge("zfill result");
     }
@@ -333,7 +333,7 @@ Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallA
     int64_t len = static_cast<int64_t>(CodePointLength(s));
     int64_t total = w->as_int() - len;
     if (total <= 0) return Value::Str(s);
-    if (w->as_int() > kMaxIndent) return TooLarge(fn + " width");
+    if (w->as_int() > kMaxIndent) return WidthTooLarge(fn + " width");
     // The fill is repeated up to the width; Python refuses a fill longer than one character,
     // this accepts one, so the result is measured.
     if (s.size() + static_cast<uint64_t>(total) * f.size() > MaxBuiltSize()) {

@@ -61,6 +61,8 @@ inline constexpr int kMaxNesting = 512;
 size_t MaxBuiltSize();
 // "`what` would be larger than MaxBuiltSize() bytes".
 Status TooLarge(const std::string& what);
+// "`what` would be wider than kMaxIndent characters": a width or indent over its own bound.
+Status WidthTooLarge(const std::string& what);
 // What a render may do: RenderLimits (chat_template.h). A step takes 1 to 2 µs (Release,
 // loaded 2-core machine), so a render that hits the default step bound fails within seconds
 // (template_fuzz holds its renders to smaller bounds: tests/fuzz/template_fuzz.cc).

@@ -304,11 +304,7 @@ TEST(ChatTemplate, ValuesBuiltFromBoundedPartsAreBounded) {
       {"{{ 'a'.center(60000, 'b' * 100000) }}", "str.center result"},
       {"{{ 'a'.ljust(60000, 'b' * 100000) }}", "str.ljust result"},
       {"{{ ('a\\n' * 100) | indent(65536) }}", "indent result"},
-      // An integer width is checked before its spaces are built (template_fuzz: 6.5 PB).
-      {"{{ 'a' | indent(6553785477580703) }}", "indent width"},
-      {"{{ 'a' | indent(65537) }}", "indent width"},
       {"{{ (['a'] * 1000) | tojson(separators=['x' * 10000, ':']) }}", "tojson result"},
-      {"{{ [[[1]]] | tojson(indent='x' * 100000) }}", "tojson indent"},
       {"{{ ('&' * 1000 * 300) | e }}", "escape result"},
       // str() of a list of a thousand references to one list of a 10 KB string.
       {"{% set l = ['x' * 10000] %}{{ ([l] * 1000) | string }}", "string result"},
@@ -321,6 +317,21 @@ TEST(ChatTemplate, ValuesBuiltFromBoundedPartsAreBounded) {
   };
   for (const auto& [source, what] : cases) {
     EXPECT_EQ(ErrorUnder(kSmallLimits, source), "template test.jinja line 1: " + what + big)
+        << source;
+  }
+  // Widths and indents have their own bound (kMaxIndent), whatever max_size is; an integer
+  // width is checked before its spaces are built (template_fuzz: 6.5 PB).
+  for (const auto& [source, what] : std::vector<std::pair<std::string, std::string>>{
+           {"{{ 'a' | indent(6553785477580703) }}", "indent width"},
+           {"{{ 'a' | indent(65537) }}", "indent width"},
+           {"{{ 'a' | indent('x' * 65537) }}", "indent width"},
+           {"{{ [[[1]]] | tojson(indent='x' * 100000) }}", "tojson indent"},
+           {"{{ [[[1]]] | tojson(indent=65537) }}", "tojson indent"},
+           {"{{ '1'.zfill(65537) }}", "str.zfill width"},
+           {"{{ 'a'.center(65537) }}", "str.center width"},
+       }) {
+    EXPECT_EQ(ErrorOf(source),
+              "template test.jinja line 1: " + what + " would be wider than 65536 characters")
         << source;
   }
   // str() of such a list as output stops at the output cap.
