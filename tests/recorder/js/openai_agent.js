@@ -193,6 +193,12 @@ async function main() {
     model: MODEL, messages: user("x"),
     response_format: { type: "json_schema", json_schema: { name: "p", strict: true, schema: { type: "string", pattern: "^a$" } } },
   }, "strict schema with pattern");
+  // A schema no finite value satisfies: a 400 before any token, not a generation stuck with
+  // every token masked.
+  await expectStatus(400, {
+    model: MODEL, messages: user("x"),
+    response_format: { type: "json_schema", json_schema: { name: "loop", schema: { $ref: "#" } } },
+  }, "schema with no finite value");
   // A seed keeps its sign.
   const neg = await client.chat.completions.create({ model: MODEL, messages: user("x"), max_tokens: 2, seed: -5 });
   check(neg.trace.seed === -5, `seed -5 came back as ${neg.trace.seed}`);
