@@ -46,7 +46,6 @@ std::vector<bool> PruneUnproductive(Grammar* grammar) {
       work.push_back(s);
     }
   };
-  std::vector<int32_t> new_rules;
   auto mark_rule = [&](size_t r) {
     if (rule_ok[r]) return;
     rule_ok[r] = true;
