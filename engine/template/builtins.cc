@@ -109,8 +109,7 @@ Result<Value> GetPath(Renderer& r, const Value& item, const std::string& path);
 
 Result<int> SortCompare(const Value& a, const Value& b, bool case_sensitive) {
   if (!case_sensitive && a.is_string() && b.is_string()) {
-    std::string x = PyLower(a.str()), y = PyLower(b.str());
-    return x < y ? -1 : x > y ? 1 : 0;
+    return CompareLowered(a.str(), b.str());
   }
   if (a.is_number() && b.is_number()) {
     double x = a.as_double(), y = b.as_double();
@@ -267,26 +266,10 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     const std::string* set = (chars && chars->is_string()) ? &chars->str() : nullptr;
     return Value::Str(PyStrip(need_str(v), set, true, true));
   }
-  if (name == "upper") return Value::Str(PyUpper(need_str(v)));
-  if (name == "lower") return Value::Str(PyLower(need_str(v)));
-  if (name == "capitalize") return Value::Str(PyCapitalize(need_str(v)));
-  if (name == "title") {
-    // jinja2: split on runs of [-\s({[<], uppercase the first char of each chunk.
-    std::string s = need_str(v), out;
-    auto cps = DecodeUtf8(s);
-    bool at_start = true;
-    for (char32_t c : cps) {
-      bool sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || IsPyWhitespace(c);
-      if (sep) {
-        AppendUtf8(out, c);
-        at_start = true;
-        continue;
-      }
-      AppendUtf8(out, at_start ? ToUpper(c) : ToLower(c));
-      at_start = false;
-    }
-    return Value::Str(out);
-  }
+  if (name == "upper") return StrResult(PyUpper(need_str(v), "upper result"));
+  if (name == "lower") return StrResult(PyLower(need_str(v), "lower result"));
+  if (name == "capitalize") return StrResult(PyCapitalize(need_str(v), "capitalize result"));
+  if (name == "title") return StrResult(JinjaTitle(need_str(v), "title result"));
   if (name == "length" || name == "count") {
     switch (v.kind()) {
       case Kind::kUndefined:
@@ -529,8 +512,10 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
     if (name == "unique") {
       std::vector<Value> out, seen;
       for (size_t i = 0; i < items.size(); ++i) {
-        Value k =
-            (!case_sensitive && keys[i].is_string()) ? Value::Str(PyLower(keys[i].str())) : keys[i];
+        Value k = keys[i];
+        if (!case_sensitive && k.is_string()) {
+          TRACE_ASSIGN_OR_RETURN(k, StrResult(PyLower(k.str(), name + " key")));
+        }
         bool dup = false;
         for (const auto& s : seen) dup = dup || PyEquals(s, k);
         if (dup) continue;

@@ -42,6 +42,11 @@ Status WidthTooLarge(const std::string& what) {
                          " characters");
 }
 
+Result<Value> StrResult(Result<std::string> built) {
+  if (!built.ok()) return built.status();
+  return Value::Str(std::move(built).value());
+}
+
 // A value in a message: quoted, escaped and clipped (base/escape.h).
 std::string Quote(const std::string& s) {
   std::string quoted = "'";

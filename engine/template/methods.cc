@@ -117,15 +117,11 @@ Result<std::string> PyFormat(const std::string& fmt, const CallArgs& args) {
 
 Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallArgs& args) {
   const std::string fn = "str." + name;
-  if (name == "upper") return Value::Str(PyUpper(s));
-  if (name == "lower" || name == "casefold") return Value::Str(PyLower(s));
-  if (name == "title") return Value::Str(PyTitle(s));
-  if (name == "capitalize") return Value::Str(PyCapitalize(s));
-  if (name == "swapcase") {
-    std::string out;
-    for (char32_t c : DecodeUtf8(s)) AppendUtf8(out, ToUpper(c) != c ? ToUpper(c) : ToLower(c));
-    return Value::Str(out);
-  }
+  if (name == "upper") return StrResult(PyUpper(s, fn + " result"));
+  if (name == "lower" || name == "casefold") return StrResult(PyLower(s, fn + " result"));
+  if (name == "title") return StrResult(PyTitle(s, fn + " result"));
+  if (name == "capitalize") return StrResult(PyCapitalize(s, fn + " result"));
+  if (name == "swapcase") return StrResult(PySwapcase(s, fn + " result"));
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const Value* chars = Arg(args, 0, "chars");
     if (chars && !chars->is_none() && !chars->is_string()) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "engine/template/renderer.h"
 #include "engine/template/template_internal.h"
 
 namespace trace::engine::tmpl {
@@ -17,10 +18,18 @@ char32_t ToTitle(char32_t c) {
   return static_cast<char32_t>(utf8proc_totitle(c));
 }
 
-std::string MapChars(const std::string& s, char32_t (*f)(char32_t)) {
+// Maps each code point of `s` through `map(c)` (which may keep state), checking the result
+// against MaxBuiltSize() as it grows: an invalid byte decodes to U+FFFD, three bytes, so a
+// case mapping can triple a string's size, and a value at the bound would pass it threefold.
+template <typename Map>
+Result<std::string> MapEachChar(const std::string& s, const std::string& what, Map map) {
+  const size_t limit = MaxBuiltSize();
   std::string out;
-  out.reserve(s.size());
-  for (char32_t c : DecodeUtf8(s)) AppendUtf8(out, f(c));
+  out.reserve(std::min(s.size(), limit));
+  for (size_t i = 0; i < s.size();) {
+    AppendUtf8(out, map(NextCodePoint(s, &i)));
+    if (out.size() > limit) return TooLarge(what);
+  }
   return out;
 }
 
@@ -45,30 +54,55 @@ bool IsAlphaCp(char32_t c) {
   return cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
 }
 
-std::string PyUpper(const std::string& s) {
-  return MapChars(s, ToUpper);
+Result<std::string> PyUpper(const std::string& s, const std::string& what) {
+  return MapEachChar(s, what, ToUpper);
 }
-std::string PyLower(const std::string& s) {
-  return MapChars(s, ToLower);
+Result<std::string> PyLower(const std::string& s, const std::string& what) {
+  return MapEachChar(s, what, ToLower);
 }
-
-std::string PyCapitalize(const std::string& s) {
-  auto cps = DecodeUtf8(s);
-  std::string out;
-  for (size_t i = 0; i < cps.size(); ++i)
-    AppendUtf8(out, i == 0 ? ToTitle(cps[i]) : ToLower(cps[i]));
-  return out;
+Result<std::string> PySwapcase(const std::string& s, const std::string& what) {
+  return MapEachChar(s, what,
+                     [](char32_t c) { return ToUpper(c) != c ? ToUpper(c) : ToLower(c); });
 }
 
-// str.title(): a cased character after an uncased one is titlecased, others lowercased.
-std::string PyTitle(const std::string& s) {
-  std::string out;
+Result<std::string> PyCapitalize(const std::string& s, const std::string& what) {
+  bool first = true;
+  return MapEachChar(s, what, [&first](char32_t c) {
+    const char32_t mapped = first ? ToTitle(c) : ToLower(c);
+    first = false;
+    return mapped;
+  });
+}
+
+Result<std::string> PyTitle(const std::string& s, const std::string& what) {
   bool prev_cased = false;
-  for (char32_t c : DecodeUtf8(s)) {
-    AppendUtf8(out, prev_cased ? ToLower(c) : ToTitle(c));
+  return MapEachChar(s, what, [&prev_cased](char32_t c) {
+    const char32_t mapped = prev_cased ? ToLower(c) : ToTitle(c);
     prev_cased = IsCased(c);
+    return mapped;
+  });
+}
+
+Result<std::string> JinjaTitle(const std::string& s, const std::string& what) {
+  bool at_start = true;
+  return MapEachChar(s, what, [&at_start](char32_t c) {
+    if (c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || IsPyWhitespace(c)) {
+      at_start = true;
+      return c;
+    }
+    const char32_t mapped = at_start ? ToUpper(c) : ToLower(c);
+    at_start = false;
+    return mapped;
+  });
+}
+
+int CompareLowered(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const char32_t x = ToLower(NextCodePoint(a, &i)), y = ToLower(NextCodePoint(b, &j));
+    if (x != y) return x < y ? -1 : 1;
   }
-  return out;
+  return i < a.size() ? 1 : j < b.size() ? -1 : 0;
 }
 
 // Counted as DecodeUtf8 decodes, invalid bytes included: the size checks that rely on it

@@ -3,14 +3,17 @@
 // Private to engine/template/; the UTF-8 codec and strip are in template_internal.h.
 //
 // Ownership: plain functions of their arguments; results are new strings. Thread safety:
-// pure, callable from any thread. Errors: none; invalid UTF-8 is decoded as DecodeUtf8
-// decodes it.
+// pure but for MaxBuiltSize(), which is per thread. Errors: invalid UTF-8 is decoded as
+// DecodeUtf8 decodes it; the case mappings fail with TooLarge(what) (renderer.h) when their
+// result would pass MaxBuiltSize() (an invalid byte becomes U+FFFD, three bytes).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "base/status.h"
 
 namespace trace::engine::tmpl {
 
@@ -21,11 +24,18 @@ bool IsCased(char32_t c);
 bool IsAlnumCp(char32_t c);  // str.isalnum: letters and numbers
 bool IsAlphaCp(char32_t c);  // str.isalpha: letters
 
-std::string PyUpper(const std::string& s);
-std::string PyLower(const std::string& s);
-std::string PyCapitalize(const std::string& s);
+Result<std::string> PyUpper(const std::string& s, const std::string& what);
+Result<std::string> PyLower(const std::string& s, const std::string& what);
+Result<std::string> PySwapcase(const std::string& s, const std::string& what);
+Result<std::string> PyCapitalize(const std::string& s, const std::string& what);
 // str.title(): a cased character after an uncased one is titlecased, others lowercased.
-std::string PyTitle(const std::string& s);
+Result<std::string> PyTitle(const std::string& s, const std::string& what);
+// jinja2's `title` filter: the first character of each run after [-\s({[<] uppercased, the
+// rest lowercased.
+Result<std::string> JinjaTitle(const std::string& s, const std::string& what);
+// -1, 0 or 1 as PyLower(a) compares with PyLower(b) (code point order), without building
+// either.
+int CompareLowered(const std::string& a, const std::string& b);
 
 // len(s): code points.
 size_t CodePointLength(const std::string& s);

@@ -63,6 +63,8 @@ size_t MaxBuiltSize();
 Status TooLarge(const std::string& what);
 // "`what` would be wider than kMaxIndent characters": a width or indent over its own bound.
 Status WidthTooLarge(const std::string& what);
+// A string built by a fallible function as a Value, or its error.
+Result<Value> StrResult(Result<std::string> built);
 // What a render may do: RenderLimits (chat_template.h). A step takes 1 to 2 µs (Release,
 // loaded 2-core machine), so a render that hits the default step bound fails within seconds
 // (template_fuzz holds its renders to smaller bounds: tests/fuzz/template_fuzz.cc).

@@ -191,6 +191,35 @@ TEST(ChatTemplate, InvalidUtf8CountsAsTheCharactersItDecodesTo) {
   EXPECT_EQ(*r, "2 4 -a-\xef\xbf\xbd- 1");
 }
 
+// A case mapping can triple a string: an invalid byte decodes to U+FFFD, three bytes. A value
+// at the size bound came back from upper() three times over it (here 1.5 MB under a 1 MiB
+// bound, so `| length` rendered 1500000); each mapping now stops at the bound, method or
+// filter, and the case-insensitive sort compares without copying.
+TEST(ChatTemplate, CaseMappingIsHeldToTheSizeBound) {
+  const std::string set = "{% set s = '\x98' * 500000 %}";
+  for (const char* method : {"upper", "lower", "casefold", "title", "capitalize", "swapcase"}) {
+    EXPECT_EQ(ErrorUnder(kSmallLimits, set + "{{ s." + method + "() | length }}"),
+              std::string("template test.jinja line 1: str.") + method +
+                  " result would be larger than 1048576 bytes");
+  }
+  for (const char* filter : {"upper", "lower", "title", "capitalize"}) {
+    EXPECT_EQ(ErrorUnder(kSmallLimits, set + "{{ s | " + filter + " | length }}"),
+              std::string("template test.jinja line 1: ") + filter +
+                  " result would be larger than 1048576 bytes");
+  }
+  EXPECT_EQ(ErrorUnder(kSmallLimits, set + "{{ [s] | unique | list | length }}"),
+            "template test.jinja line 1: unique key would be larger than 1048576 bytes");
+  auto r = RenderText(
+      "{{ ('\x98' * 300000).upper() | length }} {{ 'hello wORLD-x\x98' | title }} "
+      "{{ 'hello wORLD-x'.title() }} {{ '\xc3\xa9t\xc3\xa9'.upper() }} {{ 'aBc'.swapcase() }} "
+      "{{ ['b', 'A', 'ab', 'a', 'B', '\xc3\x89', 'e'] | sort | join(',') }} "
+      "{{ ['b', 'A', 'ab'] | sort(case_sensitive=true) | join(',') }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r,
+            "300000 Hello World-X\xef\xbf\xbd Hello World-X \xc3\x89T\xc3\x89 AbC "
+            "A,a,ab,b,B,e,\xc3\x89 A,ab,b");
+}
+
 // Repetition is bounded by the size of its result; an empty string, list or tuple repeated
 // by a huge count is empty at once. `"" * 2**55` looped 2^55 times (template_fuzz: a
 // 92-byte template hung the renderer): without the fix this test does not finish.
