@@ -8,6 +8,7 @@
 
 #include "base/escape.h"
 #include "base/files.h"
+#include "base/ordered_json.h"
 #include "engine/template/template_internal.h"
 
 namespace trace::engine {
@@ -128,7 +129,9 @@ nlohmann::ordered_json ToOrdered(const nlohmann::json& j) {
   switch (j.type()) {
     case nlohmann::json::value_t::object: {
       nlohmann::ordered_json out = nlohmann::ordered_json::object();
-      for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = ToOrdered(it.value());
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        AppendDistinctMember(out, it.key(), ToOrdered(it.value()));  // a json's keys differ
+      }
       return out;
     }
     case nlohmann::json::value_t::array: {
@@ -175,7 +178,7 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
   const std::string& file = tokenizer_config_json_path;
   const std::string path = EscapePathForDisplay(file);  // as messages show it
   TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(file, "tokenizer config"));
-  nlohmann::ordered_json config = nlohmann::ordered_json::parse(text, nullptr, false);
+  nlohmann::ordered_json config = ParseOrderedJson(text);
   if (config.is_discarded() || !config.is_object()) {
     return Corruption(path + ": not a JSON object");
   }

@@ -3,6 +3,9 @@
 #include <cstring>
 
 #include <string>
+#include <type_traits>
+
+#include "base/ordered_json.h"
 
 namespace trace::recorder {
 
@@ -65,10 +68,21 @@ ApiError JsonTooDeep(std::string_view what, size_t offset) {
 
 namespace {
 
+// nlohmann's own parse for json (a std::map per object), ours for ordered_json, whose
+// objects nlohmann's parse fills in quadratic time (base/ordered_json.h).
+template <typename Json>
+Json Parse(std::string_view text) {
+  if constexpr (std::is_same_v<Json, nlohmann::ordered_json>) {
+    return ParseOrderedJson(text);
+  } else {
+    return Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  }
+}
+
 template <typename Json>
 std::variant<Json, ApiError> ParseBody(std::string_view body) {
   if (std::optional<size_t> at = FindJsonDepthExcess(body)) return JsonTooDeep("request body", *at);
-  Json parsed = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  Json parsed = Parse<Json>(body);
   if (parsed.is_discarded()) {
     ApiError e = BadRequest("", "request body is not valid JSON");
     e.code = "invalid_json";
@@ -80,7 +94,7 @@ std::variant<Json, ApiError> ParseBody(std::string_view body) {
 template <typename Json>
 Json ParseOrDiscarded(std::string_view text) {
   if (FindJsonDepthExcess(text)) return Json(Json::value_t::discarded);
-  return Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return Parse<Json>(text);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "recorder/cassette/request_identity.h"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 #include <variant>
 
 #include "recorder/api/openai_embeddings.h"
@@ -52,17 +54,25 @@ void Walk(const std::string& path, const ojson& a, const ojson& b, size_t max,
           std::vector<std::pair<std::string, std::pair<std::string, std::string>>>* out) {
   if (out->size() >= max || a == b) return;
   if (a.is_object() && b.is_object()) {
-    for (const auto& [k, va] : a.items()) {
-      const std::string p = path.empty() ? k : path + "." + k;
-      if (b.contains(k)) {
-        Walk(p, va, b[k], max, out);
-      } else if (out->size() < max) {
-        out->push_back({p, {va.dump(), "(absent)"}});
+    // Members by key: an ordered_json finds a key by scanning, so a lookup per member of
+    // the other object was quadratic in two large objects.
+    std::unordered_map<std::string_view, const ojson*> in_a, in_b;
+    in_a.reserve(a.size());
+    in_b.reserve(b.size());
+    for (auto it = a.begin(); it != a.end(); ++it) in_a.emplace(it.key(), &it.value());
+    for (auto it = b.begin(); it != b.end(); ++it) in_b.emplace(it.key(), &it.value());
+    for (auto it = a.begin(); it != a.end() && out->size() < max; ++it) {
+      const std::string p = path.empty() ? it.key() : path + "." + it.key();
+      if (auto vb = in_b.find(it.key()); vb != in_b.end()) {
+        Walk(p, it.value(), *vb->second, max, out);
+      } else {
+        out->push_back({p, {it.value().dump(), "(absent)"}});
       }
     }
-    for (const auto& [k, vb] : b.items()) {
-      if (!a.contains(k) && out->size() < max) {
-        out->push_back({path.empty() ? k : path + "." + k, {"(absent)", vb.dump()}});
+    for (auto it = b.begin(); it != b.end() && out->size() < max; ++it) {
+      if (!in_a.count(it.key())) {
+        out->push_back(
+            {path.empty() ? it.key() : path + "." + it.key(), {"(absent)", it.value().dump()}});
       }
     }
     return;

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "base/escape.h"
@@ -486,10 +487,10 @@ class Compiler {
         extra_value = b_->Call(rule);
       }
     }
+    std::set<std::string_view> declared;  // a set: `required` x `properties` was quadratic
+    for (const auto& p : props) declared.insert(p.first);
     for (const std::string& name : required) {
-      bool declared = false;
-      for (const auto& p : props) declared |= p.first == name;
-      if (!declared && !extra_value) {
+      if (!declared.count(name) && !extra_value) {
         return Error(where + ".required", "\"" + EscapeForDisplay(name) +
                                               "\" is required but not in 'properties' (and "
                                               "additionalProperties is false)");

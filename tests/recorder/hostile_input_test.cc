@@ -587,6 +587,41 @@ TEST_F(HostileInputTest, HugePromptIsRefusedBeforeTokenizing) {
   }
 }
 
+// An object of a million keys (17 MB, inside the body limit) cost nlohmann's ordered parse
+// a comparison with every earlier key per key, 5 * 10^11 in all: about 15 minutes of a
+// server thread (this test timed out). The template's conversion of tool-call arguments
+// did the same. Both are linear now (base/ordered_json.h).
+TEST_F(HostileInputTest, AnObjectOfAMillionKeysIsParsedInLinearTime) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  json keys = json::object();
+  for (int i = 0; i < 1'000'000; ++i) keys["k" + std::to_string(i)] = i;
+  // Ignored by the server, parsed with the body.
+  auto r = Post(*server, "/v1/chat/completions",
+                {{"model", server->model_name()},
+                 {"messages", Conversation(1)},
+                 {"max_tokens", 1},
+                 {"metadata", keys}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body.substr(0, 300);
+  // Tool-call arguments are parsed again and converted for the template, which renders
+  // them whole: far past the model's context, so refused on the prompt's bytes.
+  json messages = Conversation(1);
+  messages.push_back({{"role", "assistant"},
+                      {"content", ""},
+                      {"tool_calls",
+                       {{{"id", "call_1"},
+                         {"type", "function"},
+                         {"function", {{"name", "f"}, {"arguments", keys.dump()}}}}}}});
+  messages.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "ok"}});
+  r = Post(*server, "/v1/chat/completions",
+           {{"model", server->model_name()}, {"messages", messages}, {"max_tokens", 1}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body.substr(0, 300);
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(Get(*server, "/health")->status, 200);
+}
+
 TEST_F(HostileInputTest, KeepAliveAndChunkedBodiesStillWork) {
   ServerOptions o;
   o.limits.keep_alive_timeout_ms = 600'000;  // a stalled machine must not close it between
