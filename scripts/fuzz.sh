@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of trace's parsers with libFuzzer (docs/fuzzing.md).
 #
-#   scripts/fuzz.sh [--minutes N | --runs N] [--parallel J] [--keep-going] [--build-dir DIR]
-#                   [--build-only | --no-build] [TARGET...]
+#   scripts/fuzz.sh [--minutes N | --runs N] [--parallel J] [--keep-going] [--timeout S]
+#                   [--build-dir DIR] [--build-only | --no-build] [TARGET...]
 #
 # Builds every fuzz target of tests/fuzz/ with clang, libFuzzer and ASan+UBSan into its own
 # build folder (default build-fuzz/), then fuzzes each TARGET (default: all) in turn for N
@@ -13,8 +13,11 @@
 # executions, speed, corpus size and findings per target; a finding is saved in
 # DIR/fuzz-findings/TARGET/ (replay it: DIR/tests/fuzz/TARGET FILE). Exit 1 when any target
 # found something; --keep-going goes on after a finding (libFuzzer's fork mode), to fuzz
-# past a known bug not fixed yet. Needs Debian's clang-14 and libclang-rt-14-dev (CI does
-# not: it replays the same targets' seeds and corpora as ctests built with g++).
+# past a known bug not fixed yet. --timeout S: an input running longer than S seconds of
+# wall time is a finding (default 30; libFuzzer measures wall time, so on a machine busy
+# with other work at a higher priority, raise it rather than report slow inputs as hangs).
+# Needs Debian's clang-14 and libclang-rt-14-dev (CI does not: it replays the same
+# targets' seeds and corpora as ctests built with g++).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +27,7 @@ build_dir=build-fuzz
 build=1
 run=1
 keep_going=0
+timeout=30
 parallel=1
 targets=()
 while (($#)); do
@@ -34,12 +38,17 @@ while (($#)); do
     --no-build) build=0; shift ;;
     --build-only) run=0; shift ;;
     --keep-going) keep_going=1; shift ;;
+    --timeout) timeout="$2"; shift 2 ;;
     --parallel) parallel="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
+if ! [[ "$timeout" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz.sh: --timeout takes a whole number of seconds (at least 1), got '$timeout'" >&2
+  exit 2
+fi
 # libFuzzer reads -max_total_time=0 as "no limit": refuse 0 rather than run forever.
 if ! [[ "$minutes" =~ ^[0-9]+([.][0-9]+)?$ ]] || awk -v m="$minutes" 'BEGIN { exit !(m * 60 < 1) }'; then
   echo "fuzz.sh: --minutes takes a positive number (at least 1 s), got '$minutes'" >&2
@@ -130,7 +139,7 @@ fuzz_one() {
   cpu_before=$(<"$scratch.before.$me")
   # New inputs go into the first corpus folder ($work); the checked-in seeds stay as they are.
   TRACE_FUZZ_SEED_DIR="$work" "$build_dir/tests/fuzz/$t" "${args[@]}" \
-    "${budget[@]}" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+    "${budget[@]}" -timeout="$timeout" -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$findings/" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
