@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 
 #include "base/escape.h"
 #include "engine/template/py_string.h"
@@ -510,15 +511,22 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
       }
     }
     if (name == "unique") {
+      // jinja2 keeps a set of the keys seen. Comparing each key with every earlier one
+      // instead was quadratic (100,000 keys: 10^10 comparisons); a hash consistent with
+      // PyEquals finds the candidates.
       std::vector<Value> out, seen;
+      std::unordered_multimap<size_t, size_t> seen_by_hash;  // PyHash -> index in seen
       for (size_t i = 0; i < items.size(); ++i) {
         Value k = keys[i];
         if (!case_sensitive && k.is_string()) {
           TRACE_ASSIGN_OR_RETURN(k, StrResult(PyLower(k.str(), name + " key")));
         }
-        bool dup = false;
-        for (const auto& s : seen) dup = dup || PyEquals(s, k);
-        if (dup) continue;
+        const size_t hash = PyHash(k);
+        auto [first, last] = seen_by_hash.equal_range(hash);
+        if (std::any_of(first, last, [&](const auto& e) { return PyEquals(seen[e.second], k); })) {
+          continue;
+        }
+        seen_by_hash.emplace(hash, seen.size());
         seen.push_back(k);
         out.push_back(items[i]);
       }
@@ -558,16 +566,13 @@ Result<Value> Renderer::ApplyFilter(const std::string& name, const Value& v, Cal
   if (name == "sum") {
     const Value* attribute = Arg(args, 0, "attribute");
     const Value* start = Arg(args, 1, "start");
-    Value total = start ? *start : Value::Int(0);
-    TRACE_ASSIGN_OR_RETURN(std::vector<Value> items, ToList(v));
-    for (const auto& item : items) {
-      Value x = item;
-      if (!IsNoneOrMissing(attribute)) {
-        TRACE_ASSIGN_OR_RETURN(x, GetPath(*this, item, need_str(*attribute)));
+    TRACE_ASSIGN_OR_RETURN(std::vector<Value> terms, ToList(v));
+    if (!IsNoneOrMissing(attribute)) {
+      for (Value& term : terms) {
+        TRACE_ASSIGN_OR_RETURN(term, GetPath(*this, term, need_str(*attribute)));
       }
-      TRACE_ASSIGN_OR_RETURN(total, Binary("+", total, x));
     }
-    return total;
+    return AddAll(start ? *start : Value::Int(0), terms);
   }
   if (name == "attr") {
     const Value* attr = Arg(args, 0, "name");

@@ -25,6 +25,37 @@ size_t CopySize(const std::vector<Value>& items) {
 
 }  // namespace
 
+Result<Value> Renderer::AddAll(const Value& first, const std::vector<Value>& terms) {
+  Value total = first;
+  size_t i = 0;
+  // The same checks as Binary's `+`, on the running size.
+  if (total.is_string()) {
+    std::string text = total.str();
+    for (; i < terms.size() && terms[i].is_string(); ++i) {
+      if (text.size() + terms[i].str().size() > MaxBuiltSize()) {
+        return TooLarge("concatenation result");
+      }
+      text += terms[i].str();
+    }
+    total = Value::Str(std::move(text));
+  } else if (total.is_list()) {
+    std::vector<Value> items = total.items();
+    size_t size = CopySize(items);
+    for (; i < terms.size() && terms[i].is_list() && terms[i].is_tuple() == total.is_tuple(); ++i) {
+      const size_t more = CopySize(terms[i].items());
+      if (size + more > MaxBuiltSize()) return TooLarge("concatenation result");
+      items.insert(items.end(), terms[i].items().begin(), terms[i].items().end());
+      size += more;
+    }
+    total = Value::MakeList(std::move(items), total.is_tuple());
+  }
+  // Numbers, and the error for the first term of another kind.
+  for (; i < terms.size(); ++i) {
+    TRACE_ASSIGN_OR_RETURN(total, Binary("+", total, terms[i]));
+  }
+  return total;
+}
+
 Result<Value> Renderer::Binary(const std::string& op, const Value& l, const Value& r) {
   if (op == "~") {
     // A string side is used as it is rather than copied by ToPyStr.

@@ -61,8 +61,7 @@ Result<std::string> PyLower(const std::string& s, const std::string& what) {
   return MapEachChar(s, what, ToLower);
 }
 Result<std::string> PySwapcase(const std::string& s, const std::string& what) {
-  return MapEachChar(s, what,
-                     [](char32_t c) { return ToUpper(c) != c ? ToUpper(c) : ToLower(c); });
+  return MapEachChar(s, what, [](char32_t c) { return ToUpper(c) != c ? ToUpper(c) : ToLower(c); });
 }
 
 Result<std::string> PyCapitalize(const std::string& s, const std::string& what) {

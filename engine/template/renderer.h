@@ -157,6 +157,9 @@ class Renderer {
   // ---- operators (operators.cc) ----
 
   static Result<Value> Binary(const std::string& op, const Value& l, const Value& r);
+  // first + terms[0] + terms[1] + ... as Binary adds them (the `sum` filter), in time linear
+  // in the result: strings and lists are appended to one buffer, not copied at each step.
+  static Result<Value> AddAll(const Value& first, const std::vector<Value>& terms);
   static Result<int> Compare(const Value& l, const Value& r, const std::string& op);
   static Result<bool> Contains(const Value& container, const Value& needle);
 

@@ -208,6 +208,9 @@ Result<std::string> ToJson(const Value& v, const std::optional<std::string>& ind
                            bool ensure_ascii);
 // Python ==.
 bool PyEquals(const Value& a, const Value& b);
+// A hash consistent with PyEquals: values it calls equal hash equal (1, 1.0 and True
+// among them). Lists and dicts hash by content, namespaces and callables by identity.
+size_t PyHash(const Value& v);
 const char* KindName(const Value& v);  // Python type name for messages: 'dict object', ...
 
 // UTF-8 helpers: Python strings index code points. Invalid UTF-8 decodes one byte at a time

@@ -3,8 +3,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 #include "engine/template/renderer.h"
 #include "engine/template/template_internal.h"
@@ -81,9 +84,12 @@ Value FromJsonAt(const nlohmann::ordered_json& j, int depth, bool* too_deep) {
       return Value::MakeList(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
+      // An ordered_json's keys are distinct, so no Set (a search per key: quadratic in a
+      // request's object of a million keys).
       auto d = std::make_shared<Dict>();
+      d->entries.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it) {
-        d->Set(it.key(), FromJsonAt(it.value(), depth + 1, too_deep));
+        d->entries.emplace_back(it.key(), FromJsonAt(it.value(), depth + 1, too_deep));
       }
       return Value::MakeDict(std::move(d));
     }
@@ -505,6 +511,42 @@ const char* KindName(const Value& v) {
   return "object";
 }
 
+size_t PyHash(const Value& v) {
+  // Mixes a hash into a running one (boost's hash_combine constant).
+  const auto mix = [](size_t seed, size_t h) {
+    return seed ^ (h + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
+  };
+  if (v.is_number()) {
+    // PyEquals compares an int with a float (or two floats) as doubles: hash the double,
+    // with -0.0 as 0.0. Two ints equal as doubles but not as ints only share a bucket.
+    const double d = v.as_double();
+    return std::hash<double>{}(d == 0 ? 0.0 : d);
+  }
+  const size_t kind = static_cast<size_t>(v.kind());
+  switch (v.kind()) {
+    case Kind::kString:
+      return mix(kind, std::hash<std::string>{}(v.str()));
+    case Kind::kList: {
+      size_t h = mix(kind, v.is_tuple());
+      for (const Value& item : v.items()) h = mix(h, PyHash(item));
+      return h;
+    }
+    case Kind::kDict: {
+      size_t sum = 0;  // order-independent, as dict equality is
+      for (const auto& [key, value] : v.dict()->entries) {
+        sum += mix(std::hash<std::string>{}(key), PyHash(value));
+      }
+      return mix(kind, sum);
+    }
+    case Kind::kNamespace:
+      return mix(kind, std::hash<const void*>{}(v.dict().get()));
+    case Kind::kCallable:
+      return mix(kind, std::hash<const void*>{}(v.callable().get()));
+    default:
+      return kind;
+  }
+}
+
 bool PyEquals(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_integral() && b.is_integral()) return a.as_int() == b.as_int();
@@ -531,9 +573,20 @@ bool PyEquals(const Value& a, const Value& b) {
       const auto& x = a.dict()->entries;
       const auto& y = b.dict()->entries;
       if (x.size() != y.size()) return false;
+      if (x.size() <= 16) {
+        for (const auto& [k, v] : x) {
+          const Value* other = b.dict()->Find(k);
+          if (!other || !PyEquals(v, *other)) return false;
+        }
+        return true;
+      }
+      // Find scans, so a lookup per key was quadratic in two large dicts.
+      std::unordered_map<std::string_view, const Value*> in_b;
+      in_b.reserve(y.size());
+      for (const auto& [k, v] : y) in_b.emplace(k, &v);
       for (const auto& [k, v] : x) {
-        const Value* other = b.dict()->Find(k);
-        if (!other || !PyEquals(v, *other)) return false;
+        const auto other = in_b.find(k);
+        if (other == in_b.end() || !PyEquals(v, *other->second)) return false;
       }
       return true;
     }

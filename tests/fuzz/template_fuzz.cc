@@ -71,7 +71,7 @@ namespace {
 
 // 1/50 of the default steps, 1/32 of the default size; Qwen3's template renders the
 // messages below in under 30 steps.
-constexpr trace::engine::RenderLimits kFuzzLimits{.max_steps = 20'000, .max_size = 8u << 20};
+constexpr trace::engine::RenderLimits kFuzzLimits{.max_steps = 2'000, .max_size = 1u << 20};
 
 }  // namespace
 

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/ordered_json.h"
+
 namespace trace::engine {
 namespace {
 
@@ -218,6 +220,49 @@ TEST(ChatTemplate, CaseMappingIsHeldToTheSizeBound) {
   EXPECT_EQ(*r,
             "300000 Hello World-X\xef\xbf\xbd Hello World-X \xc3\x89T\xc3\x89 AbC "
             "A,a,ab,b,B,e,\xc3\x89 A,ab,b");
+}
+
+// `unique` keeps the first of the items equal under == (1, 1.0 and True among them), and
+// `sum` adds as `+` does, with its errors.
+TEST(ChatTemplate, UniqueAndSumGiveWhatJinjaGives) {
+  auto r = RenderText(
+      "{{ [1, 1.0, true, 2, 'a', 'A', none, none, 0, -0.0, false, 2.5] | unique | list }} "
+      "{{ ['a', 'A', 'b'] | unique(case_sensitive=true) | list }} "
+      "{{ [[1], [1.0], {'a': 1}, {'a': 1.0}, (1,)] | unique | list }} "
+      "{{ [[1, 2], [3]] | sum(start=[]) }} {{ ['x', 'y'] | sum(start='w') }} {{ [1, 2.5] | sum }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r,
+            "[1, 2, 'a', None, 0, 2.5] ['a', 'A', 'b'] [[1], {'a': 1}, (1,)] [1, 2, 3] wxy 3.5");
+  EXPECT_EQ(ErrorOf("{{ [[1], 2] | sum(start=[]) }}"),
+            "template test.jinja line 1: can only concatenate list (not \"int\") to list");
+  EXPECT_EQ(
+      ErrorUnder(kSmallLimits, "{{ range(10000) | map('string') | sum(start='x' * 1040000) }}"),
+      "template test.jinja line 1: concatenation result would be larger than 1048576 bytes");
+}
+
+// `unique` compared each key with every earlier one and `sum` copied its running total at
+// each term, so both took time quadratic in the list: a million distinct keys were
+// 5 * 10^11 comparisons, and summing 300,000 short lists 2.4 * 10^11 copies (each a
+// quarter of an hour or more; this test timed out, as did `==` of two large dicts). Now a hash
+// consistent with == finds repeats and `sum` appends to one buffer. (Seconds at -O2, most of it
+// building the lists; the sanitizer stage's slice leaves it out.)
+TEST(ChatTemplate, LongListsAndLargeDictsTakeLinearTime) {
+  auto r = RenderText(
+      "{% set ns = namespace(l=[]) %}{% for i in range(10) %}"
+      "{% set ns.l = ns.l + range(i * 100000, (i + 1) * 100000) | list %}{% endfor %}"
+      "{{ (ns.l + ns.l[:10]) | unique | list | length }} "
+      "{{ ns.l[:300000] | map('string') | map('list') | sum(start=[]) | length }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "1000000 1688890");
+  // `==` between two dicts of half a million keys (request JSON): a lookup per key by
+  // scanning was 1.25 * 10^11 comparisons; converting the JSON to dicts, Set per key, too.
+  std::string keys;
+  for (int i = 0; i < 500'000; ++i) keys += "\"k" + std::to_string(i) + "\": 0, ";
+  const ordered_json kwargs =
+      ParseOrderedJson("{\"a\": {" + keys + "\"z\": 0}, \"b\": {" + keys + "\"z\": 1}}");
+  r = RenderText("{{ a == a }} {{ a == b }} {{ b | length }}", kwargs);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "True False 500001");
 }
 
 // Repetition is bounded by the size of its result; an empty string, list or tuple repeated
