@@ -69,8 +69,10 @@ std::vector<std::string> TraceFuzzSeeds() {
 
 namespace {
 
-// 1/50 of the default steps, 1/32 of the default size; Qwen3's template renders the
-// messages below in under 30 steps.
+// 1/500 of the default steps, 1/256 of the default size; Qwen3's template renders the
+// messages below in under 30 steps. (At 20,000 steps and 8 MiB the corpus grown by the
+// campaigns, 7,009 inputs, took 134 CPU s to replay under ASan, most of it inputs that run
+// to a bound; at these limits 31 CPU s, for 0.8 % fewer edges covered on replay.)
 constexpr trace::engine::RenderLimits kFuzzLimits{.max_steps = 2'000, .max_size = 1u << 20};
 
 }  // namespace
