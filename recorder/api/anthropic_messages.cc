@@ -1,6 +1,7 @@
 #include "recorder/api/anthropic_messages.h"
 
 #include <map>
+#include <unordered_set>
 
 #include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
@@ -149,6 +150,7 @@ std::optional<ApiError> ParseMessage(const ojson& m, const std::string& where,
 std::optional<ApiError> ParseAnthropicTools(const ojson& v, std::vector<ToolSpec>* out) {
   if (v.is_null()) return std::nullopt;
   if (!v.is_array()) return WrongType("tools", "an array", json(v));
+  std::unordered_set<std::string> names;
   for (size_t i = 0; i < v.size(); ++i) {
     std::string p = "tools[" + std::to_string(i) + "]";
     const ojson& t = v[i];
@@ -164,7 +166,7 @@ std::optional<ApiError> ParseAnthropicTools(const ojson& v, std::vector<ToolSpec
       return BadRequest(FieldPath(p, "input_schema"),
                         "'" + FieldPath(p, "input_schema") + "' must be a JSON schema object");
     }
-    if (auto err = ParseFunctionTool(t, p, "input_schema", false, out)) return err;
+    if (auto err = ParseFunctionTool(t, p, "input_schema", false, out, &names)) return err;
   }
   return std::nullopt;
 }

@@ -1,5 +1,8 @@
 #include "recorder/api/openai_chat.h"
 
+#include <string>
+#include <unordered_set>
+
 #include "base/escape.h"
 #include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
@@ -130,6 +133,7 @@ std::optional<ApiError> ParseChatTools(const nlohmann::ordered_json& v,
                                        std::vector<ToolSpec>* out) {
   if (v.is_null()) return std::nullopt;
   if (!v.is_array()) return WrongType("tools", "an array", json(v));
+  std::unordered_set<std::string> names;
   for (size_t i = 0; i < v.size(); ++i) {
     std::string p = "tools[" + std::to_string(i) + "]";
     const nlohmann::ordered_json& t = v[i];
@@ -142,7 +146,8 @@ std::optional<ApiError> ParseChatTools(const nlohmann::ordered_json& v,
     if (fn == t.end() || !fn->is_object()) {
       return BadRequest(p + ".function", "'" + p + ".function' must be an object");
     }
-    if (auto err = ParseFunctionTool(*fn, p + ".function", "parameters", false, out)) return err;
+    if (auto err = ParseFunctionTool(*fn, p + ".function", "parameters", false, out, &names))
+      return err;
   }
   return std::nullopt;
 }

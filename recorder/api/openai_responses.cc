@@ -1,6 +1,7 @@
 #include "recorder/api/openai_responses.h"
 
 #include <map>
+#include <unordered_set>
 
 #include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
@@ -135,6 +136,7 @@ std::optional<ApiError> ParseInput(const ojson& v, std::vector<ChatMessage>* out
 std::optional<ApiError> ParseResponsesTools(const ojson& v, std::vector<ToolSpec>* out) {
   if (v.is_null()) return std::nullopt;
   if (!v.is_array()) return WrongType("tools", "an array", json(v));
+  std::unordered_set<std::string> names;
   for (size_t i = 0; i < v.size(); ++i) {
     std::string p = "tools[" + std::to_string(i) + "]";
     const ojson& t = v[i];
@@ -148,7 +150,8 @@ std::optional<ApiError> ParseResponsesTools(const ojson& v, std::vector<ToolSpec
                                                   got + "\"");
     }
     // Responses function tools are strict unless they say otherwise.
-    if (auto err = ParseFunctionTool(t, p, "parameters", /*default_strict=*/true, out)) return err;
+    if (auto err = ParseFunctionTool(t, p, "parameters", /*default_strict=*/true, out, &names))
+      return err;
   }
   return std::nullopt;
 }

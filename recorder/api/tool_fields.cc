@@ -10,7 +10,8 @@ using nlohmann::ordered_json;
 
 std::optional<ApiError> ParseFunctionTool(const ordered_json& fn, const std::string& where,
                                           const char* schema_key, bool default_strict,
-                                          std::vector<ToolSpec>* tools) {
+                                          std::vector<ToolSpec>* tools,
+                                          std::unordered_set<std::string>* names) {
   ToolSpec spec;
   auto name = fn.find("name");
   if (name == fn.end() || !name->is_string() || name->get<std::string>().empty()) {
@@ -33,11 +34,9 @@ std::optional<ApiError> ParseFunctionTool(const ordered_json& fn, const std::str
     if (!strict->is_boolean()) return WrongType(where + ".strict", "a boolean", json(*strict));
     spec.strict = strict->get<bool>();
   }
-  for (const ToolSpec& other : *tools) {
-    if (other.name == spec.name) {
-      return BadRequest(where + ".name",
-                        "duplicate tool name \"" + EscapeForDisplay(spec.name) + "\"");
-    }
+  if (!names->insert(spec.name).second) {
+    return BadRequest(where + ".name",
+                      "duplicate tool name \"" + EscapeForDisplay(spec.name) + "\"");
   }
   tools->push_back(std::move(spec));
   return std::nullopt;

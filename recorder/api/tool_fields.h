@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,10 +21,13 @@ namespace trace::recorder {
 // The function tool described by the object `fn` at `where` (e.g. "tools[2].function"):
 // `name` (a non-empty string, unique among `tools`), `description`, the JSON schema under
 // `schema_key` ("parameters" or "input_schema"; an object, keys kept as received) and
-// `strict` (default `default_strict`). Appended to `tools`.
+// `strict` (default `default_strict`). Appended to `tools`; its name added to `names`, the
+// names of `tools` so far (a set: comparing each name with every earlier one was quadratic
+// in a request of 700,000 tools).
 std::optional<ApiError> ParseFunctionTool(const nlohmann::ordered_json& fn,
                                           const std::string& where, const char* schema_key,
-                                          bool default_strict, std::vector<ToolSpec>* tools);
+                                          bool default_strict, std::vector<ToolSpec>* tools,
+                                          std::unordered_set<std::string>* names);
 
 // tool_choice given as a string (OpenAI's formats): none, auto or required into `req`;
 // anything else a 400 that names `object_form`, the object spelling of the format (e.g.

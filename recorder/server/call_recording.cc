@@ -1,6 +1,9 @@
 #include "recorder/server/call_recording.h"
 
 #include <algorithm>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 
 namespace trace::recorder {
 namespace {
@@ -113,17 +116,18 @@ Result<uint64_t> RecordModelToolCalls(RunLog* log, uint64_t llm_call_seq,
 }
 
 void RecordToolResultsFromMessages(RunLog* log, const CompletionRequest& req) {
+  // Each call id's name, the last call with the id winning: a map, where scanning every
+  // message for each tool message was quadratic in a long conversation.
+  std::unordered_map<std::string_view, std::string_view> call_names;
+  for (const ChatMessage& a : req.messages) {
+    for (const ToolCall& tc : a.tool_calls) call_names[tc.id] = tc.name;
+  }
   for (const ChatMessage& m : req.messages) {
     if (m.role != "tool") continue;
     proto::ToolResult r;
     r.set_call_id(m.tool_call_id);
-    std::string name = m.name;
-    for (const ChatMessage& a : req.messages) {
-      for (const ToolCall& tc : a.tool_calls) {
-        if (tc.id == m.tool_call_id) name = tc.name;
-      }
-    }
-    r.set_name(name);
+    const auto called = call_names.find(m.tool_call_id);
+    r.set_name(called != call_names.end() ? std::string(called->second) : m.name);
     r.set_content(m.content);
     r.set_is_error(m.is_error);
     (void)log->RecordToolResult(std::move(r));

@@ -28,6 +28,7 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "recorder/server.h"
+#include "recorder/server/call_recording.h"
 #include "store/store.h"
 #include "tests/recorder/server_fixture.h"
 
@@ -620,6 +621,46 @@ TEST_F(HostileInputTest, AnObjectOfAMillionKeysIsParsedInLinearTime) {
   EXPECT_EQ(r->status, 400) << r->body.substr(0, 300);
   EXPECT_EQ(json::parse(r->body)["error"]["code"], "context_length_exceeded");
   EXPECT_EQ(Get(*server, "/health")->status, 200);
+}
+
+// Each tool result is recorded under the name of the call it answers, found by scanning
+// every message of the request for each tool message: 200,000 answered calls in one request
+// (a long agent conversation sent through the proxy) were 8 * 10^10 comparisons, minutes
+// (this test timed out). Now a map from call id to name.
+TEST_F(HostileInputTest, ToolResultsOfALongConversationAreNamedInLinearTime) {
+  RecordedRun rec("tool-results");
+  constexpr int kCalls = 200'000;
+  CompletionRequest req;
+  for (int i = 0; i < kCalls; ++i) {
+    ChatMessage assistant;
+    assistant.role = "assistant";
+    ToolCall call;
+    call.id = "call_" + std::to_string(i);
+    call.name = "f" + std::to_string(i % 7);
+    assistant.tool_calls.push_back(std::move(call));
+    req.messages.push_back(std::move(assistant));
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    ChatMessage tool;
+    tool.role = "tool";
+    tool.tool_call_id = "call_" + std::to_string(i);
+    tool.content = "r" + std::to_string(i);
+    req.messages.push_back(std::move(tool));
+  }
+  ChatMessage unanswered;  // no call has this id: the message's own name stays
+  unanswered.role = "tool";
+  unanswered.tool_call_id = "call_x";
+  unanswered.name = "own";
+  req.messages.push_back(unanswered);
+  RecordToolResultsFromMessages(rec.log.get(), req);
+  std::map<std::string, std::string> names;
+  for (const proto::Event& e : rec.End()) {
+    if (e.has_tool_result()) names[e.tool_result().call_id()] = e.tool_result().name();
+  }
+  ASSERT_EQ(names.size(), static_cast<size_t>(kCalls + 1));
+  EXPECT_EQ(names["call_0"], "f0");
+  EXPECT_EQ(names["call_123456"], "f" + std::to_string(123456 % 7));
+  EXPECT_EQ(names["call_x"], "own");
 }
 
 TEST_F(HostileInputTest, KeepAliveAndChunkedBodiesStillWork) {
