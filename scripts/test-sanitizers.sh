@@ -89,7 +89,7 @@ asan_targets=(
   safetensors_fuzz model_config_fuzz tokenizer_load_fuzz tokenizer_load_diff_fuzz
   tokenizer_encode_fuzz template_fuzz store_row_fuzz openai_request_fuzz event_api_fuzz
   json_schema_fuzz responses_request_fuzz anthropic_request_fuzz embeddings_fuzz redact_fuzz
-  export_inputs_fuzz
+  export_inputs_fuzz ordered_json_fuzz
   # parsers: requests, events, schemas, hostile JSON, tokenizer, templates, redaction, errors
   recorder_unit_test recorder_api_formats_test recorder_hardening_unit_test recorder_grammar_test
   recorder_errors_test error_message_test tokenizer_test tokenizer_load_diff_test
@@ -131,7 +131,7 @@ tsan_targets=(recorder_server_test recorder_hostile_input_test recorder_unit_tes
 # tools are handled in linear time (up to 45 s each at -O0 under ASan; their small cases
 # stay in):
 # slice_asan_exclude.
-slice_asan_targets=(tokenizer_load_fuzz tokenizer_load_diff_fuzz tokenizer_encode_fuzz
+slice_asan_targets=(ordered_json_fuzz tokenizer_load_fuzz tokenizer_load_diff_fuzz tokenizer_encode_fuzz
                     tokenizer_test template_fuzz store_row_fuzz redact_fuzz openai_request_fuzz
                     responses_request_fuzz anthropic_request_fuzz embeddings_fuzz json_schema_fuzz
                     recorder_api_formats_test recorder_grammar_test store_test

@@ -165,6 +165,9 @@ std::map<std::string, int> NoteTopics(const std::vector<proto::Event>& events) {
 }
 
 using HostileInputTest = ServerTest;
+// Inputs of a million items, handled in linear time. Not HostileInputTest: the sanitizer
+// stage runs that suite under TSan, and these exercise no threads, only sizes.
+using LargeInputTest = ServerTest;
 
 TEST_F(HostileInputTest, JsonNestedHundredThousandLevelsIsA400OnEveryRoute) {
   RecordedRun rec("deep");
@@ -592,7 +595,7 @@ TEST_F(HostileInputTest, HugePromptIsRefusedBeforeTokenizing) {
 // a comparison with every earlier key per key, 5 * 10^11 in all: about 15 minutes of a
 // server thread (this test timed out). The template's conversion of tool-call arguments
 // did the same. Both are linear now (base/ordered_json.h).
-TEST_F(HostileInputTest, AnObjectOfAMillionKeysIsParsedInLinearTime) {
+TEST_F(LargeInputTest, AnObjectOfAMillionKeysIsParsedInLinearTime) {
   auto server = StartServer();
   ASSERT_TRUE(server);
   json keys = json::object();
@@ -627,7 +630,7 @@ TEST_F(HostileInputTest, AnObjectOfAMillionKeysIsParsedInLinearTime) {
 // every message of the request for each tool message: 200,000 answered calls in one request
 // (a long agent conversation sent through the proxy) were 8 * 10^10 comparisons, minutes
 // (this test timed out). Now a map from call id to name.
-TEST_F(HostileInputTest, ToolResultsOfALongConversationAreNamedInLinearTime) {
+TEST_F(LargeInputTest, ToolResultsOfALongConversationAreNamedInLinearTime) {
   RecordedRun rec("tool-results");
   constexpr int kCalls = 200'000;
   CompletionRequest req;
