@@ -23,7 +23,7 @@ namespace trace::recorder {
 // `schema_key` ("parameters" or "input_schema"; an object, keys kept as received) and
 // `strict` (default `default_strict`). Appended to `tools`; its name added to `names`, the
 // names of `tools` so far (a set: comparing each name with every earlier one was quadratic
-// in a request of 700,000 tools).
+// in a request of a million tools).
 std::optional<ApiError> ParseFunctionTool(const nlohmann::ordered_json& fn,
                                           const std::string& where, const char* schema_key,
                                           bool default_strict, std::vector<ToolSpec>* tools,
