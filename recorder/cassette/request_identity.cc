@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 #include "recorder/api/openai_embeddings.h"
@@ -56,10 +57,11 @@ void Walk(const std::string& path, const ojson& a, const ojson& b, size_t max,
   if (a.is_object() && b.is_object()) {
     // Members by key: an ordered_json finds a key by scanning, so a lookup per member of
     // the other object was quadratic in two large objects.
-    std::unordered_map<std::string_view, const ojson*> in_a, in_b;
+    std::unordered_set<std::string_view> in_a;
+    std::unordered_map<std::string_view, const ojson*> in_b;
     in_a.reserve(a.size());
     in_b.reserve(b.size());
-    for (auto it = a.begin(); it != a.end(); ++it) in_a.emplace(it.key(), &it.value());
+    for (auto it = a.begin(); it != a.end(); ++it) in_a.insert(it.key());
     for (auto it = b.begin(); it != b.end(); ++it) in_b.emplace(it.key(), &it.value());
     for (auto it = a.begin(); it != a.end() && out->size() < max; ++it) {
       const std::string p = path.empty() ? it.key() : path + "." + it.key();

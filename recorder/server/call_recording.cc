@@ -116,6 +116,11 @@ Result<uint64_t> RecordModelToolCalls(RunLog* log, uint64_t llm_call_seq,
 }
 
 void RecordToolResultsFromMessages(RunLog* log, const CompletionRequest& req) {
+  // Most requests carry no tool message: they pay for nothing more than this scan.
+  if (std::none_of(req.messages.begin(), req.messages.end(),
+                   [](const ChatMessage& m) { return m.role == "tool"; })) {
+    return;
+  }
   // Each call id's name, the last call with the id winning: a map, where scanning every
   // message for each tool message was quadratic in a long conversation.
   std::unordered_map<std::string_view, std::string_view> call_names;
