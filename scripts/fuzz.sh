@@ -2,7 +2,8 @@
 # Coverage-guided fuzzing of trace's parsers with libFuzzer (docs/fuzzing.md).
 #
 #   scripts/fuzz.sh [--minutes N | --runs N] [--parallel J] [--keep-going] [--timeout S]
-#                   [--build-dir DIR] [--build-only | --no-build] [TARGET...]
+#                   [--build-dir DIR] [--build-only | --no-build] [--no-ledger] [TARGET...]
+#   scripts/fuzz.sh --tally [--build-dir DIR] [TARGET...]
 #
 # Builds every fuzz target of tests/fuzz/ with clang, libFuzzer and ASan+UBSan into its own
 # build folder (default build-fuzz/), then fuzzes each TARGET (default: all) in turn for N
@@ -16,6 +17,10 @@
 # past a known bug not fixed yet. --timeout S: an input running longer than S seconds of
 # wall time is a finding (default 30; libFuzzer measures wall time, so on a machine busy
 # with other work at a higher priority, raise it rather than report slow inputs as hangs).
+# Each run is added to the ledger, tests/fuzz/ledger.tsv (commit it), under the hash of the
+# target's code as built (scripts/fuzz-ledger.py); --no-ledger leaves it out. --tally: for
+# each target, the executions the ledger counts on its code as built, and what is left of
+# the 10 M goal (docs/fuzzing.md, "The ledger").
 # Needs Debian's clang-14 and libclang-rt-14-dev (CI does not: it replays the same
 # targets' seeds and corpora as ctests built with g++).
 set -euo pipefail
@@ -29,6 +34,8 @@ run=1
 keep_going=0
 timeout=30
 parallel=1
+ledger=1
+tally=0
 targets=()
 while (($#)); do
   case "$1" in
@@ -40,7 +47,9 @@ while (($#)); do
     --keep-going) keep_going=1; shift ;;
     --timeout) timeout="$2"; shift 2 ;;
     --parallel) parallel="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-ledger) ledger=0; shift ;;
+    --tally) tally=1; shift ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -80,6 +89,10 @@ for t in "${targets[@]}"; do
     exit 2
   fi
 done
+
+if ((tally)); then
+  exec python3 scripts/fuzz-ledger.py --build-dir "$build_dir" tally "${targets[@]}"
+fi
 
 cc=$(command -v clang-14 || command -v clang || true)
 cxx=$(command -v clang++-14 || command -v clang++ || true)
@@ -154,6 +167,23 @@ fuzz_one() {
   corpus=$(find "$work" -type f | wc -l)
   line=$(printf '%-24s %12s execs %8s/s %8s/cpu-s %7s cpu-s  corpus %6s  findings %s' "$t" \
     "${execs:-?}" "${rate:-?}" "$per_cpu" "$cpu" "$corpus" "$((after - before))")
+  if ((ledger)) && [[ -n "$execs" ]]; then
+    # Findings for the ledger: crashes, timeouts, OOMs and leaks, not libFuzzer's slow-unit
+    # reports; an exit other than 0 or 72 (stopped by SIGINT) without one counts as one too.
+    local found slow
+    found=$(find "$findings" -type f -newer "$scratch.before.$me" ! -name 'slow-unit-*' | wc -l)
+    slow=$(find "$findings" -type f -newer "$scratch.before.$me" -name 'slow-unit-*' | wc -l)
+    ((found == 0 && rc != 0 && rc != 72)) && found=1
+    local note="fuzz.sh $what, exit $rc"
+    ((slow > 0)) && note+=", $slow slow-unit report(s)"
+    local added
+    if added=$(python3 scripts/fuzz-ledger.py --build-dir "$build_dir" add "$t" "$execs" \
+      "$found" "$note"); then
+      line+="  code $(awk '{ print $2 }' <<<"$added")"
+    else
+      line+="  (not added to the ledger)"
+    fi
+  fi
   local failed=0
   if ((rc != 0 || after > before)); then
     failed=1
