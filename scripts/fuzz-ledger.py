@@ -120,7 +120,8 @@ def parse_depfile(path):
 
 
 def depfile_index(build_dir):
-    """Each object's source (absolute) -> (its depfile's folder, the files it depends on)."""
+    """Each object's source (absolute) -> [(its depfile's folder, the files it depends on)]:
+    a source compiled for several targets (the fuzz targets' shared seed file) has several."""
     index = {}
     if not os.path.isdir(build_dir):
         raise Error(f"{build_dir}: no such build folder")
@@ -130,7 +131,8 @@ def depfile_index(build_dir):
             if n.endswith(".o.d"):
                 src, deps = parse_depfile(os.path.join(root, n))
                 if src:
-                    index[os.path.normpath(os.path.join(build_dir, src))] = (root, deps)
+                    index.setdefault(os.path.normpath(os.path.join(build_dir, src)),
+                                     []).append((root, deps))
     if not index:
         raise Error(f"{build_dir}: no depfiles (*.o.d) in it: build it with scripts/fuzz.sh "
                     "(CMake's Makefiles keep them; Ninja does not)")
@@ -169,7 +171,14 @@ def code_under_test(build_dir, target):
             continue  # libFuzzer's and the sanitizers' runtime: the compiler stands for them
         if unit not in index:
             raise Error(f"{unit}: linked into {target} but no depfile in {build_dir} names it")
-        depfile_dir, deps = index[unit]
+        # The object of this target's own folder when the source is compiled for several
+        # (their flags differ); otherwise the one there is.
+        candidates = sorted(index[unit])
+        own = [c for c in candidates if f"{os.sep}{target}.dir" in c[0]]
+        depfile_dir, deps = (own or candidates)[0]
+        if not own and len(candidates) > 1:
+            raise Error(f"{unit}: compiled for several targets, none of them {target}: "
+                        "cannot tell which object is linked")
         for d in deps:
             p = os.path.normpath(d if os.path.isabs(d) else os.path.join(build_dir, d))
             r = relative(p, build_dir)
@@ -429,12 +438,11 @@ def self_test():
             f.write('#define TRACE_VERSION "0.1.0"\n#define TRACE_GIT_REVISION "aaaa"\n')
         with open(os.path.join(build, "CMakeCache.txt"), "w") as f:
             f.write(f"CMAKE_CXX_COMPILER:FILEPATH={cxx}\nCMAKE_BUILD_TYPE:STRING=RelWithDebInfo\n")
-        obj_dir = os.path.join(build, "lib", "CMakeFiles", "t.dir")
+        obj_dir = os.path.join(build, "tests", "fuzz", "CMakeFiles", "t_fuzz.dir")
         os.makedirs(obj_dir)
         flags = os.path.join(obj_dir, "flags.make")
         with open(flags, "w") as f:
             f.write(f"# CMake generated\nCXX_FLAGS = -O1 -g -I{src} -I{build}/generated\n")
-        os.makedirs(os.path.join(build, "tests", "fuzz"))
         binary = os.path.join(build, "tests", "fuzz", "t_fuzz")
         objects = []
         for rel in ("lib/a.cc", "lib/b.cc", "lib/unused.cc", "tests/fuzz/t_fuzz.cc"):
@@ -485,6 +493,15 @@ def self_test():
         check("a change of compile flags changes it", digest() != h0)
         edit(flags, f"# Another comment\nCXX_FLAGS = -O1 -g -I{src} -I{build}/generated\n")
         check("flags.make's comments do not count", digest() == h0)
+        # Another target compiling the same source with other flags (as every fuzz target
+        # compiles the shared seed file): this target's own object is the one hashed.
+        decoy = os.path.join(build, "tests", "fuzz", "CMakeFiles", "a_fuzz.dir")
+        os.makedirs(decoy)
+        shutil.copy(os.path.join(obj_dir, "a.cc.o.d"), decoy)
+        with open(os.path.join(decoy, "flags.make"), "w") as f:
+            f.write("CXX_FLAGS = -O3\n")
+        os.utime(binary)
+        check("another target's object of the same source is not hashed", digest() == h0)
         os.utime(header, (os.path.getmtime(binary) + 10,) * 2)
         check("a header newer than the binary makes it stale", bool(code_hash(build, "t_fuzz")[2]))
 
