@@ -41,6 +41,9 @@ Usage:
       append a run (a stale binary is recorded with the hash "stale": it counts for nothing)
   fuzz-ledger.py tally [--build-dir DIR] [--ledger FILE] [--goal N] [--json] [TARGET...]
       per target: its code hash now, the executions counted on it, what is left to the goal
+  fuzz-ledger.py left [--build-dir DIR] [--ledger FILE] [--goal N] TARGET...
+      "TARGET LEFT COUNTED HASH" per target: what scripts/fuzz.sh --to-goal runs (LEFT is 0
+      once the goal is reached); a stale binary is an error, since its run would not count
   fuzz-ledger.py --self-test
       builds a small program with the C++ compiler and checks what changes its hash and what
       does not (a ctest, label unit)
@@ -366,6 +369,37 @@ def cmd_add(args, build_dir):
     return 0
 
 
+def goal_row(runs, goal, target, digest, stale):
+    """One target's standing: the executions counted on `digest` and what is left of `goal`."""
+    mine = [r for r in runs if r["target"] == target and r["code_hash"] == digest]
+    counted = counted_executions(runs, target, digest)
+    return {
+        "target": target, "code_hash": digest, "stale": bool(stale),
+        "executions": counted, "runs": len(mine),
+        "runs_with_findings": sum(1 for r in mine if r["findings"] != "0"),
+        "earlier_executions": sum(int(r["executions"]) for r in runs
+                                  if r["target"] == target and r["code_hash"] != digest),
+        "left": max(0, goal - counted), "reached": counted >= goal,
+    }
+
+
+def cmd_left(args, build_dir):
+    """What scripts/fuzz.sh --to-goal runs: "TARGET LEFT" per target, each binary current."""
+    if args.goal < 1:
+        raise Error(f"--goal must be at least 1, got {args.goal}")
+    runs = read_ledger(args.ledger)
+    rows = []
+    for t in args.targets:
+        digest, _, stale = code_hash(build_dir, t)
+        if stale:
+            raise Error(f"{t}: the binary is older than {stale[0]}, so a run would count for "
+                        "nothing: rebuild it (scripts/fuzz.sh without --no-build)")
+        rows.append(goal_row(runs, args.goal, t, digest, stale))
+    for r in rows:
+        print(f"{r['target']} {r['left']} {r['executions']} {r['code_hash']}")
+    return 0
+
+
 def cmd_tally(args, build_dir):
     runs = read_ledger(args.ledger)
     rows = []
@@ -375,16 +409,7 @@ def cmd_tally(args, build_dir):
         except Error as e:
             rows.append({"target": t, "code_hash": None, "error": str(e)})
             continue
-        mine = [r for r in runs if r["target"] == t and r["code_hash"] == digest]
-        counted = counted_executions(runs, t, digest)
-        rows.append({
-            "target": t, "code_hash": digest, "stale": bool(stale),
-            "executions": counted, "runs": len(mine),
-            "runs_with_findings": sum(1 for r in mine if r["findings"] != "0"),
-            "earlier_executions": sum(int(r["executions"]) for r in runs
-                                      if r["target"] == t and r["code_hash"] != digest),
-            "left": max(0, args.goal - counted), "reached": counted >= args.goal,
-        })
+        rows.append(goal_row(runs, args.goal, t, digest, stale))
     if args.json:
         print(json.dumps({"goal": args.goal, "ledger": args.ledger, "targets": rows}, indent=2))
         return 0
@@ -515,6 +540,10 @@ def self_test():
         os.utime(binary)
         counted = counted_executions(read_ledger(ledger), "t_fuzz", digest())
         check("the tally counts the clean runs on the current hash (430)", counted == 430)
+        row = goal_row(read_ledger(ledger), 1000, "t_fuzz", digest(), False)
+        check("what is left of a goal of 1,000 is 570", row["left"] == 570 and not row["reached"])
+        row = goal_row(read_ledger(ledger), 430, "t_fuzz", digest(), False)
+        check("a goal met exactly leaves 0 and is reached", row["left"] == 0 and row["reached"])
         with open(ledger, "a") as f:
             f.write("2026-01-01T00:00:00Z\tt_fuzz\tx\tmany\t0\tabc\tnote\n")
         try:
@@ -554,12 +583,15 @@ def main():
     p.add_argument("--goal", type=int, default=10_000_000)
     p.add_argument("--json", action="store_true")
     p.add_argument("targets", nargs="*", metavar="TARGET")
+    p = sub.add_parser("left", help="what is left of the goal per target: TARGET LEFT COUNTED HASH")
+    p.add_argument("--goal", type=int, default=10_000_000)
+    p.add_argument("targets", nargs="+", metavar="TARGET")
     if sys.argv[1:] == ["--self-test"]:
         return self_test()
     args = ap.parse_args()
     build_dir = os.path.realpath(args.build_dir)
     commands = {"hash": cmd_hash, "changed-since": cmd_changed_since, "add": cmd_add,
-                "tally": cmd_tally}
+                "tally": cmd_tally, "left": cmd_left}
     try:
         return commands[args.command](args, build_dir)
     except Error as e:

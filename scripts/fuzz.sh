@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of trace's parsers with libFuzzer (docs/fuzzing.md).
 #
-#   scripts/fuzz.sh [--minutes N | --runs N] [--parallel J] [--keep-going] [--timeout S]
-#                   [--build-dir DIR] [--build-only | --no-build] [--no-ledger] [TARGET...]
+#   scripts/fuzz.sh [--minutes N | --runs N | --to-goal [--minutes N]] [--parallel J]
+#                   [--keep-going] [--timeout S] [--build-dir DIR] [--build-only | --no-build]
+#                   [--no-ledger] [TARGET...]
 #   scripts/fuzz.sh --tally [--build-dir DIR] [TARGET...]
 #
 # Builds every fuzz target of tests/fuzz/ with clang, libFuzzer and ASan+UBSan into its own
@@ -20,7 +21,9 @@
 # Each run is added to the ledger, tests/fuzz/ledger.tsv (commit it), under the hash of the
 # target's code as built (scripts/fuzz-ledger.py); --no-ledger leaves it out. --tally: for
 # each target, the executions the ledger counts on its code as built, and what is left of
-# the 10 M goal (docs/fuzzing.md, "The ledger").
+# the 10 M goal (docs/fuzzing.md, "The ledger"). --to-goal: each target runs exactly what
+# the ledger says is left of its 10 M on its code as built, and a target already there is
+# skipped (with --minutes N too, each run also stops after N minutes; a stopped run counts).
 # Needs Debian's clang-14 and libclang-rt-14-dev (CI does not: it replays the same
 # targets' seeds and corpora as ctests built with g++).
 set -euo pipefail
@@ -36,10 +39,12 @@ timeout=30
 parallel=1
 ledger=1
 tally=0
+to_goal=0
+minutes_given=0
 targets=()
 while (($#)); do
   case "$1" in
-    --minutes) minutes="$2"; shift 2 ;;
+    --minutes) minutes="$2"; minutes_given=1; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --build-dir) build_dir="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
@@ -49,7 +54,8 @@ while (($#)); do
     --parallel) parallel="$2"; shift 2 ;;
     --no-ledger) ledger=0; shift ;;
     --tally) tally=1; shift ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --to-goal) to_goal=1; shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -70,6 +76,14 @@ if ! [[ "$parallel" =~ ^[1-9][0-9]*$ ]]; then
 fi
 if ! [[ "$runs" =~ ^[0-9]+$ ]]; then
   echo "fuzz.sh: --runs takes a whole number, got '$runs'" >&2
+  exit 2
+fi
+if ((to_goal && runs > 0)); then
+  echo "fuzz.sh: --to-goal sets each target's runs from the ledger; leave out --runs" >&2
+  exit 2
+fi
+if ((to_goal && !ledger)); then
+  echo "fuzz.sh: --to-goal counts on the ledger; leave out --no-ledger" >&2
   exit 2
 fi
 if ((runs > 0)); then
@@ -117,6 +131,29 @@ fi
 
 ((run)) || exit 0
 
+# --to-goal: what is left of each target's goal (fuzz-ledger.py left: a stale binary is an
+# error there). Targets already at the goal are left out; each other one gets its own -runs.
+declare -A goal_left=()
+if ((to_goal)); then
+  left_lines=$(python3 scripts/fuzz-ledger.py --build-dir "$build_dir" left "${targets[@]}") ||
+    exit 2
+  todo=()
+  while read -r t left counted hash; do
+    if ((left == 0)); then
+      echo "fuzz.sh: $t has reached the goal on its code ($counted executions, code $hash): skipped"
+    else
+      goal_left[$t]=$left
+      todo+=("$t")
+    fi
+  done <<<"$left_lines"
+  if ((${#todo[@]} == 0)); then
+    echo "fuzz.sh: every target given has reached the goal on its code as built"
+    exit 0
+  fi
+  targets=("${todo[@]}")
+  what="what is left of the goal$( ((minutes_given)) && echo ", at most $minutes min")"
+fi
+
 # CPU seconds (user + system) used so far by this shell's finished children, from bash's
 # `times`. Each target is fuzzed in a subshell of its own (below), so the figure is that
 # target's alone, also when several run at once. On a shared machine the wall-clock exec/s
@@ -146,6 +183,12 @@ fuzz_one() {
   [[ -f tests/fuzz/dict/$t.dict ]] && args+=("-dict=tests/fuzz/dict/$t.dict")
   ((keep_going)) && args+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
   local before after corpus execs rate cpu per_cpu line rc=0 cpu_before
+  local what=$what budget=("${budget[@]}")
+  if [[ -n ${goal_left[$t]:-} ]]; then
+    what="${goal_left[$t]} runs (what is left of the goal)$( ((minutes_given)) && echo ", at most $minutes min")"
+    budget=(-runs="${goal_left[$t]}")
+    ((minutes_given)) && budget+=(-max_total_time="$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }')")
+  fi
   before=$(find "$findings" -type f | wc -l)
   echo "fuzz.sh: $t for $what (log: $log)"
   children_cpu >"$scratch.before.$me"
