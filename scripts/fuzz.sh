@@ -31,7 +31,7 @@ cd "$(dirname "$0")/.."
 
 minutes=10
 runs=0
-build_dir=build-fuzz
+build_dir="build-fuzz"
 build=1
 run=1
 keep_going=0
