@@ -34,14 +34,20 @@ std::string Marker(const std::string& rule) {
   return std::string(kMarkerOpen) + rule + "]";
 }
 
-// The markers already in `text`, as [begin, end) spans in increasing order. A rule name
-// holds no bracket (rules.cc ValidName), so a marker runs from "[REDACTED:" to the next ']'.
-std::vector<std::pair<size_t, size_t>> MarkerSpans(std::string_view text) {
+// The markers of `markers` (this redactor's own, see Redactor::markers_) already in `text`,
+// as [begin, end) spans in increasing order. Only a whole marker of a rule in force counts:
+// "[REDACTED:" followed by anything up to a ']' would let text that merely looks like a
+// marker hide a secret inside it ("[REDACTED:x sk-... ]", redact_fuzz).
+std::vector<std::pair<size_t, size_t>> MarkerSpans(std::string_view text,
+                                                   const std::vector<std::string>& markers) {
   std::vector<std::pair<size_t, size_t>> spans;
   for (size_t at = text.find(kMarkerOpen); at != std::string_view::npos;
        at = text.find(kMarkerOpen, at + 1)) {
-    const size_t close = text.find_first_of("[]", at + kMarkerOpen.size());
-    if (close != std::string_view::npos && text[close] == ']') spans.emplace_back(at, close + 1);
+    size_t longest = 0;
+    for (const std::string& m : markers) {
+      if (m.size() > longest && text.substr(at, m.size()) == m) longest = m.size();
+    }
+    if (longest > 0) spans.emplace_back(at, at + longest);
   }
   return spans;
 }
@@ -209,6 +215,9 @@ Result<Redactor> Redactor::Create(const RuleSet& rules) {
     const std::string marker = Marker(name);
     const size_t in_json = nlohmann::json(marker).dump().size() - 2;
     r.longest_marker_ = std::max({r.longest_marker_, marker.size(), in_json});
+    const std::string quoted = nlohmann::json(marker).dump();
+    r.markers_.push_back(marker);
+    r.markers_.push_back(quoted.substr(1, quoted.size() - 2));  // as JSON string content
   }
   return r;
 }
@@ -305,7 +314,7 @@ bool Redactor::Redact(std::string* text, std::map<std::string, int>* caller_hits
   // still counts (a marker can complete a rule's context:
   // RedactRulesTest.AMarkerThatCompletesARuleIsRedactedInTheSamePass).
   if (!ranges.empty()) {
-    const auto markers = MarkerSpans(subject);
+    const auto markers = MarkerSpans(subject, markers_);
     std::erase_if(ranges, [&](const Range& r) { return InsideSpan(markers, r.begin, r.end); });
   }
   if (ranges.empty()) return false;

@@ -113,6 +113,9 @@ class Redactor {
   std::vector<Pattern> patterns_;
   std::vector<LiteralRule> literals_;
   size_t longest_marker_ = 0;  // bytes, as written in text or inside a JSON string
+  // Every marker this redactor writes, as text and as JSON string content: a match inside
+  // one of them is not redacted again (Redact).
+  std::vector<std::string> markers_;
 };
 
 // Redacts a whole run in place: header and every event (for `trace push --redact` and the

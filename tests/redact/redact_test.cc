@@ -273,6 +273,35 @@ TEST(RedactRulesTest, ARuleMatchingItsOwnMarkerRedactsOnceAndStops) {
   }
 }
 
+// Only a whole marker of a rule in force is left alone. Before, "[REDACTED:" and anything up
+// to the next ']' counted as a marker, so text that merely looked like one hid the secret
+// inside it from every rule (redact_fuzz: a run's own API key survived an export).
+TEST(RedactRulesTest, ASecretInsideTextThatLooksLikeAMarkerIsRedacted) {
+  Redactor r = Defaults();
+  const std::string key = "trace-0123456789abcdef0123456789abcdef";
+  for (const std::string& look_alike :
+       {"[REDACTED:le\", oerrct horse " + key + " _to]", "[REDACTED: " + key + " ]",
+        "[REDACTED:trace-run-token " + key + "]", "[REDACTED:" + key + "]"}) {
+    for (bool json : {false, true}) {
+      std::string text = json ? nlohmann::json({{"a", look_alike}}).dump() : look_alike;
+      SCOPED_TRACE(text);
+      ASSERT_TRUE(json ? r.RedactJsonText(&text, nullptr) : r.RedactText(&text, nullptr));
+      EXPECT_EQ(text.find("0123456789abcdef0123456789abcdef"), std::string::npos) << text;
+      if (json) {
+        EXPECT_TRUE(nlohmann::json::accept(text)) << text;
+      }
+      const std::string once = text;
+      EXPECT_FALSE(json ? r.RedactJsonText(&text, nullptr) : r.RedactText(&text, nullptr));
+      EXPECT_EQ(text, once);
+    }
+  }
+  // A real marker is still left as it is, in text and inside a JSON string.
+  std::string marker = "x [REDACTED:trace-run-token] y";
+  EXPECT_FALSE(r.RedactText(&marker, nullptr));
+  std::string doc = R"({"a": "[REDACTED:trace-run-token]"})";
+  EXPECT_FALSE(r.RedactJsonText(&doc, nullptr));
+}
+
 // A rule whose matches straddle two markers ("Y][") breaks them, and the broken markers'
 // capitals are matches again: without a bound every second pass multiplied the text by
 // about eleven (export_inputs_fuzz: a 450-byte rules file took 26 s and 1 GB). A text that
