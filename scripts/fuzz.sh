@@ -151,7 +151,11 @@ if ((to_goal)); then
     exit 0
   fi
   targets=("${todo[@]}")
-  what="what is left of the goal$( ((minutes_given)) && echo ", at most $minutes min")"
+  # (Not `$( ((minutes_given)) && echo ...)`: under set -e an assignment whose command
+  # substitution fails ends the script, silently, when no --minutes was given.)
+  cap=""
+  ((minutes_given)) && cap=", at most $minutes min"
+  what="what is left of the goal$cap"
 fi
 
 # CPU seconds (user + system) used so far by this shell's finished children, from bash's
@@ -182,14 +186,13 @@ fuzz_one() {
   [[ -d tests/fuzz/corpus/$t ]] && args+=("tests/fuzz/corpus/$t")
   [[ -f tests/fuzz/dict/$t.dict ]] && args+=("-dict=tests/fuzz/dict/$t.dict")
   ((keep_going)) && args+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
-  local before after corpus execs rate cpu per_cpu line rc=0 cpu_before
+  local corpus execs rate cpu per_cpu line rc=0 cpu_before
   local what=$what budget=("${budget[@]}")
   if [[ -n ${goal_left[$t]:-} ]]; then
-    what="${goal_left[$t]} runs (what is left of the goal)$( ((minutes_given)) && echo ", at most $minutes min")"
+    what="${goal_left[$t]} runs (what is left of the goal$cap)"
     budget=(-runs="${goal_left[$t]}")
     ((minutes_given)) && budget+=(-max_total_time="$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }')")
   fi
-  before=$(find "$findings" -type f | wc -l)
   echo "fuzz.sh: $t for $what (log: $log)"
   children_cpu >"$scratch.before.$me"
   cpu_before=$(<"$scratch.before.$me")
@@ -206,17 +209,16 @@ fuzz_one() {
   children_cpu >"$scratch.after.$me"
   cpu=$(awk -v a="$cpu_before" -v b="$(<"$scratch.after.$me")" 'BEGIN { printf "%.1f", b - a }')
   per_cpu=$(awk -v e="${execs:-0}" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", e / c; else print "?" }')
-  after=$(find "$findings" -type f | wc -l)
   corpus=$(find "$work" -type f | wc -l)
+  # Findings: crashes, timeouts, OOMs and leaks, not libFuzzer's slow-unit reports; an exit
+  # other than 0 or 72 (stopped by SIGINT) without one counts as one too.
+  local found slow
+  found=$(find "$findings" -type f -newer "$scratch.before.$me" ! -name 'slow-unit-*' | wc -l)
+  slow=$(find "$findings" -type f -newer "$scratch.before.$me" -name 'slow-unit-*' | wc -l)
+  ((found == 0 && rc != 0 && rc != 72)) && found=1
   line=$(printf '%-24s %12s execs %8s/s %8s/cpu-s %7s cpu-s  corpus %6s  findings %s' "$t" \
-    "${execs:-?}" "${rate:-?}" "$per_cpu" "$cpu" "$corpus" "$((after - before))")
+    "${execs:-?}" "${rate:-?}" "$per_cpu" "$cpu" "$corpus" "$found")
   if ((ledger)) && [[ -n "$execs" ]]; then
-    # Findings for the ledger: crashes, timeouts, OOMs and leaks, not libFuzzer's slow-unit
-    # reports; an exit other than 0 or 72 (stopped by SIGINT) without one counts as one too.
-    local found slow
-    found=$(find "$findings" -type f -newer "$scratch.before.$me" ! -name 'slow-unit-*' | wc -l)
-    slow=$(find "$findings" -type f -newer "$scratch.before.$me" -name 'slow-unit-*' | wc -l)
-    ((found == 0 && rc != 0 && rc != 72)) && found=1
     local note="fuzz.sh $what, exit $rc"
     ((slow > 0)) && note+=", $slow slow-unit report(s)"
     local added
@@ -228,10 +230,13 @@ fuzz_one() {
     fi
   fi
   local failed=0
-  if ((rc != 0 || after > before)); then
+  if ((found > 0)); then
     failed=1
     line+="  FAILED (exit $rc): $(grep -m1 -E '^SUMMARY|^fuzz target:|==ERROR' "$log" || true)"
+  elif ((rc == 72)); then
+    line+="  stopped (SIGINT; the executions so far count)"
   fi
+  ((slow > 0)) && line+="  ($slow slow-unit report(s): not findings)"
   echo "$line"
   echo "$line" >"$scratch.line.$t"
   return "$failed"
