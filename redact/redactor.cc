@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -62,60 +61,71 @@ bool InsideSpan(const std::vector<std::pair<size_t, size_t>>& spans, size_t begi
   return begin >= it->first && end <= it->second;
 }
 
-// Applies `fn` to every string (keys included) of a JSON value; rebuilds objects whose
-// keys changed. Returns true when anything changed.
-template <typename Fn>
-bool RedactJsonStrings(nlohmann::json* j, const Fn& fn) {
-  bool changed = false;
-  if (j->is_string()) {
-    std::string s = j->get<std::string>();
-    if (fn(&s)) {
-      *j = s;
-      changed = true;
-    }
-  } else if (j->is_array()) {
-    for (auto& v : *j) changed |= RedactJsonStrings(&v, fn);
-  } else if (j->is_object()) {
-    nlohmann::json rebuilt = nlohmann::json::object();
-    bool keys_changed = false;
-    for (auto it = j->begin(); it != j->end(); ++it) {
-      std::string key = it.key();
-      keys_changed |= fn(&key);
-      changed |= RedactJsonStrings(&it.value(), fn);
-      rebuilt[key] = it.value();
-    }
-    if (keys_changed) {
-      *j = std::move(rebuilt);
-      changed = true;
-    }
-  }
-  return changed;
-}
-
 constexpr uint8_t kJsonStringByte = 1;
 constexpr uint8_t kJsonCutPoint = 2;
 
-// Documents nested deeper than this are scanned as text only: walking, copying and
-// dumping a parsed document recurse once per level, and an agent's output or a damaged
-// store can hold 100,000 brackets. Real tool arguments and requests stay far below.
-constexpr int kMaxJsonDepth = 512;
-
-// `text` parsed as JSON, or nullopt when it is not JSON or nests deeper than kMaxJsonDepth.
-// (nlohmann's parser itself is iterative; its callback sees each value's depth.)
-std::optional<nlohmann::json> ParseBounded(const std::string& text) {
-  // nlohmann's lexer reads a NUL byte as the end of the input, so "{}\0 sk-..." would parse
+// Whether `text` is one JSON document. accept() builds no document and nlohmann's parser
+// is iterative, so a text nested 100,000 levels deep is checked without recursion.
+bool IsJsonText(const std::string& text) {
+  // nlohmann's lexer reads a NUL byte as the end of the input, so "{}\0 sk-..." would pass
   // as {} and the text after the NUL would be neither walked nor, as JSON layout, scanned.
   // A NUL is never part of a JSON text (inside strings it must be escaped).
-  if (text.find('\0') != std::string::npos) return std::nullopt;
-  bool too_deep = false;
-  nlohmann::json::parser_callback_t cb = [&too_deep](int depth, nlohmann::json::parse_event_t,
-                                                     nlohmann::json&) {
-    if (depth > kMaxJsonDepth) too_deep = true;
-    return !too_deep;  // drop what is below the limit instead of building it
-  };
-  nlohmann::json doc = nlohmann::json::parse(text, cb, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || too_deep) return std::nullopt;
-  return doc;
+  if (text.find('\0') != std::string::npos) return false;
+  return nlohmann::json::accept(text);
+}
+
+// `value` written as the content of a JSON string (escaped, without the quotes).
+std::string JsonStringContent(const std::string& value) {
+  const std::string quoted =
+      nlohmann::json(value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+// Applies `fn` to the decoded content of every string of a valid JSON text, keys included,
+// in the order written, and writes each one that `fn` changed back in place, escaped.
+// Working on the text rather than on a parsed document keeps every byte that did not
+// change, needs no recursion however deep the nesting, and sees each member of an object
+// that repeats a key (a parsed document keeps only the last, so a secret in an earlier
+// one was never scanned: redact_fuzz). Returns true when anything changed.
+template <typename Fn>
+bool RedactJsonStrings(std::string* text, const Fn& fn) {
+  const std::string& in = *text;
+  std::string out;
+  size_t copied = 0;
+  bool changed = false;
+  for (size_t open = in.find('"'); open != std::string::npos; open = in.find('"', open + 1)) {
+    // Outside strings a valid JSON text holds no quote, so `open` starts a string; find its
+    // closing quote (in bounds: the text is valid).
+    size_t close = open + 1;
+    bool escaped = false;
+    while (in[close] != '"') {
+      if (in[close] == '\\') {
+        escaped = true;
+        ++close;
+      }
+      ++close;
+    }
+    std::string value;
+    if (escaped) {
+      const std::string_view token = std::string_view(in).substr(open, close - open + 1);
+      const auto decoded = nlohmann::json::parse(token, nullptr, /*allow_exceptions=*/false);
+      if (!decoded.is_string()) return false;  // not valid JSON after all: the text pass has it
+      value = decoded.get<std::string>();
+    } else {
+      value = in.substr(open + 1, close - open - 1);
+    }
+    if (fn(&value)) {
+      out.append(in, copied, open + 1 - copied);
+      out += JsonStringContent(value);
+      copied = close;
+      changed = true;
+    }
+    open = close;
+  }
+  if (!changed) return false;
+  out.append(in, copied, std::string::npos);
+  *text = std::move(out);
+  return true;
 }
 
 // For each byte of a valid JSON text (and one past the end): whether it lies inside a
@@ -123,7 +133,7 @@ std::optional<nlohmann::json> ParseBounded(const std::string& text) {
 // (inside a string, not within an escape sequence or a multi-byte character). Object keys
 // count as structure: a match running across them leaves them alone (replacing two keys
 // by the same marker would merge their members); a secret inside one key is found when
-// the parsed document's keys are redacted one by one.
+// each string, keys included, is redacted decoded (RedactJsonStrings).
 std::vector<uint8_t> JsonLayout(std::string_view text) {
   std::vector<uint8_t> layout(text.size() + 1, 0);
   bool in_string = false;
@@ -416,21 +426,20 @@ bool Redactor::RedactJsonText(std::string* text, std::map<std::string, int>* hit
 
 bool Redactor::RedactJsonOnce(std::string* text, std::map<std::string, int>* hits,
                               size_t max_size) const {
-  std::optional<nlohmann::json> doc = ParseBounded(*text);
-  if (!doc) {  // not JSON (or too deep to walk): text it is
+  if (!IsJsonText(*text)) {  // not JSON: text it is
     const bool changed = RedactText(text, hits);
     // The secret replaced may have been what kept the text from being JSON (a control
     // byte in a token): then the JSON pass follows, so a second redaction finds nothing
-    // more (escaped secrets such as "\u0073k-..." are only seen in the parsed strings).
-    if (changed && ParseBounded(*text)) RedactJsonOnce(text, hits, max_size);
+    // more (escaped secrets such as "\u0073k-..." are only seen in the decoded strings).
+    if (changed && IsJsonText(*text)) RedactJsonOnce(text, hits, max_size);
     return changed;
   }
   const std::vector<uint8_t> layout = JsonLayout(*text);
   const bool changed = Redact(text, hits, &layout, max_size);
-  if (changed) doc = ParseBounded(*text);  // string content changed, the structure did not
-  if (!doc || !doc->is_structured()) return changed;
-  bool deeper = RedactJsonStrings(&*doc, [&](std::string* s) { return RedactText(s, hits); });
-  if (deeper) *text = doc->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Redact replaced string content only, so the text is still JSON; each string, key or
+  // value, is then redacted decoded (a secret in a key, or escaped, is found there).
+  if (changed && !IsJsonText(*text)) return changed;
+  const bool deeper = RedactJsonStrings(text, [&](std::string* s) { return RedactText(s, hits); });
   return changed || deeper;
 }
 

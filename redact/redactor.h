@@ -7,9 +7,11 @@
 // fields included), is scanned with every rule; all matches are found on the original
 // text, overlaps resolved (earliest start, then longest, then rule order) and replaced
 // in one pass, so a marker is never matched again. Fields whose name ends in "_json"
-// (request_json, response_json, arguments_json, ...) are also parsed as JSON and every
-// decoded key and string value is scanned, which catches a secret that is JSON-escaped in
-// the raw text ("sk-\u0061..."); the document is re-serialised only when that finds more.
+// (request_json, response_json, arguments_json, ...) that hold a JSON text are also
+// scanned string by string: every key and string value, decoded, which catches a secret
+// that is JSON-escaped in the raw text ("sk-\u0061...") or that sits in a key. A string
+// that changed is written back escaped, in place: the rest of the text stays byte for byte,
+// at any nesting depth, and an object that repeats a key has each of its members scanned.
 //
 // Token ids: a recorded prompt's token ids spell the prompt, and a sampled token list
 // spells the output, so redacting the text alone would leave the secret in the ids. When

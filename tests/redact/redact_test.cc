@@ -348,6 +348,39 @@ TEST(RedactRulesTest, DeeplyNestedJsonIsScannedAsText) {
   EXPECT_EQ(doc.find("4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2"), std::string::npos);
 }
 
+// The strings of a JSON text are redacted decoded on the text itself, not on a parsed
+// document: an object that repeats a key (a parsed document keeps only the last member)
+// has each member scanned, keys included; a secret escaped at any depth is found; what
+// did not change stays byte for byte. (Found by tests/fuzz/redact_fuzz.cc under
+// libFuzzer: the run's key, in a key of a member that a later "b" replaced, survived.)
+TEST(RedactRulesTest, EveryStringOfAJsonTextIsRedactedInPlace) {
+  Redactor r = Defaults();
+  const std::string digits = "4fT9kLm2Qx8Rv1Zp6Wn3Yb7Hc0Jd5Gs2";
+  const std::string escaped = R"(\u0073k-proj-)" + digits;  // "sk-proj-..." escaped
+  for (const std::string& doc : {
+           R"({"b": [1, {"c sk-proj-)" + digits + R"( ": "x"}], "b": [0]})",
+           R"({"a": ")" + escaped + R"(", "a": 1})",
+           R"({"a": {")" + escaped + R"(": 1}, "a": 2})",
+           std::string(100000, '[') + '"' + escaped + '"' + std::string(100000, ']'),
+       }) {
+    SCOPED_TRACE(doc.substr(0, 80));
+    std::string text = doc;
+    std::map<std::string, int> hits;
+    ASSERT_TRUE(r.RedactJsonText(&text, &hits));
+    EXPECT_EQ(text.find(digits), std::string::npos) << text.substr(0, 200);
+    EXPECT_TRUE(nlohmann::json::accept(text)) << text.substr(0, 200);
+    EXPECT_EQ(hits, (std::map<std::string, int>{{"sk-api-key", 1}}));
+    const std::string once = text;
+    EXPECT_FALSE(r.RedactJsonText(&text, nullptr));
+    EXPECT_EQ(text, once);
+  }
+  // Only the string that held the secret changes: spacing, number spelling, key order and
+  // the repeated key are kept.
+  std::string pretty = "{\n  \"n\" : 1.50,\n  \"a\" : \"" + escaped + "\",\n  \"n\" : 2e0\n}";
+  ASSERT_TRUE(r.RedactJsonText(&pretty, nullptr));
+  EXPECT_EQ(pretty, "{\n  \"n\" : 1.50,\n  \"a\" : \"[REDACTED:sk-api-key]\",\n  \"n\" : 2e0\n}");
+}
+
 TEST(RedactRulesTest, SecretLookingEnvironmentValuesAreLiterals) {
   EXPECT_TRUE(RuleSet::NameLooksSecret("OPENAI_API_KEY"));
   EXPECT_TRUE(RuleSet::NameLooksSecret("GITHUB_TOKEN"));
