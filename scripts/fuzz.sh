@@ -11,7 +11,9 @@
 # minutes (default 10) or for exactly N inputs (--runs: the same work on any machine), J
 # targets at once (--parallel, default 1: one libFuzzer process and one core per target),
 # starting from its seeds (tests/fuzz/corpus/TARGET/ and the seeds
-# the target computes) and the corpus earlier runs grew (DIR/fuzz-corpus/TARGET/). Prints
+# the target computes) and the corpus earlier runs grew (DIR/fuzz-corpus/TARGET/), with its
+# dictionary (tests/fuzz/dict/TARGET.dict) and its own flags (tests/fuzz/flags/TARGET.flags,
+# one libFuzzer flag a line, named in the ledger's note) where it has them. Prints
 # executions, speed, corpus size and findings per target; a finding is saved in
 # DIR/fuzz-findings/TARGET/ (replay it: DIR/tests/fuzz/TARGET FILE). Exit 1 when any target
 # found something; --keep-going goes on after a finding (libFuzzer's fork mode), to fuzz
@@ -186,6 +188,11 @@ fuzz_one() {
   [[ -d tests/fuzz/corpus/$t ]] && args+=("tests/fuzz/corpus/$t")
   [[ -f tests/fuzz/dict/$t.dict ]] && args+=("-dict=tests/fuzz/dict/$t.dict")
   ((keep_going)) && args+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+  # The target's own libFuzzer flags, one per line ('#' starts a comment), after fuzz.sh's.
+  local flags=()
+  if [[ -f tests/fuzz/flags/$t.flags ]]; then
+    mapfile -t flags < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^$/d' "tests/fuzz/flags/$t.flags")
+  fi
   local corpus execs rate cpu per_cpu line rc=0 cpu_before
   local what=$what budget=("${budget[@]}")
   if [[ -n ${goal_left[$t]:-} ]]; then
@@ -199,7 +206,7 @@ fuzz_one() {
   # New inputs go into the first corpus folder ($work); the checked-in seeds stay as they are.
   TRACE_FUZZ_SEED_DIR="$work" "$build_dir/tests/fuzz/$t" "${args[@]}" \
     "${budget[@]}" -timeout="$timeout" -rss_limit_mb=4096 -print_final_stats=1 \
-    -artifact_prefix="$findings/" >"$log" 2>&1 || rc=$?
+    -artifact_prefix="$findings/" "${flags[@]}" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   if [[ -z "$execs" ]]; then  # fork mode: "#EXECS: cov: ... exec/s: RATE ..." lines
@@ -220,6 +227,7 @@ fuzz_one() {
     "${execs:-?}" "${rate:-?}" "$per_cpu" "$cpu" "$corpus" "$found")
   if ((ledger)) && [[ -n "$execs" ]]; then
     local note="fuzz.sh $what, exit $rc"
+    ((${#flags[@]})) && note+=", ${flags[*]}"
     ((slow > 0)) && note+=", $slow slow-unit report(s)"
     local added
     if added=$(python3 scripts/fuzz-ledger.py --build-dir "$build_dir" add "$t" "$execs" \
