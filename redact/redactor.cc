@@ -271,16 +271,26 @@ std::vector<std::string> Redactor::RuleNames() const {
 // document JSON: redaction repeats until nothing changes, so redacting its output again
 // changes nothing. Each pass only replaces text with markers, and with real rules a few
 // passes settle; rules whose matches break the markers of the pass before can grow the text
-// at every pass, which GrowthLimit stops (the text is then replaced whole).
+// at every pass, which GrowthLimit stops (the text is then replaced whole). A text still
+// changing after kMaxRedactionPasses (a chain of contexts, each marker completing the next
+// match: redact_fuzz built one of AWS keys) is replaced whole too, so that a second
+// redaction never finds more.
 constexpr int kMaxRedactionPasses = 8;
 
 bool Redactor::RedactText(std::string* text, std::map<std::string, int>* hits) const {
   const size_t max_size = GrowthLimit(text->size());
   std::map<std::string, int> counted;  // this text's alone: a text replaced whole counts once
   bool changed = false;
-  for (int pass = 0; pass < kMaxRedactionPasses && Redact(text, &counted, nullptr, max_size);
-       ++pass) {
+  for (int pass = 1; Redact(text, &counted, nullptr, max_size); ++pass) {
     changed = true;
+    if (pass < kMaxRedactionPasses) continue;
+    std::string probe = *text;
+    if (Redact(&probe, nullptr, nullptr, max_size)) {  // it would not have settled
+      const std::string rule = MostHits(counted, RuleNames().front());
+      *text = Marker(rule);
+      counted = {{rule, 1}};
+    }
+    break;
   }
   AddHits(counted, hits);
   return changed;
@@ -408,17 +418,23 @@ bool Redactor::RedactJsonText(std::string* text, std::map<std::string, int>* hit
   const size_t max_size = GrowthLimit(text->size());
   std::map<std::string, int> counted;
   bool changed = false;
-  for (int pass = 0; pass < kMaxRedactionPasses && RedactJsonOnce(text, &counted, max_size);
-       ++pass) {
+  for (int pass = 1; RedactJsonOnce(text, &counted, max_size); ++pass) {
     changed = true;
     // The strings inside are redacted one by one, each within its own limit; the document
-    // as a whole is held to its own here.
-    if (text->size() > max_size) {
+    // as a whole is held to its own here, and to the passes (see kMaxRedactionPasses).
+    bool whole = text->size() > max_size;
+    if (!whole && pass >= kMaxRedactionPasses) {
+      std::string probe = *text;
+      std::map<std::string, int> unused;
+      whole = RedactJsonOnce(&probe, &unused, max_size);
+    }
+    if (whole) {
       const std::string rule = MostHits(counted, RuleNames().front());
       *text = nlohmann::json(Marker(rule)).dump();
       counted = {{rule, 1}};
       break;
     }
+    if (pass >= kMaxRedactionPasses) break;
   }
   AddHits(counted, hits);
   return changed;

@@ -338,6 +338,36 @@ TEST(RedactRulesTest, RulesThatGrowTheTextPassAfterPassReplaceItWhole) {
   EXPECT_EQ(text, "x" + marker + marker);
 }
 
+// A chain of contexts, each marker completing the next match, longer than the passes allow
+// (redact_fuzz built one of AWS keys, each after the marker of the one before): the text, or
+// the JSON string holding it, is replaced whole, so a second redaction finds nothing. A
+// shorter chain settles one link a pass.
+TEST(RedactRulesTest, AChainLongerThanThePassesIsReplacedWhole) {
+  RuleSet rules = RuleSet::Empty();
+  ASSERT_TRUE(rules.AddPattern("X", R"((?<=\])a)").ok());  // an 'a' right after a ']'
+  auto r = Redactor::Create(rules);
+  ASSERT_TRUE(r.ok());
+  std::map<std::string, int> hits;
+  std::string text = "]" + std::string(5, 'a');
+  ASSERT_TRUE(r->RedactText(&text, &hits));
+  std::string chain = "]";
+  for (int i = 0; i < 5; ++i) chain += "[REDACTED:X]";
+  EXPECT_EQ(text, chain);
+  EXPECT_EQ(hits, (std::map<std::string, int>{{"X", 5}}));
+
+  text = "]" + std::string(12, 'a');
+  hits.clear();
+  ASSERT_TRUE(r->RedactText(&text, &hits));
+  EXPECT_EQ(text, "[REDACTED:X]");
+  EXPECT_EQ(hits, (std::map<std::string, int>{{"X", 1}}));
+  EXPECT_FALSE(r->RedactText(&text, nullptr));
+
+  std::string doc = R"({"k": "])" + std::string(12, 'a') + R"(", "n": 1})";
+  ASSERT_TRUE(r->RedactJsonText(&doc, nullptr));
+  EXPECT_EQ(doc, R"({"k": "[REDACTED:X]", "n": 1})");
+  EXPECT_FALSE(r->RedactJsonText(&doc, nullptr)) << doc;
+}
+
 // Nesting too deep to walk safely is scanned as text: no stack overflow, the raw secret
 // still found.
 TEST(RedactRulesTest, DeeplyNestedJsonIsScannedAsText) {
