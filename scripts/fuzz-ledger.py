@@ -346,6 +346,20 @@ def cmd_changed_since(args, build_dir):
     return status
 
 
+def recorded_hash(now, started_as):
+    """The hash a run is recorded under, and a remark for its note (or None).
+
+    `now` is the binary's hash when the run ended ("stale" when older than a source),
+    `started_as` the one fuzz.sh took before starting it (None: not given). A binary rebuilt
+    during the run does not take the run with it: the run exercised the code it began with.
+    """
+    if started_as is None or started_as == now:
+        return now, None
+    if now == "stale":
+        return started_as, "a source was edited during the run, the binary not rebuilt"
+    return started_as, f"the binary was rebuilt during the run (code {now} at its end)"
+
+
 def cmd_add(args, build_dir):
     if args.target not in all_targets():
         raise Error(f"no fuzz target '{args.target}' (tests/fuzz/{args.target}.cc)")
@@ -354,11 +368,17 @@ def cmd_add(args, build_dir):
             raise Error(f"{name} must be a whole number, got '{value}'")
     digest, _, stale = code_hash(build_dir, args.target)
     if stale:
-        print(f"fuzz-ledger.py: {args.target}: the binary is older than {stale[0]}, so its "
-              "code is not today's: recorded with the hash 'stale' (it counts for nothing)",
-              file=sys.stderr)
         digest = "stale"
-    note = " ".join(args.note).replace("\t", " ").replace("\n", " ")
+    digest, remark = recorded_hash(digest, args.started_as)
+    if digest == "stale":
+        print(f"fuzz-ledger.py: {args.target}: the binary was older than one of its sources, "
+              "so its code is not today's: recorded with the hash 'stale' (it counts for nothing)",
+              file=sys.stderr)
+    if remark:
+        print(f"fuzz-ledger.py: {args.target}: {remark}; recorded under {digest}, the code it "
+              "began with", file=sys.stderr)
+    note = " ".join(args.note + ([f"({remark})"] if remark else []))
+    note = note.replace("\t", " ").replace("\n", " ")
     cells = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), args.target, digest,
              args.executions, args.findings, git_commit(), note]
     new = not os.path.exists(args.ledger)
@@ -551,6 +571,14 @@ def self_test():
             check("a malformed ledger line is refused", False)
         except Error as e:
             check("a malformed ledger line is refused, naming its line", ":6:" in str(e))
+        check("a run is recorded under the hash it ended with when no start is given",
+              recorded_hash("aaaa", None) == ("aaaa", None))
+        check("a run whose binary was rebuilt is recorded under the hash it began with",
+              recorded_hash("bbbb", "aaaa")[0] == "aaaa" and recorded_hash("bbbb", "aaaa")[1])
+        check("and one that began on a stale binary counts for nothing",
+              recorded_hash("aaaa", "stale")[0] == "stale")
+        check("a source edited during the run does not void it",
+              recorded_hash("stale", "aaaa")[0] == "aaaa")
     SOURCE_ROOT = saved_root
     for f in failures:
         print(f"self-test FAILED: {f}")
@@ -578,6 +606,9 @@ def main():
     p.add_argument("target", metavar="TARGET")
     p.add_argument("executions", metavar="EXECUTIONS")
     p.add_argument("findings", metavar="FINDINGS")
+    p.add_argument("--started-as", metavar="HASH",
+                   help="the target's hash when the run began (`hash`; 'stale' if it was): "
+                        "the run is recorded under it even if the binary was rebuilt since")
     p.add_argument("note", nargs="*", metavar="NOTE")
     p = sub.add_parser("tally", help="executions toward the goal on each target's code now")
     p.add_argument("--goal", type=int, default=10_000_000)

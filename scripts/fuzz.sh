@@ -200,6 +200,12 @@ fuzz_one() {
     budget=(-runs="${goal_left[$t]}")
     ((minutes_given)) && budget+=(-max_total_time="$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }')")
   fi
+  # The code as it is when the run begins: a rebuild during the run must not take it along.
+  local started_as=""
+  if ((ledger)); then
+    started_as=$(python3 scripts/fuzz-ledger.py --build-dir "$build_dir" hash "$t" |
+      awk '{ print ($4 == "STALE" ? "stale" : $2) }')
+  fi
   echo "fuzz.sh: $t for $what (log: $log)"
   children_cpu >"$scratch.before.$me"
   cpu_before=$(<"$scratch.before.$me")
@@ -230,8 +236,8 @@ fuzz_one() {
     ((${#flags[@]})) && note+=", ${flags[*]}"
     ((slow > 0)) && note+=", $slow slow-unit report(s)"
     local added
-    if added=$(python3 scripts/fuzz-ledger.py --build-dir "$build_dir" add "$t" "$execs" \
-      "$found" "$note"); then
+    if added=$(python3 scripts/fuzz-ledger.py --build-dir "$build_dir" add \
+      ${started_as:+--started-as "$started_as"} "$t" "$execs" "$found" "$note"); then
       line+="  code $(awk '{ print $2 }' <<<"$added")"
     else
       line+="  (not added to the ledger)"
