@@ -223,11 +223,10 @@ Result<Redactor> Redactor::Create(const RuleSet& rules) {
   r.literals_ = rules.literals();
   for (const std::string& name : r.RuleNames()) {
     const std::string marker = Marker(name);
-    const size_t in_json = nlohmann::json(marker).dump().size() - 2;
-    r.longest_marker_ = std::max({r.longest_marker_, marker.size(), in_json});
-    const std::string quoted = nlohmann::json(marker).dump();
+    const std::string in_json = JsonStringContent(marker);
+    r.longest_marker_ = std::max({r.longest_marker_, marker.size(), in_json.size()});
     r.markers_.push_back(marker);
-    r.markers_.push_back(quoted.substr(1, quoted.size() - 2));  // as JSON string content
+    if (in_json != marker) r.markers_.push_back(in_json);
   }
   return r;
 }
@@ -238,18 +237,20 @@ size_t Redactor::GrowthLimit(size_t size) const {
 
 namespace {
 
-// The rule named on a text replaced whole: the one that replaced the most (then the first
-// by name), or `fallback` when none did.
-const std::string& MostHits(const std::map<std::string, int>& hits, const std::string& fallback) {
+// A text replaced whole counts once, under the rule that replaced the most in it (then the
+// first by name), or `fallback` when none did: rewrites *hits so and returns that rule.
+std::string CountOnce(std::map<std::string, int>* hits, const std::string& fallback) {
   const std::string* best = &fallback;
   int most = 0;
-  for (const auto& [rule, count] : hits) {
+  for (const auto& [rule, count] : *hits) {
     if (count > most) {
       most = count;
       best = &rule;
     }
   }
-  return *best;
+  std::string rule = *best;
+  *hits = {{rule, 1}};
+  return rule;
 }
 
 void AddHits(const std::map<std::string, int>& from, std::map<std::string, int>* to) {
@@ -286,9 +287,7 @@ bool Redactor::RedactText(std::string* text, std::map<std::string, int>* hits) c
     if (pass < kMaxRedactionPasses) continue;
     std::string probe = *text;
     if (Redact(&probe, nullptr, nullptr, max_size)) {  // it would not have settled
-      const std::string rule = MostHits(counted, RuleNames().front());
-      *text = Marker(rule);
-      counted = {{rule, 1}};
+      *text = Marker(CountOnce(&counted, RuleNames().front()));
     }
     break;
   }
@@ -357,10 +356,7 @@ bool Redactor::Redact(std::string* text, std::map<std::string, int>* caller_hits
     // Inside a JSON string the marker is written as JSON string content (a rule named
     // after an environment variable may hold any character).
     std::string marker = Marker(name);
-    if (json_layout) {
-      const std::string quoted = nlohmann::json(marker).dump();
-      marker = quoted.substr(1, quoted.size() - 2);
-    }
+    if (json_layout) marker = JsonStringContent(marker);
     out += marker;
     copied = end;
     if (out.size() > max_size) {
@@ -423,18 +419,14 @@ bool Redactor::RedactJsonText(std::string* text, std::map<std::string, int>* hit
     // The strings inside are redacted one by one, each within its own limit; the document
     // as a whole is held to its own here, and to the passes (see kMaxRedactionPasses).
     bool whole = text->size() > max_size;
-    if (!whole && pass >= kMaxRedactionPasses) {
+    if (!whole && pass < kMaxRedactionPasses) continue;
+    if (!whole) {
       std::string probe = *text;
       std::map<std::string, int> unused;
-      whole = RedactJsonOnce(&probe, &unused, max_size);
+      whole = RedactJsonOnce(&probe, &unused, max_size);  // it would not have settled
     }
-    if (whole) {
-      const std::string rule = MostHits(counted, RuleNames().front());
-      *text = nlohmann::json(Marker(rule)).dump();
-      counted = {{rule, 1}};
-      break;
-    }
-    if (pass >= kMaxRedactionPasses) break;
+    if (whole) *text = nlohmann::json(Marker(CountOnce(&counted, RuleNames().front()))).dump();
+    break;
   }
   AddHits(counted, hits);
   return changed;

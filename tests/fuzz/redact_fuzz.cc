@@ -53,7 +53,7 @@ std::vector<std::string> TraceFuzzSeeds() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Fields that are not UTF-8 are expected here, and `trace` itself silences protobuf's
-  // line about each one (cli/main.cc); printed, they were most of this target's time.
+  // line about each one (cli/main.cc); printed, they were ten lines of log per input.
   static const bool quiet = [] {
     google::protobuf::SetLogHandler(nullptr);
     return true;
