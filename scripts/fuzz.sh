@@ -26,6 +26,8 @@
 # the 10 M goal (docs/fuzzing.md, "The ledger"). --to-goal: each target runs exactly what
 # the ledger says is left of its 10 M on its code as built, and a target already there is
 # skipped (with --minutes N too, each run also stops after N minutes; a stopped run counts).
+# Two fuzz.sh may fuzz the same target at once (two cores on one target): they share its
+# corpus folder, and the second writes its own log (TARGET.PID.log).
 # Needs Debian's clang-14 and libclang-rt-14-dev (CI does not: it replays the same
 # targets' seeds and corpora as ctests built with g++).
 set -euo pipefail
@@ -184,6 +186,13 @@ fuzz_one() {
   local work="$build_dir/fuzz-corpus/$t" findings="$build_dir/fuzz-findings/$t"
   local log="$build_dir/fuzz-logs/$t.log"
   mkdir -p "$work" "$findings" "$(dirname "$log")"
+  # A second fuzz.sh on the same target at once (two cores on one target; they share its
+  # corpus folder, as libFuzzer's own -jobs workers do) writes a log of its own, so that
+  # neither reads its figures from the other's log. The lock is held by this subshell and
+  # the libFuzzer process it starts, and goes with them.
+  local lock_fd
+  exec {lock_fd}>>"$build_dir/fuzz-logs/$t.lock"
+  flock -n "$lock_fd" || log="$build_dir/fuzz-logs/$t.$me.log"
   local args=("$work")
   [[ -d tests/fuzz/corpus/$t ]] && args+=("tests/fuzz/corpus/$t")
   [[ -f tests/fuzz/dict/$t.dict ]] && args+=("-dict=tests/fuzz/dict/$t.dict")
