@@ -4,37 +4,10 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/utf8.h"
+
 namespace trace {
 namespace {
-
-// Length of the valid UTF-8 sequence at the start of `s` and its code point, or 0 when the
-// first byte does not start one (RFC 3629: no overlongs, no surrogates, at most U+10FFFF).
-size_t DecodeUtf8(std::string_view s, uint32_t* cp) {
-  const auto b = [&](size_t i) { return static_cast<uint8_t>(s[i]); };
-  const uint8_t c = b(0);
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  size_t len;
-  uint32_t min;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2, min = 0x80, *cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3, min = 0x800, *cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4, min = 0x10000, *cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (s.size() < len) return 0;
-  for (size_t i = 1; i < len; ++i) {
-    if ((b(i) & 0xC0) != 0x80) return 0;
-    *cp = (*cp << 6) | (b(i) & 0x3F);
-  }
-  if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
-  return len;
-}
 
 // Code points that are valid UTF-8 but must not reach a terminal as they are.
 bool IsHiddenControl(uint32_t cp) {
@@ -48,7 +21,7 @@ bool IsHiddenControl(uint32_t cp) {
 // so `"` and `\` are escaped too (QuoteForDisplay); deciding it here, per character, is what
 // keeps a clip from ever separating a backslash from what it escapes.
 size_t AppendPiece(std::string_view s, bool quoted, std::string* out) {
-  char buf[8];
+  char buf[16];  // \uXXXX or \xNN; room for any unsigned value
   uint32_t cp = 0;
   const size_t len = DecodeUtf8(s, &cp);
   if (len == 0) {

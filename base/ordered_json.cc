@@ -1,6 +1,7 @@
 #include "base/ordered_json.h"
 
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -147,6 +148,12 @@ void AppendDistinctMember(nlohmann::ordered_json& object, std::string key,
 }
 
 nlohmann::ordered_json ParseOrderedJson(std::string_view text) {
+  // nlohmann's lexer takes a NUL byte for the end of the input, so `{...}\0junk` would be
+  // parsed as `{...}`. A NUL is never valid JSON (not even inside a string, where control
+  // characters must be escaped), so text holding one is refused whole.
+  if (!text.empty() && std::memchr(text.data(), '\0', text.size()) != nullptr) {
+    return Json(Json::value_t::discarded);
+  }
   OrderedBuilder builder;
   Json::sax_parse(text.begin(), text.end(), &builder, Json::input_format_t::json,
                   /*strict=*/true, /*ignore_comments=*/false);

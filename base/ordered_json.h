@@ -8,6 +8,10 @@
 // value (a repeated key keeps its first place and takes its last value, as nlohmann's
 // parser does) but finds keys through a hash index while an object is open.
 //
+// One difference, on purpose: nlohmann's lexer takes a NUL byte for the end of the input
+// and accepts `{"a": 1}` followed by a NUL and anything at all as `{"a": 1}`; this parser
+// refuses any text holding a NUL (never valid JSON), as the APIs the recorder imitates do.
+//
 // Ownership: returns a value. Thread safety: reentrant. Errors: none thrown; text that is
 // not JSON gives a value whose is_discarded() is true, as nlohmann's parse with
 // allow_exceptions=false does. It does not limit depth: callers that take text from
@@ -20,7 +24,8 @@
 
 namespace trace {
 
-// nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false), in linear time.
+// nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false), in linear time,
+// except that text holding a NUL byte is discarded.
 nlohmann::ordered_json ParseOrderedJson(std::string_view text);
 
 // Appends the member `key`: `value` to `object` (an object) without looking for `key` in it,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/escape.h"
+#include "base/json_print.h"
 #include "bench/common/determinism.h"
 #include "cli/cmd_bench.h"
 #include "cli/command.h"
@@ -199,7 +200,7 @@ int Run(const Args& args) {
     j["max_abs_diff"] = Num(r.max_diff);
     j["bitwise_equal"] = r.bitwise;
     j["seconds"] = r.seconds;
-    std::cout << j.dump() << "\n";
+    PrintJson(std::cout, j, -1);
     return kExitOk;
   }
 

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/json_print.h"
 #include "bench/common/machine_peak.h"
 #include "bench/common/throughput.h"
 #include "cli/cmd_bench.h"
@@ -143,7 +144,7 @@ int Run(const Args& args) {
       list.push_back(e);
     }
     j["rows"] = list;
-    std::cout << j.dump() << "\n";
+    PrintJson(std::cout, j, -1);
     return kExitOk;
   }
   std::printf("model   %s (%s), %s\n", loaded->dir.c_str(), config.architecture.c_str(),

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "replayer/diff.h"
 #include "store/store.h"
@@ -39,7 +40,7 @@ int Run(const DiffArgs& args) {
     if (!out.good()) return ReportError(IOError("cannot write --html file " + args.html));
   }
   if (args.json) {
-    std::cout << replayer::DiffJson(*diff).dump(2) << "\n";
+    PrintJson(std::cout, replayer::DiffJson(*diff), 2);
   } else {
     std::cout << replayer::RenderDiffText(*diff);
   }

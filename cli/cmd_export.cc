@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "exporters/otlp_http.h"
 #include "exporters/otlp_json.h"
@@ -233,7 +234,7 @@ int Run(const Options& o) {
     }
   }
   if (o.json) {
-    std::cout << summary.dump(2) << "\n";
+    PrintJson(std::cout, summary, 2);
   } else if (!Globals().quiet) {
     std::fprintf(stderr, "trace: %s\n", RedactionSummary(*run).c_str());
   }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/escape.h"
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "store/fsck.h"
 
@@ -98,7 +99,7 @@ int Run(const Options& options) {
   auto report = store::CheckStore(ResolveStorePath(), fo);
   if (!report.ok()) return ReportError(report.status());
   if (options.json) {
-    std::cout << ReportJson(*report).dump(2) << "\n";
+    PrintJson(std::cout, ReportJson(*report), 2);
   } else {
     PrintText(*report);
   }

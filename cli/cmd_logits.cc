@@ -9,6 +9,7 @@
 
 #include "base/escape.h"
 #include "base/hash.h"
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "engine/engine.h"
 #include "engine/model_init.h"
@@ -123,7 +124,7 @@ int Run(const LogitsArgs& args) {
       std::vector<double> all(logits.begin(), logits.end());
       j["logits"] = all;
     }
-    std::cout << j.dump() << "\n";
+    PrintJson(std::cout, j, -1);
     return kExitOk;
   }
   if (args.all) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/escape.h"
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "store/store.h"
 
@@ -101,7 +102,7 @@ int Run(const Options& options) {
                      {"rerun_mode", r.rerun_mode},
                      {"diverged_at_call", r.diverged_at_call}});
     }
-    std::cout << out.dump(2) << "\n";
+    PrintJson(std::cout, out, 2);
     return ReportDamaged(*runs);
   }
   std::printf("%-26s  %-20s  %8s  %5s  %7s  %-10s  %9s  %s\n", "RUN", "STARTED", "DURATION",

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "engine/engine.h"
 #include "engine/model_init.h"
@@ -97,7 +98,7 @@ int RunInfo(const InfoArgs& args) {
                       {"tokenizer_sha256", fp.tokenizer_sha256},
                       {"chat_template_sha256", fp.chat_template_sha256}};
   if (args.json) {
-    std::cout << j.dump(2) << "\n";
+    PrintJson(std::cout, j, 2);
     return kExitOk;
   }
   auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };

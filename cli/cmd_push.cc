@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/escape.h"
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "exporters/run_data.h"
 #include "redact/rules.h"
@@ -98,7 +99,7 @@ int Run(const Options& o) {
     }
     report.push_back(std::move(entry));
   }
-  if (o.json) std::cout << report.dump(2) << "\n";
+  if (o.json) PrintJson(std::cout, report, 2);
   return failures ? kExitError : kExitOk;
 }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "recorder/constrained.h"
 #include "replayer/replayer.h"
@@ -120,7 +121,7 @@ int Run(const ReplayArgs& args) {
     if (!out.good()) return ReportError(IOError("cannot write --html file " + args.html));
   }
   if (args.json) {
-    std::cout << replayer::ReplayJson(*report).dump(2) << "\n";
+    PrintJson(std::cout, replayer::ReplayJson(*report), 2);
   } else {
     std::cout << replayer::RenderReplayText(*report);
   }

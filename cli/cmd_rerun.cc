@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "cli/server_flags.h"
@@ -55,7 +56,7 @@ int Run(const RerunArgs& args, const std::vector<std::string>& trace_argv) {
   auto outcome = recorder::RerunCommand(o, args.command);
   if (!outcome.ok()) return ReportError(outcome.status().WithContext("rerun"));
   if (args.json) {
-    std::cout << recorder::RerunReportJson(*outcome).dump(2) << "\n";
+    PrintJson(std::cout, recorder::RerunReportJson(*outcome), 2);
   } else if (!Globals().quiet || outcome->exit_code != 0) {
     std::cerr << "trace: " << recorder::RerunReportText(*outcome);
   }

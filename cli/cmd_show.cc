@@ -7,6 +7,7 @@
 
 #include "base/escape.h"
 #include "base/hash.h"
+#include "base/json_print.h"
 
 #include "cli/command.h"
 #include "recorder/api/json_body.h"
@@ -187,6 +188,8 @@ nlohmann::json EventSummaryJson(const proto::Event& e, int64_t start_ns) {
       j["usage"] = {{"input_tokens", c.usage().input_tokens()},
                     {"output_tokens", c.usage().output_tokens()},
                     {"cached_input_tokens", c.usage().cached_input_tokens()}};
+      // What the model saw, whole: the text the prompt tokens encode.
+      j["rendered_prompt"] = c.rendered_prompt();
       j["prompt_tokens"] = c.prompt_token_ids_size();
       j["sampled_tokens"] = c.token_ids_size();
       j["finish_reason"] = c.finish_reason();
@@ -367,7 +370,7 @@ int Run(const Options& options) {
         {"model_calls", summary->model_calls},
         {"sampled_tokens", summary->sampled_tokens},
         {"events", events}};
-    std::cout << out.dump(2) << "\n";
+    PrintJson(std::cout, out, 2);
   } else if (summary->end_time_ns == 0) {
     const std::string recorder = "pid " + std::to_string(summary->recorder_pid) + " on " +
                                  EscapeForDisplay(summary->recorder_host);
@@ -394,7 +397,8 @@ void Setup(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("show", "Show the timeline of one run");
   cmd->add_option("run", options->run, "Run id or unique prefix")->required()->type_name("RUN");
-  cmd->add_flag("--json", options->json, "Print the timeline as JSON");
+  cmd->add_flag("--json", options->json,
+                "Print the timeline as JSON (a model call with its whole rendered prompt)");
   cmd->add_option("--width", options->width, "Characters of prompt/output excerpts")
       ->type_name("N");
   cmd->callback([options, exit_code] { *exit_code = Run(*options); });

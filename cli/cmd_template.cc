@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -95,7 +96,7 @@ int RunTemplate(const TemplateArgs& args) {
     nlohmann::ordered_json out = {{"prompt", *prompt}};
     out["tokens"] = ids ? nlohmann::ordered_json(ids->size()) : nlohmann::ordered_json(nullptr);
     out["ids"] = ids ? nlohmann::ordered_json(*ids) : nlohmann::ordered_json(nullptr);
-    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    PrintJson(std::cout, out, -1);
   } else {
     // The prompt goes to stdout byte for byte; the count to stderr, so stdout stays exact.
     std::cout << *prompt << std::flush;

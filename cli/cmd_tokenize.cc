@@ -4,6 +4,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "base/json_print.h"
 #include "cli/command.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -35,7 +36,7 @@ int RunTokenize(const TokenizeArgs& args) {
   if (args.json) {
     nlohmann::json out = {{"ids", ids}, {"pieces", nlohmann::json::array()}};
     for (int32_t id : ids) out["pieces"].push_back(tokenizer.TokenText(id));
-    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    PrintJson(std::cout, out, -1);
   } else {
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
     std::cout << "\n";

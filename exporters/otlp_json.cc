@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_print.h"
+#include "store/export.h"
+
 namespace trace::exporters {
 namespace {
 
@@ -52,10 +55,9 @@ Result<std::string> OtlpToJson(const OtlpRequest& request) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = false;  // lowerCamelCase, as OTLP/JSON requires
   options.always_print_enums_as_ints = true;
-  std::string text;
-  auto st = google::protobuf::util::MessageToJsonString(request, &text, options);
-  if (!st.ok()) return Internal("OTLP JSON encoding failed: " + std::string(st.message()));
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto text = store::MessageToJson(request, options);
+  if (!text.ok()) return Internal("OTLP JSON encoding failed: " + text.status().message());
+  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Internal("OTLP JSON encoding produced invalid JSON");
   if (doc.contains("resourceSpans")) {
     for (json& rs : doc["resourceSpans"]) {
@@ -71,7 +73,7 @@ Result<std::string> OtlpToJson(const OtlpRequest& request) {
       }
     }
   }
-  return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  return JsonText(doc) + "\n";
 }
 
 }  // namespace trace::exporters

@@ -12,6 +12,8 @@
 
 #include "base/build_info.h"
 #include "base/hash.h"
+#include "base/json_print.h"
+#include "base/utf8.h"
 #include "exporters/genai_content.h"
 #include "exporters/url.h"
 #include "store/store.h"
@@ -28,20 +30,6 @@ using nlohmann::json;
 
 constexpr char kCrockford[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += n;
-  }
-  return true;
-}
-
 // A recorded float as the double with the same shortest decimal form (0.8f -> 0.8, not
 // 0.800000011920929), which is what the request said.
 double Decimal(float f) {
@@ -55,27 +43,21 @@ double Decimal(float f) {
 class Attributes {
  public:
   explicit Attributes(KeyValues* kv) : kv_(kv) {}
-  void Str(std::string_view key, std::string_view value) {
-    if (IsValidUtf8(value)) {
-      Add(key)->set_string_value(std::string(value));
-    } else {
-      Add(key)->set_bytes_value(std::string(value));
-    }
-  }
+  // Text as a string value when it is valid UTF-8 (base/utf8.h, strictly: a proto3 string
+  // must be), else as a bytes value holding exactly the recorded bytes.
+  void Str(std::string_view key, std::string_view value) { SetText(Add(key), value); }
   void Int(std::string_view key, int64_t value) { Add(key)->set_int_value(value); }
   void Double(std::string_view key, double value) { Add(key)->set_double_value(value); }
   void Bool(std::string_view key, bool value) { Add(key)->set_bool_value(value); }
   void StrList(std::string_view key, const std::vector<std::string>& values) {
     common::ArrayValue* a = Add(key)->mutable_array_value();
-    for (const std::string& v : values) a->add_values()->set_string_value(v);
+    for (const std::string& v : values) SetText(a->add_values(), v);
   }
   void IntList(std::string_view key, const std::vector<int64_t>& values) {
     common::ArrayValue* a = Add(key)->mutable_array_value();
     for (int64_t v : values) a->add_values()->set_int_value(v);
   }
-  void Json(std::string_view key, const json& value) {
-    Str(key, value.dump(-1, ' ', false, json::error_handler_t::replace));
-  }
+  void Json(std::string_view key, const json& value) { Str(key, JsonText(value)); }
   // Every set scalar or repeated-string field of `m` as PREFIX.field.
   void Fields(const std::string& prefix, const Message& m) {
     const auto* refl = m.GetReflection();
@@ -126,9 +108,18 @@ class Attributes {
   }
 
  private:
+  static void SetText(common::AnyValue* v, std::string_view text) {
+    if (IsValidUtf8(text)) {
+      v->set_string_value(std::string(text));
+    } else {
+      v->set_bytes_value(std::string(text));
+    }
+  }
+  // A key is a proto3 string: one that holds recorded bytes (an attribute's name) is made
+  // valid UTF-8, each invalid subpart U+FFFD.
   common::AnyValue* Add(std::string_view key) {
     common::KeyValue* kv = kv_->Add();
-    kv->set_key(std::string(key));
+    kv->set_key(SanitizeUtf8(key));
     return kv->mutable_value();
   }
   KeyValues* kv_;
@@ -611,7 +602,11 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
   a.Int("trace.run.model_calls", static_cast<int64_t>(call_numbers.size()));
   if (!h.cwd().empty()) a.Str("trace.run.cwd", h.cwd());
   if (!h.endpoint().empty()) a.Str("trace.run.endpoint", h.endpoint());
-  for (const auto& [k, v] : h.attributes()) a.Str("trace.run.attribute." + k, v);
+  // By name: a protobuf map's iteration order differs from process to process.
+  for (const auto& [k, v] :
+       std::map<std::string, std::string>(h.attributes().begin(), h.attributes().end())) {
+    a.Str("trace.run.attribute." + k, v);
+  }
   a.Fields("trace.engine.", h.engine());
   a.Fields("trace.device.", h.device());
   a.Fields("trace.model.", h.model());

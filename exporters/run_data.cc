@@ -1,5 +1,7 @@
 #include "exporters/run_data.h"
 
+#include <map>
+
 namespace trace::exporters {
 
 Result<RunData> LoadRun(store::Store& store, const std::string& run_id,
@@ -10,7 +12,10 @@ Result<RunData> LoadRun(store::Store& store, const std::string& run_id,
   TRACE_ASSIGN_OR_RETURN(run.events, store.LoadEvents(run_id));
   if (rules != nullptr) {
     redact::RuleSet with_run = *rules;
-    for (const auto& [name, value] : run.header.env()) {
+    // By name, so that the rules (and which name a shared value is reported under) are the
+    // same in every process: a protobuf map's order is not.
+    for (const auto& [name, value] :
+         std::map<std::string, std::string>(run.header.env().begin(), run.header.env().end())) {
       if (redact::RuleSet::NameLooksSecret(name)) with_run.AddLiteral("env:" + name, value);
     }
     TRACE_ASSIGN_OR_RETURN(redact::Redactor redactor, redact::Redactor::Create(with_run));

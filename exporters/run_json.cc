@@ -1,5 +1,6 @@
 #include "exporters/run_json.h"
 
+#include "base/json_print.h"
 #include "store/export.h"
 
 namespace trace::exporters {
@@ -40,8 +41,7 @@ Status WriteRunJson(const RunData& run, std::ostream& out) {
                             {"sampled_tokens", s.sampled_tokens},
                             {"stored_bytes", s.stored_bytes}};
   out << "{\"format\":\"trace-run\",\"format_version\":" << proto::CURRENT_FORMAT_VERSION
-      << ",\"summary\":" << summary.dump() << ",\n\"redaction\":"
-      << RedactionJson(run).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+      << ",\"summary\":" << JsonText(summary) << ",\n\"redaction\":" << JsonText(RedactionJson(run))
       << ",\n\"header\":" << header_json << ",\n\"events\":[" << events_json << "\n]}\n";
   if (!out) return IOError("writing the export of run " + s.run_id + " failed");
   return Status::Ok();

@@ -6,6 +6,10 @@
 // fingerprint (run header facts), http_util; offline_api (a re-run with no live model).
 #include "recorder/server.h"
 
+#include "recorder/api/anthropic_messages.h"
+#include "recorder/api/openai_chat.h"
+#include "recorder/api/openai_completions.h"
+#include "recorder/api/openai_responses.h"
 #include "recorder/server/event_api.h"
 #include "recorder/server/frontend.h"
 #include "recorder/server/http_util.h"
@@ -28,6 +32,18 @@ class ServerImpl : public Server {
     } else if (upstream.empty()) {
       local_ = std::make_unique<LocalEngineApi>(std::move(backend), &frontend_, id_prefix);
       local_->Register();
+      // A body whose text cannot fit the model's context is refused as soon as it is read,
+      // before it is copied and parsed (docs/recorder.md, "Limits").
+      std::vector<HttpFrontend::PromptRoute> routes;
+      for (const WireFormat* format : {&OpenAiChatFormat(), &OpenAiCompletionsFormat(),
+                                       &OpenAiResponsesFormat(), &AnthropicMessagesFormat()}) {
+        const std::string param = format->api() == kApiCompletions ? "prompt"
+                                  : format->api() == kApiResponses ? "input"
+                                                                   : "messages";
+        for (const std::string& route : format->routes()) routes.push_back({route, param});
+      }
+      frontend_.LimitPromptText(local_->max_prompt_bytes(), local_->max_context(),
+                                std::move(routes));
     } else {
       proxy_ = std::make_unique<UpstreamProxy>(&frontend_, std::move(upstream));
       proxy_->Register();
@@ -69,14 +85,15 @@ Result<LocalBackend> LoadLocalBackend(const std::string& model_dir,
   LocalBackend b;
   TRACE_ASSIGN_OR_RETURN(b.model, engine::Model::Load(model_dir, hash_weights));
   TRACE_ASSIGN_OR_RETURN(b.tokenizer, engine::Tokenizer::Load(model_dir + "/tokenizer.json"));
-  TRACE_ASSIGN_OR_RETURN(b.chat_template, engine::ChatTemplate::FromTokenizerConfig(
-                                              model_dir + "/tokenizer_config.json"));
-  TRACE_ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(b.model, engine_options));
-  TRACE_ASSIGN_OR_RETURN(b.scheduler, Scheduler::Create(std::move(engine), scheduler_options));
   std::string dir = model_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   size_t slash = dir.find_last_of('/');
   b.model_name = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  // A template error reaches the client (a 422): it names the model, not the server's path.
+  TRACE_ASSIGN_OR_RETURN(b.chat_template, engine::ChatTemplate::FromTokenizerConfig(
+                                              model_dir + "/tokenizer_config.json", b.model_name));
+  TRACE_ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(b.model, engine_options));
+  TRACE_ASSIGN_OR_RETURN(b.scheduler, Scheduler::Create(std::move(engine), scheduler_options));
   return b;
 }
 

@@ -484,9 +484,15 @@ std::vector<std::string> Redactor::RedactMessage(Message* message, const std::st
       }
     } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       if (f->is_map()) {
+        // Entries by key: a protobuf map's order differs from process to process, and the
+        // report (and so `trace export`) must not.
+        std::vector<std::pair<std::string, int>> entries;
         for (int i = 0; i < refl->FieldSize(*message, f); ++i) {
+          entries.emplace_back(MapKeyText(refl->GetRepeatedMessage(*message, f, i)), i);
+        }
+        std::sort(entries.begin(), entries.end());
+        for (auto& [key, i] : entries) {
           Message* entry = refl->MutableRepeatedMessage(message, f, i);
-          std::string key = MapKeyText(*entry);
           RedactText(&key, nullptr);  // a report never repeats a secret, even from a key
           auto sub = RedactMessage(entry, where, path + "[" + key + "].", report);
           changed.insert(changed.end(), sub.begin(), sub.end());
@@ -507,7 +513,12 @@ std::vector<std::string> Redactor::RedactMessage(Message* message, const std::st
 }
 
 void Redactor::RedactHeader(proto::RunHeader* header, RedactionReport* report) const {
-  for (auto& [name, value] : *header->mutable_env()) {
+  // By name: a protobuf map's order differs from process to process; the report's must not.
+  std::vector<std::string> names;
+  for (const auto& [name, value] : header->env()) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    std::string& value = (*header->mutable_env())[name];
     if (value.empty() || !RuleSet::NameLooksSecret(name)) continue;
     value = Marker("env-name");
     if (report) report->fields.push_back({"header", "env[" + name + "].value", {{"env-name", 1}}});

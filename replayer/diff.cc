@@ -179,9 +179,14 @@ std::vector<FieldDifference> ParamDifferences(const proto::LlmCall& a, const pro
     return out.empty() ? std::string("(none)") : "{" + out + "}";
   };
   cmp("logit_bias", bias_text(pa), bias_text(pb));
-  cmp("seed (request)", pa.has_seed() ? std::to_string(pa.seed()) : "(none)",
-      pb.has_seed() ? std::to_string(pb.seed()) : "(none)");
-  cmp("seed (used)", std::to_string(a.seed_used()), std::to_string(b.seed_used()));
+  // Temperature 0 on both sides is greedy sampling (argmax), which draws nothing: the seed
+  // cannot change a token, so a different one is no difference (docs/numerics.md).
+  const bool greedy = pa.temperature() == 0.0f && pb.temperature() == 0.0f;
+  if (!greedy) {
+    cmp("seed (request)", pa.has_seed() ? std::to_string(pa.seed()) : "(none)",
+        pb.has_seed() ? std::to_string(pb.seed()) : "(none)");
+    cmp("seed (used)", std::to_string(a.seed_used()), std::to_string(b.seed_used()));
+  }
   cmp("constraint", a.constraint_json(), b.constraint_json());
   return out;
 }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/utf8.h"
+
 namespace trace::store {
 namespace {
 
@@ -346,44 +348,6 @@ Status SetFieldAtPath(proto::Event* event, const proto::BlobRef& ref, std::strin
 
 namespace {
 
-bool IsUtf8(std::string_view s) {
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
 Status CheckUtf8Message(const Message& msg) {
   const Reflection* refl = msg.GetReflection();
   std::vector<const FieldDescriptor*> fields;
@@ -396,7 +360,7 @@ Status CheckUtf8Message(const Message& msg) {
         const std::string& v = f->is_repeated()
                                    ? refl->GetRepeatedStringReference(msg, f, i, &scratch)
                                    : refl->GetStringReference(msg, f, &scratch);
-        if (!IsUtf8(v)) return InvalidArgument(f->full_name() + " is not valid UTF-8");
+        if (!IsValidUtf8(v)) return InvalidArgument(f->full_name() + " is not valid UTF-8");
       }
     } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
       if (f->is_repeated()) {
@@ -413,8 +377,43 @@ Status CheckUtf8Message(const Message& msg) {
 
 }  // namespace
 
-Status CheckUtf8(const proto::Event& event) {
-  return CheckUtf8Message(event);
+Status CheckUtf8(const Message& message) {
+  return CheckUtf8Message(message);
+}
+
+bool SanitizeUtf8Fields(Message* msg) {
+  const Reflection* refl = msg->GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  refl->ListFields(*msg, &fields);
+  bool changed = false;
+  for (const FieldDescriptor* f : fields) {
+    if (f->type() == FieldDescriptor::TYPE_STRING) {
+      std::string scratch;
+      const int count = f->is_repeated() ? refl->FieldSize(*msg, f) : 1;
+      for (int i = 0; i < count; ++i) {
+        const std::string& v = f->is_repeated()
+                                   ? refl->GetRepeatedStringReference(*msg, f, i, &scratch)
+                                   : refl->GetStringReference(*msg, f, &scratch);
+        if (IsValidUtf8(v)) continue;
+        std::string valid = SanitizeUtf8(v);
+        if (f->is_repeated()) {
+          refl->SetRepeatedString(msg, f, i, std::move(valid));
+        } else {
+          refl->SetString(msg, f, std::move(valid));
+        }
+        changed = true;
+      }
+    } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(*msg, f); ++i) {
+          changed |= SanitizeUtf8Fields(refl->MutableRepeatedMessage(msg, f, i));
+        }
+      } else {
+        changed |= SanitizeUtf8Fields(refl->MutableMessage(msg, f));
+      }
+    }
+  }
+  return changed;
 }
 
 size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b) {

@@ -65,10 +65,16 @@ Status ForEachLargeField(proto::Event* event, size_t min_bytes, const LargeField
 // Sets the string/bytes field at `path` in `event` (which must exist for repeated fields).
 Status SetFieldAtPath(proto::Event* event, const proto::BlobRef& ref, std::string value);
 
-// Fails (InvalidArgument naming the field) when a `string` field of `event` is not valid
-// UTF-8: protobuf would refuse to parse such a record back. Use `bytes` fields for raw
-// data (Output.data).
-Status CheckUtf8(const proto::Event& event);
+// Fails (InvalidArgument naming the field) when a `string` field of `message` (an event,
+// recursively, map entries included) is not valid UTF-8 (base/utf8.h: RFC 3629, no
+// overlongs or surrogates, what protobuf itself checks): protobuf would refuse to parse
+// such a record back. Use `bytes` fields for raw data (Output.data).
+Status CheckUtf8(const google::protobuf::Message& message);
+
+// Makes every `string` field of `message` (recursively, map keys and values included) valid
+// UTF-8, each maximal invalid subpart replaced by U+FFFD (base/utf8.h SanitizeUtf8). Only a
+// damaged or hand-made store gives such a message; returns whether anything changed.
+bool SanitizeUtf8Fields(google::protobuf::Message* message);
 
 // Length of the longest common prefix.
 size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b);

@@ -16,7 +16,16 @@ namespace {
 
 constexpr size_t kMaxProblems = 50;
 
+// True (and `*text` without it) when `text` ends with the advice to run `trace fsck`, which
+// fsck's own report has no use for.
+bool StripFsckAdvice(std::string* text) {
+  if (!text->ends_with(kRunFsckAdvice)) return false;
+  text->resize(text->size() - kRunFsckAdvice.size());
+  return true;
+}
+
 void Add(std::vector<std::string>* list, std::string line, int64_t* dropped) {
+  StripFsckAdvice(&line);
   if (list->size() < kMaxProblems) {
     list->push_back(std::move(line));
   } else {
@@ -236,6 +245,16 @@ void CheckBlobs(const OpenedStore& opened, FsckReport* report) {
   }
 }
 
+// `status` from opening the store, for `trace fsck` to print: the advice to run `trace
+// fsck` (which is running) becomes SQLite's own salvage.
+Status FsckOpenError(const std::string& path, const Status& status) {
+  std::string m = status.message();
+  if (!StripFsckAdvice(&m)) return status;
+  return Status(status.code(), m + "; SQLite cannot read its structure: `sqlite3 " + path +
+                                   " .recover | sqlite3 NEW.db` copies every readable row into "
+                                   "a new file");
+}
+
 }  // namespace
 
 int FsckReport::damaged_runs() const {
@@ -258,8 +277,14 @@ Result<FsckReport> CheckStore(const std::string& path, const FsckOptions& option
   }
   StoreOptions open;
   open.read_only = true;
-  TRACE_ASSIGN_OR_RETURN(OpenedStore opened, OpenStoreDb(path, open));
-  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(path, open));
+  // An error of opening is the answer, in one line naming the file and what is wrong; one
+  // that ends by telling the user to run `trace fsck` says what to try instead.
+  auto opened_or = OpenStoreDb(path, open);
+  if (!opened_or.ok()) return FsckOpenError(path, opened_or.status());
+  OpenedStore opened = std::move(*opened_or);
+  auto store_or = Store::Open(path, open);
+  if (!store_or.ok()) return FsckOpenError(path, store_or.status());
+  std::unique_ptr<Store> store = std::move(*store_or);
   FsckReport report;
   report.path = path;
   report.schema_version = opened.schema_version;

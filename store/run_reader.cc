@@ -116,16 +116,18 @@ class EventIteratorImpl final : public EventIterator {
 
 Result<std::shared_ptr<const std::string>> RowDecoder::Blob(const std::string& sha, int depth) {
   if (auto it = blob_cache_.find(sha); it != blob_cache_.end()) return it->second;
-  if (depth > kMaxBlobDepth) return Corruption("blob " + sha + ": dependency chain too deep");
+  // A SHA-256 read from a damaged row may hold any bytes: escaped in messages (base/escape.h).
+  const auto blob = [&sha] { return "blob " + EscapeForDisplay(sha); };
+  if (depth > kMaxBlobDepth) return Corruption(blob() + ": dependency chain too deep");
   TRACE_ASSIGN_OR_RETURN(std::optional<BlobRow> row, conn_->ReadBlob(sha));
-  if (!row) return Corruption("blob " + sha + " is missing");
+  if (!row) return Corruption(blob() + " is missing");
   const int64_t size = row->size;
   const std::string& base_sha = row->base_sha256;
   const int64_t prefix_len = row->prefix_len;
   const std::string& dict_sha = row->dict_sha256;
   const int encoding = static_cast<int>(row->encoding);
   const std::string& data = row->data;
-  if (base_sha == sha || dict_sha == sha) return Corruption("blob " + sha + " depends on itself");
+  if (base_sha == sha || dict_sha == sha) return Corruption(blob() + " depends on itself");
   std::shared_ptr<const std::string> base, dict;
   if (!base_sha.empty()) {
     TRACE_ASSIGN_OR_RETURN(base, Blob(base_sha, depth + 1));
@@ -134,22 +136,22 @@ Result<std::shared_ptr<const std::string>> RowDecoder::Blob(const std::string& s
     TRACE_ASSIGN_OR_RETURN(dict, Blob(dict_sha, depth + 1));
   }
   if (encoding == kEncodingZstdPrefix && !dict) {
-    return Corruption("blob " + sha + ": prefix-compressed without a dictionary blob");
+    return Corruption(blob() + ": prefix-compressed without a dictionary blob");
   }
   auto suffix = Decompress(data, encoding, dict ? std::string_view(*dict) : std::string_view());
-  if (!suffix.ok()) return Corruption("blob " + sha + ": " + suffix.status().message());
+  if (!suffix.ok()) return Corruption(blob() + ": " + suffix.status().message());
   auto content = std::make_shared<std::string>();
   if (base) {
     if (prefix_len < 0 || static_cast<size_t>(prefix_len) > base->size()) {
-      return Corruption("blob " + sha + ": prefix longer than its base");
+      return Corruption(blob() + ": prefix longer than its base");
     }
     content->assign(*base, 0, static_cast<size_t>(prefix_len));
   } else if (prefix_len != 0) {
-    return Corruption("blob " + sha + ": prefix without a base");
+    return Corruption(blob() + ": prefix without a base");
   }
   content->append(*suffix);
   if (static_cast<int64_t>(content->size()) != size || Sha256Hex(*content) != sha) {
-    return Corruption("blob " + sha + ": content does not match its SHA-256");
+    return Corruption(blob() + ": content does not match its SHA-256");
   }
   Remember(sha, content);
   return std::shared_ptr<const std::string>(content);

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -294,6 +295,24 @@ Result<OpenedStore> OpenStoreDb(const std::string& path, const StoreOptions& opt
   if (exists && S_ISDIR(st.st_mode)) {
     return InvalidArgument(path + ": is a directory, not a store file");
   }
+  if (exists && !S_ISREG(st.st_mode)) {
+    return InvalidArgument(path +
+                           ": is not a regular file (a device, pipe or socket), not a "
+                           "store file");
+  }
+  if (exists && ::access(path.c_str(), R_OK) != 0) {
+    const int err = errno;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return IOError(path + ": cannot read the store: " + std::strerror(err) + " (mode " + mode +
+                   ", owner uid " + std::to_string(st.st_uid) + ")");
+  }
+  if (exists && !options.read_only) {
+    // Writing needs the store, its -wal and its -shm writable; SQLite would only say
+    // "attempt to write a readonly database", and only at the first write.
+    const std::string cause = ReadOnlyCause(path);
+    if (!cause.empty()) return FailedPrecondition(path + ": cannot write the store: " + cause);
+  }
   DbConfig config;
   config.path = path;
   config.read_only = options.read_only;
@@ -308,7 +327,11 @@ Result<OpenedStore> OpenStoreDb(const std::string& path, const StoreOptions& opt
     // In a directory we cannot write, SQLite cannot create the -shm file it needs to read
     // a WAL store; when no -wal exists either, nobody can be writing (a writer would need
     // that directory too), so the file is read as immutable, without locks.
-    config.immutable = !DirectoryWritable(path) && ::access((path + "-wal").c_str(), F_OK) != 0;
+    // The same for a store file nobody may write (no write bit: 0400, 0444): SQLite would
+    // otherwise leave -wal and -shm files with the store's read-only mode beside it, and a
+    // later writer (once the store is made writable again) could not use them.
+    config.immutable = (!DirectoryWritable(path) || (st.st_mode & 0222) == 0) &&
+                       ::access((path + "-wal").c_str(), F_OK) != 0;
     return Retrying(budget_ms, path,
                     [&](bool* transient) { return TryOpenReadOnly(config, transient); });
   }

@@ -3,8 +3,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -57,6 +59,40 @@ std::string WriteFailureCause(const std::string& path) {
 
 }  // namespace
 
+std::string ReadOnlyCause(const std::string& path) {
+  std::string files, modes;
+  int count = 0;
+  bool side_file = false;  // a -wal or -shm among them
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string file = path + suffix;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0 || ::access(file.c_str(), W_OK) == 0) continue;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    files += (count ? " " : "") + file;
+    modes += (count ? ", " : "") + file + " mode " + mode;
+    side_file |= *suffix != '\0';
+    ++count;
+  }
+  if (count > 0) {
+    return files + (count == 1 ? " is" : " are") + " read-only to this process (" + modes +
+           (side_file ? "; a reader of a read-only store leaves its -wal and -shm with the "
+                        "store's mode"
+                      : "") +
+           "): make " + (count == 1 ? "it" : "them") + " writable: chmod u+w " + files;
+  }
+  // Without a -wal or -shm file, SQLite must create it beside the store.
+  const bool must_create =
+      ::access((path + "-wal").c_str(), F_OK) != 0 || ::access((path + "-shm").c_str(), F_OK) != 0;
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  if (must_create && ::access(dir.c_str(), W_OK) != 0) {
+    return "the folder " + dir + " is read-only to this process (SQLite creates " + path +
+           "-wal and -shm in it): make it writable or move the store";
+  }
+  return "";
+}
+
 bool IsTransient(int sqlite_code) {
   const int primary = sqlite_code & 0xff;
   return primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_PROTOCOL;
@@ -81,11 +117,21 @@ Result<std::unique_ptr<Db>> Db::Open(const DbConfig& config) {
 Status Db::Error(std::string_view what) const {
   const int code = sqlite3_extended_errcode(db_);
   const int primary = code & 0xff;
-  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
-    return Corruption(path() + ": not a trace store or damaged (" + sqlite3_errmsg(db_) +
-                      "); run `trace fsck`");
+  if (primary == SQLITE_NOTADB) {
+    // Not an SQLite file at all (or its header is destroyed): nothing `trace fsck` could
+    // check or salvage.
+    return Corruption(path() + ": not a trace store (not an SQLite database file)");
+  }
+  if (primary == SQLITE_CORRUPT) {
+    return Corruption(path() + ": not a trace store or damaged (" + sqlite3_errmsg(db_) + ")" +
+                      std::string(kRunFsckAdvice));
   }
   std::string msg = path() + ": " + std::string(what) + ": " + sqlite3_errmsg(db_);
+  if (primary == SQLITE_READONLY) {
+    // SQLite says only "attempt to write a readonly database": say which file and what to do.
+    const std::string cause = ReadOnlyCause(path());
+    if (!cause.empty()) return IOError(msg + ": " + cause);
+  }
   const int os_error = sqlite3_system_errno(db_);
   const bool write_failed = primary == SQLITE_IOERR || primary == SQLITE_FULL;
   std::string cause = write_failed ? WriteFailureCause(path()) : "";

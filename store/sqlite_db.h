@@ -6,7 +6,8 @@
 // Db closes: declare Stmts after the Db they use, or in objects the Db outlives). Thread
 // safety: one thread at a time per Db (SQLITE_OPEN_NOMUTEX); different Dbs may be used
 // concurrently, also on the same file. Errors: Status naming the file and what failed;
-// SQLITE_NOTADB / SQLITE_CORRUPT become Corruption.
+// SQLITE_NOTADB / SQLITE_CORRUPT become Corruption; SQLITE_READONLY names the file of the
+// store (the store, its -wal or -shm) that is read-only and what to do.
 #pragma once
 
 #include <sqlite3.h>
@@ -86,6 +87,17 @@ struct DbConfig {
 // True for the SQLite result codes that waiting can cure: another connection holds a
 // lock (BUSY, LOCKED) or a WAL-index race (PROTOCOL).
 bool IsTransient(int sqlite_code);
+
+// Why this process cannot write the store at `path`, when a file of it is read-only to it:
+// "PATH-wal is read-only to this process (PATH-wal mode 0400; ...): make it writable:
+// chmod u+w PATH-wal", naming each of the store file, its -wal and its -shm that is (a
+// reader of a read-only store leaves those with the store's mode), or else the folder, when
+// SQLite must create a -wal or -shm there and cannot. Empty when nothing is in the way.
+std::string ReadOnlyCause(const std::string& path);
+
+// The advice a Corruption from opening or reading a store ends with. `trace fsck` itself
+// replaces it with what to do instead.
+inline constexpr std::string_view kRunFsckAdvice = "; run `trace fsck`";
 
 // One connection to the store file.
 class Db {

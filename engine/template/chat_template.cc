@@ -174,16 +174,21 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Parse(std::string_view sourc
 }
 
 Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
-    const std::string& tokenizer_config_json_path) {
+    const std::string& tokenizer_config_json_path, const std::string& shown_dir) {
   const std::string& file = tokenizer_config_json_path;
   const std::string path = EscapePathForDisplay(file);  // as messages show it
+  // How render errors name a file of the template's folder.
+  auto shown = [&](const std::string& full, const char* name) {
+    return shown_dir.empty() ? EscapePathForDisplay(full)
+                             : EscapePathForDisplay(shown_dir) + "/" + name;
+  };
   TRACE_ASSIGN_OR_RETURN(std::string text, ReadFile(file, "tokenizer config"));
   nlohmann::ordered_json config = ParseOrderedJson(text);
   if (config.is_discarded() || !config.is_object()) {
     return Corruption(path + ": not a JSON object");
   }
   std::string source;
-  std::string origin = path + ":chat_template";
+  std::string origin = shown(file, "tokenizer_config.json") + ":chat_template";
   auto it = config.find("chat_template");
   if (it == config.end() || it->is_null()) {
     // Newer transformers save the template next to the config as chat_template.jinja.
@@ -193,7 +198,7 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
       return NotFound(path + ": no field 'chat_template' and no chat_template.jinja beside it");
     }
     TRACE_ASSIGN_OR_RETURN(source, ReadFile(jinja.string(), "chat template"));
-    origin = EscapePathForDisplay(jinja.string());
+    origin = shown(jinja.string(), "chat_template.jinja");
   } else if (it->is_string()) {
     source = it->get<std::string>();
   } else if (it->is_array()) {
@@ -212,7 +217,7 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
       }
     }
     if (!found) return NotFound(path + ": field 'chat_template' has no template named 'default'");
-    origin = path + ":chat_template[default]";
+    origin = shown(file, "tokenizer_config.json") + ":chat_template[default]";
   } else {
     return InvalidArgument(path + ": field 'chat_template' must be a string or a list");
   }

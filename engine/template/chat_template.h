@@ -45,8 +45,12 @@ class ChatTemplate {
   // Reads `chat_template` (a string, or the list form [{"name": ..., "template": ...}],
   // of which "default" is used), `bos_token` and `eos_token` (strings or AddedToken
   // objects with "content") from a tokenizer_config.json file.
+  // Errors while reading name the file by its path; the template's own parse and render
+  // errors name it as `shown_dir`/tokenizer_config.json (or chat_template.jinja) when
+  // `shown_dir` is given, so that a server can return them to a client without telling it
+  // where the model lives on the server's disk.
   static Result<std::unique_ptr<ChatTemplate>> FromTokenizerConfig(
-      const std::string& tokenizer_config_json_path);
+      const std::string& tokenizer_config_json_path, const std::string& shown_dir = "");
 
   // Parses template text. `origin` names it in error messages (e.g. a file path).
   // bos_token / eos_token are empty strings unless set with SetSpecialTokens.

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/escape.h"
+#include "base/utf8.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/tokenizer_json_reader.h"

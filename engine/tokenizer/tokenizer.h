@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/utf8.h"
 
 namespace trace::engine {
 
@@ -88,8 +89,9 @@ class IncrementalDecoder {
   std::string pending_;  // bytes not yet emitted: an incomplete UTF-8 sequence at the end
 };
 
-// Replaces every maximal invalid subpart of `bytes` with U+FFFD (WHATWG UTF-8 decode).
-std::string SanitizeUtf8(std::string_view bytes);
+// Replaces every maximal invalid subpart of `bytes` with U+FFFD (WHATWG UTF-8 decode):
+// base/utf8.h's, named here too because the tokenizer's callers know it by this name.
+using ::trace::SanitizeUtf8;
 
 // NFC-normalises valid UTF-8 (utf8proc). Invalid input is sanitised first.
 std::string NormalizeNfc(std::string_view utf8);

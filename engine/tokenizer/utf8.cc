@@ -1,57 +1,16 @@
-// UTF-8 helpers of the tokenizer: WHATWG-style sanitising, validation, NFC (whole or by
-// spans), and the streaming decoder.
+// UTF-8 helpers of the tokenizer: NFC (whole or by spans) and the streaming decoder.
+// Validation, sanitising and the incomplete-tail rule are base/utf8.h's, written once.
 #include <utf8proc.h>
 
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 
+#include "base/utf8.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
 
 namespace trace::engine {
 namespace {
-
-constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
-
-// Length of a sequence by its lead byte (0: not a valid lead byte), and the allowed
-// range of its second byte (WHATWG "UTF-8 lower/upper boundary").
-struct LeadInfo {
-  int length;
-  uint8_t second_lo;
-  uint8_t second_hi;
-};
-
-LeadInfo Lead(uint8_t b) {
-  if (b < 0x80) return {1, 0, 0};
-  if (b >= 0xC2 && b <= 0xDF) return {2, 0x80, 0xBF};
-  if (b == 0xE0) return {3, 0xA0, 0xBF};
-  if (b == 0xED) return {3, 0x80, 0x9F};
-  if (b >= 0xE1 && b <= 0xEF) return {3, 0x80, 0xBF};
-  if (b == 0xF0) return {4, 0x90, 0xBF};
-  if (b >= 0xF1 && b <= 0xF3) return {4, 0x80, 0xBF};
-  if (b == 0xF4) return {4, 0x80, 0x8F};
-  return {0, 0, 0};
-}
-
-// Length of the trailing bytes of `s` that form a proper prefix of a valid sequence
-// (a character still waiting for its continuation bytes); 0 when there is none.
-size_t IncompleteTailLength(std::string_view s) {
-  for (size_t k = 1; k <= 3 && k <= s.size(); ++k) {
-    const auto b = static_cast<uint8_t>(s[s.size() - k]);
-    if ((b & 0xC0) == 0x80) continue;  // continuation byte: look further back
-    const LeadInfo lead = Lead(b);
-    if (lead.length <= static_cast<int>(k)) return 0;  // ASCII, invalid, or complete
-    for (size_t j = 1; j < k; ++j) {
-      const auto c = static_cast<uint8_t>(s[s.size() - k + j]);
-      const uint8_t lo = j == 1 ? lead.second_lo : 0x80;
-      const uint8_t hi = j == 1 ? lead.second_hi : 0xBF;
-      if (c < lo || c > hi) return 0;
-    }
-    return k;
-  }
-  return 0;
-}
 
 // Decodes the code point at s[i] of valid UTF-8; sets *len to its byte length.
 uint32_t DecodeAt(std::string_view s, size_t i, size_t* len) {
@@ -98,45 +57,6 @@ bool IsNfcBoundary(uint32_t cp) {
 
 }  // namespace
 
-std::string SanitizeUtf8(std::string_view bytes) {
-  // Fast path: the common case of valid input is copied through unchanged.
-  std::string out;
-  out.reserve(bytes.size());
-  size_t i = 0;
-  const size_t n = bytes.size();
-  while (i < n) {
-    const auto b = static_cast<uint8_t>(bytes[i]);
-    if (b < 0x80) {
-      out.push_back(static_cast<char>(b));
-      ++i;
-      continue;
-    }
-    const LeadInfo lead = Lead(b);
-    if (lead.length == 0) {
-      out += kReplacement;
-      ++i;
-      continue;
-    }
-    // Consume continuation bytes while they are valid; a bad or missing one ends the
-    // maximal subpart, which becomes one U+FFFD, and is itself reprocessed.
-    size_t j = 1;
-    for (; j < static_cast<size_t>(lead.length); ++j) {
-      if (i + j >= n) break;
-      const auto c = static_cast<uint8_t>(bytes[i + j]);
-      const uint8_t lo = j == 1 ? lead.second_lo : 0x80;
-      const uint8_t hi = j == 1 ? lead.second_hi : 0xBF;
-      if (c < lo || c > hi) break;
-    }
-    if (j == static_cast<size_t>(lead.length)) {
-      out.append(bytes.data() + i, j);
-    } else {
-      out += kReplacement;
-    }
-    i += j;
-  }
-  return out;
-}
-
 std::string NormalizeNfc(std::string_view utf8) {
   // Nothing below U+0300 composes or reorders (every combining character is U+0300 or
   // above, lead byte 0xCC or more), so such text only needs sanitising.
@@ -170,7 +90,7 @@ std::string IncrementalDecoder::Push(int32_t id) {
     return out;
   }
   pending_ += tokenizer_.TokenBytes(id);
-  const size_t keep = IncompleteTailLength(pending_);
+  const size_t keep = IncompleteUtf8TailLength(pending_);
   out = SanitizeUtf8(std::string_view(pending_).substr(0, pending_.size() - keep));
   pending_.erase(0, pending_.size() - keep);
   return out;
@@ -189,49 +109,6 @@ std::string IncrementalDecoder::Flush() {
 }
 
 namespace internal {
-
-// Declared in utf8.h.
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
-    while (i + 8 <= n) {  // eight ASCII bytes at a time
-      uint64_t word;
-      std::memcpy(&word, s.data() + i, 8);
-      if (word & 0x8080808080808080ull) break;
-      i += 8;
-    }
-    if (i >= n) break;
-    const auto b = static_cast<uint8_t>(s[i]);
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) {
-      len = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      len = 3;
-      if (b == 0xE0) lo = 0xA0;
-      if (b == 0xED) hi = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      len = 4;
-      if (b == 0xF0) lo = 0x90;
-      if (b == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    const auto c1 = static_cast<uint8_t>(s[i + 1]);
-    if (c1 < lo || c1 > hi) return false;
-    for (size_t j = 2; j < len; ++j) {
-      if ((static_cast<uint8_t>(s[i + j]) & 0xC0) != 0x80) return false;
-    }
-    i += len;
-  }
-  return true;
-}
 
 // Declared in utf8.h.
 bool NfcSpans(std::string_view s, std::string* out) {

@@ -1,18 +1,15 @@
 // UTF-8 helpers of Encode's hot path (internal to engine/tokenizer; the public ones,
-// SanitizeUtf8 and NormalizeNfc, are in tokenizer.h). Both are defined in utf8.cc.
+// SanitizeUtf8 and NormalizeNfc, are in tokenizer.h), defined in utf8.cc. Validation is
+// base/utf8.h's IsValidUtf8 (the one strict validator), which Encode calls directly.
 //
 // Ownership: plain functions over caller-owned strings. Thread safety: safe from any
-// thread. Errors: none; invalid input is reported by IsValidUtf8's result, and NfcSpans
-// requires valid UTF-8 (Encode sanitises first).
+// thread. Errors: none; NfcSpans requires valid UTF-8 (Encode sanitises first).
 #pragma once
 
 #include <string>
 #include <string_view>
 
 namespace trace::engine::internal {
-
-// True when `s` is well-formed UTF-8 (fast for ASCII).
-bool IsValidUtf8(std::string_view s);
 
 // NFC of valid UTF-8, touching only the spans that need it: each run of non-boundary
 // characters together with the boundary character before it goes through utf8proc; the

@@ -3,6 +3,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "base/json_print.h"
 #include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/request_fields.h"
@@ -63,7 +64,10 @@ std::optional<ApiError> ParseText(const ojson& v, const std::string& where, std:
 // One message, as one or more ChatMessages: an assistant turn is one message (its text,
 // then its tool_use blocks as tool calls); a user turn is its tool_result blocks as tool
 // messages and its text blocks as user messages, in the order given.
+// `answerable`: the ids of the tool_use blocks of the message before (an assistant turn),
+// the only calls a tool_result block here may answer, as Anthropic requires.
 std::optional<ApiError> ParseMessage(const ojson& m, const std::string& where,
+                                     const std::unordered_set<std::string>& answerable,
                                      std::vector<ChatMessage>* out) {
   if (!m.is_object()) return WrongType(where, "an object", json(m));
   std::string role;
@@ -118,12 +122,19 @@ std::optional<ApiError> ParseMessage(const ojson& m, const std::string& where,
         return WrongType(FieldPath(p, "input"), "an object",
                          input == block.end() ? json(nullptr) : json(*input));
       }
-      call.arguments = input->dump(-1, ' ', false, json::error_handler_t::replace);
+      call.arguments = JsonText(*input);
       assistant.tool_calls.push_back(std::move(call));
     } else if (type == "tool_result" && role == "user") {
       ChatMessage msg;
       msg.role = "tool";
       if (auto err = RequiredStringField(block, p, "tool_use_id", &msg.tool_call_id)) return err;
+      if (answerable.count(msg.tool_call_id) == 0) {
+        const std::string id_path = FieldPath(p, "tool_use_id");
+        return BadRequest(id_path, "'" + id_path + "' \"" + msg.tool_call_id +
+                                       "\" answers no tool_use block of the previous message: "
+                                       "each tool_result block needs a corresponding tool_use "
+                                       "block in the assistant message just before it");
+      }
       if (auto c = block.find("content"); c != block.end() && !c->is_null()) {
         if (auto err = ParseText(*c, FieldPath(p, "content"), &msg.content)) return err;
       }
@@ -254,7 +265,7 @@ ojson Usage(int64_t input, int64_t output) {
 }
 
 std::string Dump(const ojson& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return JsonText(j);
 }
 
 // Anthropic's event stream: message_start, a text block streamed as text_delta events, then
@@ -406,10 +417,16 @@ std::variant<CompletionRequest, ApiError> ParseAnthropicRequest(std::string_view
   if (messages == ordered.end()) return BadRequest("messages", "'messages' is required");
   if (!messages->is_array()) return WrongType("messages", "an array", json(*messages));
   if (messages->empty()) return BadRequest("messages", "'messages' must not be empty");
+  std::unordered_set<std::string> answerable;  // tool_use ids of the message before
   for (size_t i = 0; i < messages->size(); ++i) {
+    const ojson& m = (*messages)[i];
     if (auto e =
-            ParseMessage((*messages)[i], "messages[" + std::to_string(i) + "]", &req.messages)) {
+            ParseMessage(m, "messages[" + std::to_string(i) + "]", answerable, &req.messages)) {
       return *e;
+    }
+    answerable.clear();
+    if (Str(m, "role") == "assistant") {
+      for (const ToolCall& c : req.messages.back().tool_calls) answerable.insert(c.id);
     }
   }
   if (req.messages.empty()) return BadRequest("messages", "'messages' holds no content");

@@ -48,6 +48,9 @@ struct ToolCall {
   std::string name;
   std::string arguments;  // JSON text
   std::string item_id;    // Responses: the id of the function_call item ("fc_..."), if any
+  // In a response: the token limit cut this call, so `arguments` is a prefix of the JSON the
+  // model was writing (recorder/api/qwen_tool_calls.h).
+  bool cut = false;
 };
 
 struct ChatMessage {
@@ -67,6 +70,10 @@ struct ChatMessage {
 struct ToolSpec {
   std::string name;
   std::string description;
+  // Whether the request sent a description ("" included) and a schema: the template sees
+  // the tool as sent, without fields the client left out.
+  bool description_given = false;
+  bool parameters_given = false;
   nlohmann::json parameters = nlohmann::json::object();  // JSON schema
   // The same schema with its object keys in the order the client sent them: what the chat
   // template sees (its `tojson` prints keys in this order, as Python's dicts keep them) and
@@ -103,6 +110,9 @@ struct CompletionRequest {
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;  // kNamed
   bool parallel_tool_calls = true;
+  // Chat Completions' deprecated `functions` / `function_call` were sent: they are the tools
+  // and tool_choice, and the answer's call comes back as message.function_call.
+  bool legacy_functions = false;
   ResponseFormat response_format;
   std::vector<std::string> guided_choice;  // vLLM-style extension
   engine::SamplingParams sampling;
@@ -121,6 +131,14 @@ struct CompletionRequest {
   nlohmann::ordered_json raw_ordered;  // the same, object keys in the order received
 };
 
+// Whether the answer to `req` may hold tool calls: a chat request offering tools, with a
+// tool_choice other than "none" and no guided_choice. Such an answer is held back until
+// the end (its text may turn out to be a call), and its calls are parsed out of it.
+inline bool MayCallTools(const CompletionRequest& req) {
+  return req.chat && !req.tools.empty() && req.tool_choice != ToolChoice::kNone &&
+         req.guided_choice.empty();
+}
+
 struct TokenLogprob {
   std::string token;  // text of the token
   float logprob = 0.0f;
@@ -137,6 +155,8 @@ struct CompletionResult {
   std::string text;                // generated text (stop sequence removed)
   std::vector<ToolCall> tool_calls;
   std::string finish_reason;  // stop | length | tool_calls
+  // The token limit cut the answer inside a tool call or its opening tag (not in its text).
+  bool cut_in_tool_call = false;
   std::string stop_sequence;  // the stop sequence that ended the text, if one did
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;

@@ -23,7 +23,10 @@ namespace trace::recorder {
 const WireFormat& OpenAiChatFormat();
 
 std::variant<CompletionRequest, ApiError> ParseChatRequest(std::string_view body);
-std::string ChatCompletionBody(const CompletionResult& result, bool with_logprobs);
+// The chat.completion object; `legacy_functions`: the call comes back as
+// message.function_call with finish_reason "function_call" (the deprecated functions API).
+std::string ChatCompletionBody(const CompletionResult& result, bool with_logprobs,
+                               bool legacy_functions = false);
 // OpenAI tool_calls array; `with_index` adds "index" as stream deltas carry it.
 nlohmann::json ChatToolCallsJson(const std::vector<ToolCall>& calls, bool with_index);
 // A chat.completion read back, and the chat.completion a chunk stream amounts to.

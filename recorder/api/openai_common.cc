@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/escape.h"
+#include "base/json_print.h"
 #include "recorder/api/json_body.h"
 #include "recorder/api/request_fields.h"
 
@@ -17,7 +18,8 @@ namespace trace::recorder {
 using nlohmann::json;
 
 std::variant<nlohmann::ordered_json, ApiError> ParseOpenAiBody(std::string_view body_text,
-                                                               CompletionRequest* req) {
+                                                               CompletionRequest* req,
+                                                               bool legacy_functions) {
   // Parsed once keeping the client's key order (for what the chat template sees and what
   // schemas say) and converted for validation, which does not depend on key order. The
   // depth limit (json_body.h) makes the conversion safe.
@@ -31,20 +33,21 @@ std::variant<nlohmann::ordered_json, ApiError> ParseOpenAiBody(std::string_view 
     return BadRequest("model", "'model' must be a string naming a served model (GET /v1/models)");
   }
   req->model = model->get<std::string>();
-  if (auto err = RejectUnsupportedFields(body)) return *err;
+  if (auto err = RejectUnsupportedFields(body, legacy_functions)) return *err;
   req->raw = std::move(body);
   return ordered;
 }
 
-std::optional<ApiError> RejectUnsupportedFields(const json& body) {
-  if (auto f = body.find("functions"); f != body.end() && !f->is_null()) {
+std::optional<ApiError> RejectUnsupportedFields(const json& body, bool legacy_functions) {
+  if (auto f = body.find("functions"); !legacy_functions && f != body.end() && !f->is_null()) {
     return BadRequest("functions",
-                      "'functions' (deprecated by OpenAI) is not supported; send 'tools' with "
-                      "{\"type\": \"function\", \"function\": {...}} entries");
+                      "'functions' (Chat Completions' deprecated spelling) is not part of this "
+                      "API; send 'tools' with {\"type\": \"function\", ...} entries");
   }
-  if (auto f = body.find("function_call"); f != body.end() && !f->is_null()) {
+  if (auto f = body.find("function_call"); !legacy_functions && f != body.end() && !f->is_null()) {
     return BadRequest("function_call",
-                      "'function_call' (deprecated by OpenAI) is not supported; use 'tool_choice'");
+                      "'function_call' (Chat Completions' deprecated spelling) is not part of "
+                      "this API; use 'tool_choice'");
   }
   if (auto b = body.find("best_of"); b != body.end() && !b->is_null()) {
     if (!b->is_number_integer() || b->get<int64_t>() != 1) {
@@ -247,7 +250,7 @@ json BytesJson(const std::string& s) {
 }
 
 std::string DumpJson(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return JsonText(j);
 }
 
 std::string StreamTail(json last, json usage_chunk, bool with_usage, const CompletionResult& r) {

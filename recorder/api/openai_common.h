@@ -21,14 +21,18 @@ namespace trace::recorder {
 inline constexpr int32_t kDefaultMaxTokens = 128;
 
 // Parses the body (keeping key order), checks it is an object, reads `model` and refuses
-// the fields RejectUnsupportedFields names; req->raw gets the body.
+// the fields RejectUnsupportedFields names; req->raw gets the body. `legacy_functions`:
+// the format serves the deprecated `functions` / `function_call` fields (Chat Completions
+// maps them onto tools), so they are not refused here.
 std::variant<nlohmann::ordered_json, ApiError> ParseOpenAiBody(std::string_view body_text,
-                                                               CompletionRequest* req);
+                                                               CompletionRequest* req,
+                                                               bool legacy_functions = false);
 // The sampling and output fields both formats share (logprobs aside: their shapes differ).
 std::optional<ApiError> ParseOpenAiSampling(const nlohmann::json& body, CompletionRequest* req);
 // Fields of OpenAI's API this server does not implement and would otherwise ignore while
 // the client expects an effect: a clear 400 naming the field (docs/recorder.md lists them).
-std::optional<ApiError> RejectUnsupportedFields(const nlohmann::json& body);
+std::optional<ApiError> RejectUnsupportedFields(const nlohmann::json& body,
+                                                bool legacy_functions = false);
 
 // A WireFormat of OpenAI's from its route, id prefix and functions (the formats differ in
 // nothing else).
@@ -37,7 +41,7 @@ struct OpenAiFormatParts {
   std::string endpoint;
   std::string id_prefix;
   std::variant<CompletionRequest, ApiError> (*parse)(std::string_view body);
-  std::string (*body)(const CompletionResult& result, bool with_logprobs);
+  std::string (*body)(const CompletionRequest& req, const CompletionResult& result);
   std::unique_ptr<StreamEncoder> (*stream)(const CompletionRequest& req,
                                            const CompletionResult& header);
   ResponseSummary (*read)(const nlohmann::json& body);
@@ -53,7 +57,7 @@ class OpenAiFormat : public WireFormat {
     return parts_.parse(body);
   }
   std::string Body(const CompletionRequest& req, const CompletionResult& r) const override {
-    return parts_.body(r, req.logprobs);
+    return parts_.body(req, r);
   }
   std::unique_ptr<StreamEncoder> NewStream(const CompletionRequest& req,
                                            const CompletionResult& header) const override {

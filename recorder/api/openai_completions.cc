@@ -196,7 +196,10 @@ json FoldCompletionStream(std::string_view event_stream) {
 
 const WireFormat& OpenAiCompletionsFormat() {
   static const OpenAiFormat format(
-      {kApiCompletions, "/v1/completions", "cmpl-", &ParseLegacyCompletionRequest, &CompletionBody,
+      {kApiCompletions, "/v1/completions", "cmpl-", &ParseLegacyCompletionRequest,
+       [](const CompletionRequest& req, const CompletionResult& r) {
+         return CompletionBody(r, req.logprobs);
+       },
        [](const CompletionRequest& req, const CompletionResult& h)
            -> std::unique_ptr<StreamEncoder> { return std::make_unique<CompletionStream>(req, h); },
        &ReadCompletionResponse, &FoldCompletionStream});

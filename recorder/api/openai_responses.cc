@@ -3,6 +3,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "base/json_print.h"
 #include "recorder/api/json_body.h"
 #include "recorder/api/openai_common.h"
 #include "recorder/api/request_fields.h"
@@ -243,6 +244,17 @@ bool HasMessageItem(const CompletionResult& r) {
   return !r.text.empty() || r.tool_calls.empty();
 }
 
+// Each output item says whether it was finished: the message is incomplete when the token
+// limit cut its text, a function call when the limit cut its arguments; the items before
+// the cut are completed, as OpenAI reports them.
+std::string MessageStatus(const CompletionResult& r) {
+  return r.finish_reason == "length" && !r.cut_in_tool_call ? "incomplete" : "completed";
+}
+
+std::string CallStatus(const ToolCall& c) {
+  return c.cut ? "incomplete" : "completed";
+}
+
 // The response object: `status` in_progress (r holds only the header), completed or
 // incomplete (cut by max_output_tokens), with its output items.
 json ResponseObject(const CompletionRequest& req, const CompletionResult& r,
@@ -256,9 +268,8 @@ json ResponseObject(const CompletionRequest& req, const CompletionResult& r,
   o["model"] = r.model;
   json output = json::array();
   if (with_output) {
-    const std::string item_status = status == "incomplete" ? "incomplete" : "completed";
-    if (HasMessageItem(r)) output.push_back(MessageItem(r, item_status, req.logprobs));
-    for (const ToolCall& c : r.tool_calls) output.push_back(FunctionCallItem(c, item_status));
+    if (HasMessageItem(r)) output.push_back(MessageItem(r, MessageStatus(r), req.logprobs));
+    for (const ToolCall& c : r.tool_calls) output.push_back(FunctionCallItem(c, CallStatus(c)));
   }
   o["output"] = std::move(output);
   o["parallel_tool_calls"] = req.parallel_tool_calls;
@@ -323,13 +334,12 @@ class ResponsesStream : public StreamEncoder {
   std::string End(const CompletionResult& r, const std::string& rest,
                   const std::vector<TokenLogprob>& rest_logprobs) override {
     const std::string status = ResponseStatus(r);
-    const std::string item_status = status == "incomplete" ? "incomplete" : "completed";
     std::string out;
     int output_index = 0;
     if (HasMessageItem(r)) {
       out += Text(rest, rest_logprobs);
       out += OpenMessage();
-      json item = MessageItem(r, item_status, req_.logprobs);
+      json item = MessageItem(r, MessageStatus(r), req_.logprobs);
       const json& part = item["content"][0];
       out += Event("response.output_text.done", {{"item_id", r.message_item_id},
                                                  {"output_index", 0},
@@ -355,7 +365,7 @@ class ResponsesStream : public StreamEncoder {
                                                              {"name", c.name},
                                                              {"arguments", c.arguments}});
       out += Event("response.output_item.done",
-                   {{"output_index", output_index}, {"item", FunctionCallItem(c, item_status)}});
+                   {{"output_index", output_index}, {"item", FunctionCallItem(c, CallStatus(c))}});
       ++output_index;
     }
     const char* final_type = status == "incomplete" ? "response.incomplete" : "response.completed";
@@ -394,7 +404,7 @@ class ResponsesStream : public StreamEncoder {
   std::string Event(const char* type, json fields) {
     ojson data = {{"type", type}, {"sequence_number", sequence_++}};
     for (auto& [k, v] : fields.items()) data[k] = std::move(v);
-    return SseFrame(type, data.dump(-1, ' ', false, json::error_handler_t::replace));
+    return SseFrame(type, JsonText(data));
   }
 
   const CompletionRequest& req_;  // owned by the call, which outlives its stream

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "base/json_print.h"
+
 namespace trace::recorder {
 
 using nlohmann::json;
@@ -11,7 +13,7 @@ std::string ApiError::Body() const {
   json e = {{"message", message}, {"type", type}};
   e["param"] = param.empty() ? json(nullptr) : json(param);
   e["code"] = code.empty() ? json(nullptr) : json(code);
-  return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return JsonText(json{{"error", e}});
 }
 
 ApiError BadRequest(std::string param, std::string message) {

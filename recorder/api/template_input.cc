@@ -35,11 +35,14 @@ nlohmann::ordered_json ToolsForTemplateOrdered(const std::vector<ToolSpec>& tool
   ojson out = ojson::array();
   for (const ToolSpec& t : tools) {
     ojson fn = {{"name", t.name}};
-    if (!t.description.empty()) fn["description"] = t.description;
+    if (t.description_given || !t.description.empty()) fn["description"] = t.description;
     // parameters_ordered is set from the body; a ToolSpec built in code may set only
     // parameters.
-    bool have_ordered = !t.parameters_ordered.empty() || t.parameters.empty();
-    fn["parameters"] = have_ordered ? t.parameters_ordered : ojson(t.parameters);
+    if (t.parameters_given) {
+      fn["parameters"] = t.parameters_ordered;
+    } else if (!t.parameters.empty()) {
+      fn["parameters"] = ojson(t.parameters);
+    }
     out.push_back({{"type", "function"}, {"function", fn}});
   }
   return out;

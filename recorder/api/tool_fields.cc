@@ -21,6 +21,7 @@ std::optional<ApiError> ParseFunctionTool(const ordered_json& fn, const std::str
   if (auto d = fn.find("description"); d != fn.end() && !d->is_null()) {
     if (!d->is_string()) return WrongType(where + ".description", "a string", json(*d));
     spec.description = d->get<std::string>();
+    spec.description_given = true;
   }
   if (auto params = fn.find(schema_key); params != fn.end() && !params->is_null()) {
     if (!params->is_object()) {
@@ -28,6 +29,7 @@ std::optional<ApiError> ParseFunctionTool(const ordered_json& fn, const std::str
     }
     spec.parameters = json(*params);
     spec.parameters_ordered = *params;
+    spec.parameters_given = true;
   }
   spec.strict = default_strict;
   if (auto strict = fn.find("strict"); strict != fn.end() && !strict->is_null()) {
@@ -111,6 +113,21 @@ std::optional<ApiError> ParseJsonSchemaFormat(const ordered_json& v, const std::
   if (auto strict = v.find("strict"); strict != v.end() && !strict->is_null()) {
     if (!strict->is_boolean()) return WrongType(where + ".strict", "a boolean", json(*strict));
     out->strict = strict->get<bool>();
+  }
+  return std::nullopt;
+}
+
+std::optional<size_t> FindToolResultWithoutCall(const std::vector<ChatMessage>& messages,
+                                                bool same_turn) {
+  std::unordered_set<std::string> calls;  // the ids a tool message may answer here
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      if (calls.count(m.tool_call_id) == 0) return i;
+      continue;
+    }
+    if (same_turn) calls.clear();
+    for (const ToolCall& c : m.tool_calls) calls.insert(c.id);
   }
   return std::nullopt;
 }

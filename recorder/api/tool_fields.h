@@ -40,6 +40,13 @@ std::optional<ApiError> ParseToolChoiceString(const std::string& s, const std::s
 std::optional<ApiError> CheckToolChoice(const CompletionRequest& req,
                                         const std::string& name_param);
 
+// The index of the first tool message in `messages` whose tool_call_id names no call made
+// before it, or nullopt. With `same_turn` (Chat Completions, Anthropic) the call must be in
+// the nearest assistant message before it with only tool messages between them, as those
+// APIs require; else (Responses) any earlier call counts.
+std::optional<size_t> FindToolResultWithoutCall(const std::vector<ChatMessage>& messages,
+                                                bool same_turn);
+
 // A JSON-schema output format at `where`: `name` (1 to 64 of [a-zA-Z0-9_-]; required unless
 // `default_name` is given), `schema` (an object or a boolean) and `strict`.
 std::optional<ApiError> ParseJsonSchemaFormat(const nlohmann::ordered_json& v,

@@ -8,6 +8,7 @@
 
 #include "recorder/api/anthropic_messages.h"
 #include "recorder/api/json_body.h"
+#include "recorder/api/openai_embeddings.h"
 #include "recorder/server/http_util.h"
 #include "recorder/server/request_guard.h"
 
@@ -129,9 +130,12 @@ HttpFrontend::HttpFrontend(const ServerOptions& options)
       res.set_header("Vary", "Origin");
     }
     // httplib announces keep-alive unless it closes itself; a refused request's connection
-    // closes (its body was not read).
+    // closes (its body was not read). httplib adds its own "Connection: close" beside the
+    // refusal's when the request asked to close, so the header is set once here.
     if (Connection* conn = CurrentConnection(); conn != nullptr && conn->close_after_response()) {
       res.headers.erase("Keep-Alive");
+      res.headers.erase("Connection");
+      res.set_header("Connection", "close");
     }
   });
   // Small replies and SSE events go out at once instead of waiting for the client's delayed
@@ -262,21 +266,64 @@ httplib::Server::HandlerResponse HttpFrontend::PreRoute(const httplib::Request& 
   // then reads the same bytes from the connection's buffer.
   std::string_view body;
   const Connection::BodyResult read = conn->ReadBody(req, options_.limits.max_body_bytes, &body);
-  std::optional<size_t> too_deep;
+  std::optional<ApiError> refusal;
   if (read == Connection::BodyResult::kOk) {
-    too_deep = FindJsonDepthExcess(body);
-    if (!too_deep) return HR::Unhandled;
+    // One pass, nothing built: nesting, the count of values and the text a model route
+    // could be asked to fit, before any copy of the body is made (docs/recorder.md, Limits).
+    const JsonScan scan =
+        ScanJson(body, kMaxJsonDepth,
+                 req.path == kEmbeddingsRoute ? kMaxEmbeddingsJsonValues : kMaxJsonValues);
+    refusal = JsonScanError("request body", scan);
+    if (!refusal) refusal = PromptTextTooLong(req, scan.string_bytes);
+    if (!refusal) {
+      // httplib appends the body to req.body 4 KiB at a time, a string that doubles: at the
+      // last doubling the old and new buffers (1.5x the body) stood beside the connection's
+      // (1x). One allocation of the right size instead. The request is httplib's own
+      // non-const object, handed to this handler as const.
+      const_cast<httplib::Request&>(req).body.reserve(body.size());
+      conn->ReleaseDecodedBody();
+      return HR::Unhandled;
+    }
+  } else {
+    refusal = BodyReadError(read);
+    if (read == Connection::BodyResult::kTooLarge) {
+      refusal->message +=
+          " of " + std::to_string(options_.limits.max_body_bytes) + " bytes (--max-body-bytes)";
+    } else if (read == Connection::BodyResult::kTimedOut) {
+      refusal->message += " (" + std::to_string(options_.limits.read_timeout_ms) + " ms)";
+    }
   }
-  ApiError e = too_deep ? JsonTooDeep("request body", *too_deep) : BodyReadError(read);
-  if (read == Connection::BodyResult::kTooLarge) {
-    e.message +=
-        " of " + std::to_string(options_.limits.max_body_bytes) + " bytes (--max-body-bytes)";
-  } else if (read == Connection::BodyResult::kTimedOut) {
-    e.message += " (" + std::to_string(options_.limits.read_timeout_ms) + " ms)";
-  }
-  Reject(req, e);
-  Refuse(req, res, e);
+  conn->ReleaseDecodedBody();
+  Reject(req, *refusal);
+  Refuse(req, res, *refusal);
   return HR::Handled;
+}
+
+void HttpFrontend::LimitPromptText(size_t max_prompt_bytes, int64_t max_context,
+                                   std::vector<PromptRoute> routes) {
+  max_prompt_bytes_ = max_prompt_bytes;
+  max_context_ = max_context;
+  prompt_routes_ = std::move(routes);
+}
+
+std::optional<ApiError> HttpFrontend::PromptTextTooLong(const httplib::Request& req,
+                                                        size_t string_bytes) const {
+  if (max_prompt_bytes_ > SIZE_MAX - kOtherTextBytes ||
+      string_bytes <= max_prompt_bytes_ + kOtherTextBytes) {
+    return std::nullopt;
+  }
+  for (const PromptRoute& route : prompt_routes_) {
+    if (req.path != route.path) continue;
+    ApiError e = BadRequest(route.param,
+                            "the request's strings hold at least " + std::to_string(string_bytes) +
+                                " bytes; the model's context of " + std::to_string(max_context_) +
+                                " tokens holds at most " + std::to_string(max_prompt_bytes_) +
+                                " bytes of prompt text, and a request at most " +
+                                std::to_string(kOtherTextBytes) + " bytes of other strings");
+    e.code = "context_length_exceeded";
+    return e;
+  }
+  return std::nullopt;
 }
 
 void HttpFrontend::CountRefusal(const httplib::Request& req, const ApiError& e,

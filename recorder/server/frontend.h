@@ -8,8 +8,10 @@
 // Every request passes the admission checks of httplib's pre-routing handler before any
 // route runs, so a route added later is covered without doing anything (request_guard.h):
 // Host and Origin, the API key (constant time), body framing and the body limit — all on
-// the head, before the body is read — then the body is read (capped, timed) and its JSON
-// nesting depth checked (api/json_body.h). Requests refused before authentication are
+// the head, before the body is read — then the body is read (capped, timed) and scanned
+// once (api/json_body.h: its JSON nesting depth, its count of values and keys, and on the
+// local engine's model routes the text it holds against what the model's context can
+// take, LimitPromptText). Requests refused before authentication are
 // counted, recorded as one note (the first) and one summary at Stop, never one event each;
 // authenticated requests that are rejected are recorded as "rejected_request" notes.
 //
@@ -23,8 +25,12 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/status.h"
 #include "recorder/api/model_call.h"
@@ -54,6 +60,22 @@ class HttpFrontend {
   }
   CallGate* gate() const { return gate_; }
 
+  // A model route of the local engine: its path and the request field that carries the
+  // prompt ("messages", "prompt", "input"), named in a refusal.
+  struct PromptRoute {
+    std::string path;
+    std::string param;
+  };
+  // Strings a request holds besides the prompt's text (ids, types, names, stop sequences,
+  // a response_format schema): what a body's strings may exceed the prompt's bound by.
+  static constexpr size_t kOtherTextBytes = size_t{1} << 20;
+  // A body on one of `routes` whose strings hold more than max_prompt_bytes +
+  // kOtherTextBytes bytes (at least, once unescaped) cannot fit the model's context of
+  // `max_context` tokens: it is refused with 400 context_length_exceeded as soon as it is
+  // read, before any route copies or parses it. Set before Start; none by default.
+  void LimitPromptText(size_t max_prompt_bytes, int64_t max_context,
+                       std::vector<PromptRoute> routes);
+
   Status Start();
   void Stop();
   int port() const { return port_; }
@@ -82,6 +104,9 @@ class HttpFrontend {
   // the refusal and the connection closes after it (the body is never read).
   bool AdmitHead(const httplib::Request& req, httplib::Response& res);
   httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
+  // The 400 for a body on a model route whose strings hold `string_bytes` (LimitPromptText),
+  // or nothing.
+  std::optional<ApiError> PromptTextTooLong(const httplib::Request& req, size_t string_bytes) const;
   // Answers `e` in the route's API shape and closes the connection after the response.
   void Refuse(const httplib::Request& req, httplib::Response& res, const ApiError& e);
   // A refusal before authentication: counted; only the first is recorded.
@@ -93,6 +118,9 @@ class HttpFrontend {
   std::atomic<uint64_t> next_request_{0};
   RunLog* log_ = nullptr;
   CallGate* gate_ = nullptr;
+  size_t max_prompt_bytes_ = SIZE_MAX;  // LimitPromptText
+  int64_t max_context_ = 0;
+  std::vector<PromptRoute> prompt_routes_;
   GuardedHttpServer http_;
   int port_ = 0;
   std::thread thread_;

@@ -79,6 +79,9 @@ class Connection final : public httplib::Stream {
   // `max_bytes` either way) within the read timeout, without consuming it: httplib reads
   // the same bytes afterwards. *body views the decoded body until the next read.
   BodyResult ReadBody(const httplib::Request& req, size_t max_bytes, std::string_view* body);
+  // Frees the decoded copy of a chunked body (ReadBody's *body no longer valid); the raw
+  // bytes stay buffered for httplib.
+  void ReleaseDecodedBody() { std::string().swap(chunked_); }
   // Close after this response (its request may not have been read whole): the response
   // gets "Connection: close" and unread bytes are drained for a bounded time and amount,
   // so the client sees the response rather than a reset.
@@ -110,6 +113,10 @@ class Connection final : public httplib::Stream {
   // The chunked body starting at the read position: decoded into chunked_, raw extent
   // left buffered.
   BodyResult ReadChunked(size_t max_bytes);
+  // One pass over the chunked body at the read position, reading what is not buffered yet:
+  // checks its framing and the cap, sets *total to its decoded size, appends the decoded
+  // bytes to *out unless null.
+  BodyResult WalkChunks(size_t max_bytes, std::string* out, size_t* total);
   // Answers `status` with an OpenAI-style error itself (httplib never learns why its read
   // failed), then fails every later read and write.
   void Fail(int status, const std::string& code, const std::string& message);

@@ -11,6 +11,7 @@
 #include "recorder/api/openai_responses.h"
 #include "recorder/api/qwen_tool_calls.h"
 #include "recorder/api/template_input.h"
+#include "recorder/api/tool_fields.h"
 #include "recorder/server/call_recording.h"
 
 namespace trace::recorder {
@@ -196,6 +197,13 @@ void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::R
     auto resolved = responses_.Resolve(&req);
     if (auto* err = std::get_if<ApiError>(&resolved)) return Reject(format, http_req, res, *err);
     call->conversation = std::move(std::get<ResponseStore::Resolved>(resolved));
+    // Each function_call_output answers a call of the conversation, as OpenAI requires.
+    if (auto i = FindToolResultWithoutCall(req.messages, /*same_turn=*/false)) {
+      return Reject(
+          format, http_req, res,
+          BadRequest("input", "No tool call found for function call output with call_id '" +
+                                  req.messages[*i].tool_call_id + "'"));
+    }
   }
   if (std::optional<ApiError> err = Prepare(call.get())) {
     return Reject(format, http_req, res, *err);
@@ -258,13 +266,19 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
         k != req.raw_ordered.end() && k->is_object()) {
       kwargs = *k;
     }
+    // Offered tools are shown with tool_choice "none" too (vLLM's default, and what
+    // Anthropic counts): "none" only means the answer is not parsed for calls.
     nlohmann::ordered_json ordered_tools = ToolsForTemplateOrdered(req.tools);
-    if (req.tool_choice == ToolChoice::kNone) ordered_tools = nullptr;
     tools = ordered_tools;
     nlohmann::ordered_json messages = MessagesForTemplateOrdered(req.messages);
     if (req.system) {
       // Responses' instructions, Anthropic's system: the first message.
-      messages.insert(messages.begin(), {{"role", "system"}, {"content", *req.system}});
+      // An object built key by key: a braced list here would pick insert's
+      // initializer-list overload and insert two arrays, which the template skips.
+      nlohmann::ordered_json system = nlohmann::ordered_json::object();
+      system["role"] = "system";
+      system["content"] = *req.system;
+      messages.insert(messages.begin(), std::move(system));
     }
     if (messages.empty()) return BadRequest("input", "the conversation has no messages");
     Result<std::string> prompt = backend_.chat_template->RenderOrdered(
@@ -276,7 +290,6 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
     }
     // Anthropic's prefill: the answer continues the text the final assistant turn began.
     call->rendered_prompt = std::move(prompt).value() + req.assistant_prefill;
-    call->tools_active = tools.is_array();
     if (auto e = PromptCannotFit(req, call->rendered_prompt.size())) return e;
     call->prompt_ids = tok.Encode(call->rendered_prompt);
   } else if (req.prompt_is_tokens) {
@@ -303,7 +316,7 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
     call->prompt_ids = tok.Encode(call->rendered_prompt);
   }
   call->constraint_json = ConstraintSpecFor(req, tools.is_array());
-  if (!req.guided_choice.empty()) call->tools_active = false;
+  call->tools_active = MayCallTools(req);
   if (call->prompt_ids.empty())
     return BadRequest(req.chat ? "messages" : "prompt", "the prompt is empty");
   int64_t n = static_cast<int64_t>(call->prompt_ids.size());
@@ -382,6 +395,7 @@ CompletionResult LocalEngineApi::BuildResult(Call* call, const GenerationResult&
         }
       }
       r.text = std::move(ex.content);
+      r.cut_in_tool_call = ex.truncated;
       if (!ex.truncated && g.finish_reason == "stop") r.finish_reason = "tool_calls";
     }
   }

@@ -44,6 +44,10 @@ class LocalEngineApi {
 
   const std::string& model_name() const { return backend_.model_name; }
   const Scheduler* scheduler() const { return backend_.scheduler.get(); }
+  // The model's context in tokens (0: unbounded), and the most bytes of prompt text that
+  // can fit it (SIZE_MAX when unbounded): what HttpFrontend::LimitPromptText is given.
+  int64_t max_context() const { return max_context_; }
+  size_t max_prompt_bytes() const { return max_prompt_bytes_; }
 
  private:
   void HandleModels(const httplib::Request& req, httplib::Response& res);

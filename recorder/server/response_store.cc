@@ -81,7 +81,9 @@ std::variant<ResponseStore::Resolved, ApiError> ResponseStore::Resolve(
     conversation.push_back((*n)->output);
   }
   conversation.insert(conversation.end(), res.added.begin(), res.added.end());
-  req->messages = std::move(conversation);
+  // Merged once more across the boundary: a function_call item at the start of the input
+  // joins the assistant turn the previous response ended with, as it would in one flat list.
+  req->messages = MergeResponsesItems(std::move(conversation));
   return res;
 }
 

@@ -135,6 +135,161 @@ TEST(JsonDepthTest, HundredThousandLevelsAreA400InEveryParser) {
   EXPECT_TRUE(ex.calls.empty());
 }
 
+// The count of values and keys, what it names, and the text it adds up, on small texts.
+TEST(JsonScanTest, CountsValuesAndKeysAndTheirText) {
+  JsonScan s = ScanJson(R"({"a": [1, -2.5e3, true, null, "x"], "b": {"c": "\u00e9\n"}})");
+  EXPECT_EQ(s.excess, JsonScan::Excess::kNone);
+  // {}, a, [], 1, -2.5e3, true, null, "x", b, {}, c, "\u00e9\n"
+  EXPECT_EQ(s.values, 12u);
+  // a, x, b, c: 1 byte each; "\u00e9\n" at least 2 (its escapes count one byte each).
+  EXPECT_EQ(s.string_bytes, 6u);
+  // The value one over the limit, and the top-level member it is in.
+  s = ScanJson(R"({"model": "m", "messages": [1, 2, 3, 4]})", kMaxJsonDepth, 5);
+  EXPECT_EQ(s.excess, JsonScan::Excess::kValues);
+  EXPECT_EQ(s.offset, 28u);  // the first element of "messages", the 6th value
+  EXPECT_EQ(s.field, "messages");
+  ApiError e = JsonTooManyValues("request body", s);
+  EXPECT_EQ(e.http_status, 413);
+  EXPECT_EQ(e.code, "too_many_json_values");
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_NE(e.message.find("more than 5 JSON values"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("in 'messages'"), std::string::npos) << e.message;
+  // Depth still comes first where it is passed first.
+  s = ScanJson("[[[1]]]", 2, 100);
+  EXPECT_EQ(s.excess, JsonScan::Excess::kDepth);
+  EXPECT_EQ(s.offset, 2u);
+}
+
+// Tool-call arguments sent as JSON text are parsed on their own (the chat template, the
+// event API), so their values count as the body's: a 1 MB string of tiny values cost
+// 300 MB once parsed and converted for the template. A key spelled with escapes is the
+// same key; arguments nested too deep stay text and count nothing.
+TEST(JsonScanTest, ValuesInsideToolCallArgumentsCount) {
+  std::string tiny = "[";
+  for (int i = 0; i < 100'000; ++i) tiny += i == 0 ? "1" : ",1";
+  tiny += "]";
+  for (const char* key : {"arguments", "argument\\u0073", "\\u0061rguments"}) {
+    const std::string body = std::string(R"({"messages": [{"tool_calls": [{"function": {")") + key +
+                             R"(": )" + json(tiny).dump() + "}}]}]}";
+    const JsonScan s = ScanJson(body);
+    EXPECT_EQ(s.excess, JsonScan::Excess::kNone) << key;
+    EXPECT_EQ(s.values, 11u + 100'001u) << key;  // the body's 11 and the array's
+    const JsonScan capped = ScanJson(body, kMaxJsonDepth, 50'000);
+    EXPECT_EQ(capped.excess, JsonScan::Excess::kValues) << key;
+    EXPECT_EQ(capped.field, "messages") << key;
+  }
+  // The same text under another key is one string.
+  EXPECT_EQ(ScanJson(R"({"content": )" + json(tiny).dump() + "}").values, 3u);
+  // Too deep to be parsed: counted as one string.
+  const std::string deep = json(std::string(300, '[') + std::string(300, ']')).dump();
+  EXPECT_EQ(ScanJson(R"({"arguments": )" + deep + "}").values, 3u);
+  // A key that only looks like it.
+  EXPECT_EQ(ScanJson(R"({"arguments2": )" + json(tiny).dump() + "}").values, 3u);
+}
+
+// A long agent conversation stays far below the limits: 5,000 messages (user turns,
+// assistant turns calling tools, tool results of a few hundred bytes) and 100 tool
+// schemas, 3.3 MB, hold 62,859 values and keys (a quarter of the limit).
+TEST(JsonScanTest, ALongAgentConversationIsFarBelowTheLimit) {
+  std::mt19937 rng(40);
+  json tools = json::array();
+  for (int t = 0; t < 100; ++t) {
+    json props = json::object();
+    for (int p = 0; p < 5; ++p) {
+      props["arg" + std::to_string(p)] = {{"type", p % 2 ? "integer" : "string"},
+                                          {"description", "argument " + std::to_string(p)}};
+    }
+    tools.push_back({{"type", "function"},
+                     {"function",
+                      {{"name", "tool_" + std::to_string(t)},
+                       {"description", "Does thing number " + std::to_string(t)},
+                       {"parameters", {{"type", "object"}, {"properties", props}}}}}});
+  }
+  json messages = json::array({{{"role", "system"}, {"content", "You are an agent."}}});
+  int calls = 0;
+  while (messages.size() < 5000) {
+    messages.push_back({{"role", "user"}, {"content", std::string(400 + rng() % 800, 'u')}});
+    const std::string id = "call_" + std::to_string(calls++);
+    messages.push_back(
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", id},
+            {"type", "function"},
+            {"function",
+             {{"name", "tool_" + std::to_string(rng() % 100)},
+              {"arguments", json{{"arg0", "value"}, {"arg1", int(rng() % 1000)}}.dump()}}}}}}});
+    messages.push_back(
+        {{"role", "tool"}, {"tool_call_id", id}, {"content", std::string(900, 'r')}});
+  }
+  const std::string body =
+      json{{"model", "m"}, {"messages", messages}, {"tools", tools}, {"max_tokens", 1}}.dump();
+  const JsonScan s = ScanJson(body);
+  EXPECT_EQ(s.excess, JsonScan::Excess::kNone);
+  EXPECT_GT(body.size(), size_t{3} << 20);
+  EXPECT_LT(s.values, kMaxJsonValues / 3) << s.values;
+  auto r = ParseCompletionRequest(body, /*chat=*/true);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(r)) << std::get<ApiError>(r).message;
+  EXPECT_EQ(std::get<CompletionRequest>(r).messages.size(), messages.size());
+}
+
+// Every request parser refuses a body of more values than the limit before building it.
+TEST(JsonScanTest, TooManyValuesAreA413InEveryParser) {
+  std::string ones = "[1";
+  for (size_t i = 1; i <= kMaxJsonValues; ++i) ones += ",1";
+  ones += "]";
+  const std::string body =
+      R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "x": )" + ones + "}";
+  for (const WireFormat* f : {&OpenAiChatFormat(), &OpenAiCompletionsFormat(),
+                              &OpenAiResponsesFormat(), &AnthropicMessagesFormat()}) {
+    auto r = f->Parse(body);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << f->api();
+    EXPECT_EQ(std::get<ApiError>(r).http_status, 413) << f->api();
+    EXPECT_EQ(std::get<ApiError>(r).code, "too_many_json_values") << f->api();
+    EXPECT_EQ(std::get<ApiError>(r).param, "x") << f->api();
+  }
+  auto plain = ParseJsonBody(body);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(plain));
+  EXPECT_EQ(std::get<ApiError>(plain).code, "too_many_json_values");
+  EXPECT_NE(std::get<ApiError>(plain).message.find("more than 250000 JSON values and object keys"),
+            std::string::npos)
+      << std::get<ApiError>(plain).message;
+}
+
+// nlohmann's lexer takes a NUL byte for the end of the input: a valid body followed by a
+// NUL and anything at all was accepted as that body. The APIs answer 400; so does every
+// parser here, and JSON inside values (tool-call arguments) is no JSON either.
+TEST(JsonNulTest, ABodyFollowedByANulAndJunkIsNotJson) {
+  const std::string messages = R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],)"
+                               R"( "max_tokens": 1})";
+  const std::string prompt = R"({"model": "m", "prompt": "hi", "max_tokens": 1})";
+  const std::string input = R"({"model": "m", "input": "hi"})";
+  for (const std::string& junk :
+       {std::string("\0junk", 5), std::string("\0", 1), std::string("\0{\"a\": 1}", 9)}) {
+    const std::string body = messages + junk;
+    for (const auto& [f, good] : std::vector<std::pair<const WireFormat*, std::string>>{
+             {&OpenAiChatFormat(), messages},
+             {&OpenAiCompletionsFormat(), prompt},
+             {&OpenAiResponsesFormat(), input},
+             {&AnthropicMessagesFormat(), messages}}) {
+      ASSERT_TRUE(std::holds_alternative<CompletionRequest>(f->Parse(good))) << f->api();
+      auto r = f->Parse(good + junk);
+      ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << f->api();
+      EXPECT_EQ(std::get<ApiError>(r).http_status, 400) << f->api();
+      EXPECT_EQ(std::get<ApiError>(r).code, "invalid_json") << f->api();
+    }
+    auto plain = ParseJsonBody(body);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(plain));
+    EXPECT_EQ(std::get<ApiError>(plain).code, "invalid_json");
+    EXPECT_TRUE(std::holds_alternative<ApiError>(ParseJsonBodyOrdered(body)));
+    EXPECT_TRUE(ParseJsonOrDiscarded(body).is_discarded());
+    EXPECT_TRUE(ParseOrderedJsonOrDiscarded(body).is_discarded());
+  }
+  // A NUL inside a string is no better (control characters must be escaped).
+  EXPECT_TRUE(ParseJsonOrDiscarded(std::string("\"a\0b\"", 5)).is_discarded());
+  EXPECT_EQ(ParseJsonOrDiscarded("\"a\\u0000b\"").get<std::string>(), std::string("a\0b", 3));
+}
+
 TEST(EventApiParseTest, NumbersOutOfRangeAreRefusedNotCast) {
   auto value_ns = [](const json& v) {
     return EventApi::ParseAgentEvent(json{{"type", "clock"}, {"value_ns", v}}, "events[2]");

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "recorder/api/json_body.h"
 #include "recorder/server.h"
 #include "recorder/server/call_recording.h"
 #include "store/store.h"
@@ -593,36 +594,49 @@ TEST_F(HostileInputTest, HugePromptIsRefusedBeforeTokenizing) {
 
 // An object of a million keys (17 MB, inside the body limit) cost nlohmann's ordered parse
 // a comparison with every earlier key per key, 5 * 10^11 in all: about 15 minutes of a
-// server thread (this test timed out). The template's conversion of tool-call arguments
-// did the same. Both are linear now (base/ordered_json.h).
-TEST_F(LargeInputTest, AnObjectOfAMillionKeysIsParsedInLinearTime) {
+// server thread. The template's conversion of tool-call arguments did the same. Both are
+// linear now (base/ordered_json.h; tests/base/ordered_json_test.cc parses a million keys).
+// The server now refuses a body of more than 250,000 values and keys as soon as it is read,
+// counting those of tool-call arguments (json_body.h): a million keys are a 413 naming the
+// field, 120,000 (240,000 values and keys) are parsed.
+TEST_F(LargeInputTest, AnObjectOfAMillionKeysIsRefusedAndOneOf120000Parsed) {
   auto server = StartServer();
   ASSERT_TRUE(server);
-  json keys = json::object();
-  for (int i = 0; i < 1'000'000; ++i) keys["k" + std::to_string(i)] = i;
-  // Ignored by the server, parsed with the body.
-  auto r = Post(*server, "/v1/chat/completions",
-                {{"model", server->model_name()},
-                 {"messages", Conversation(1)},
-                 {"max_tokens", 1},
-                 {"metadata", keys}});
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200) << r->body.substr(0, 300);
-  // Tool-call arguments are parsed again and converted for the template, which renders
-  // them whole: far past the model's context, so refused on the prompt's bytes.
-  json messages = Conversation(1);
-  messages.push_back({{"role", "assistant"},
-                      {"content", ""},
-                      {"tool_calls",
-                       {{{"id", "call_1"},
-                         {"type", "function"},
-                         {"function", {{"name", "f"}, {"arguments", keys.dump()}}}}}}});
-  messages.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "ok"}});
-  r = Post(*server, "/v1/chat/completions",
-           {{"model", server->model_name()}, {"messages", messages}, {"max_tokens", 1}});
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 400) << r->body.substr(0, 300);
-  EXPECT_EQ(json::parse(r->body)["error"]["code"], "context_length_exceeded");
+  for (int n : {1'000'000, 120'000}) {
+    SCOPED_TRACE(n);
+    const bool refused = n > 250'000;
+    json keys = json::object();
+    for (int i = 0; i < n; ++i) keys["k" + std::to_string(i)] = i;
+    // Ignored by the server, parsed with the body.
+    auto r = Post(*server, "/v1/chat/completions",
+                  {{"model", server->model_name()},
+                   {"messages", Conversation(1)},
+                   {"max_tokens", 1},
+                   {"metadata", keys}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, refused ? 413 : 200) << r->body.substr(0, 300);
+    if (refused) {
+      json err = json::parse(r->body);
+      EXPECT_EQ(err["error"]["code"], "too_many_json_values");
+      EXPECT_EQ(err["error"]["param"], "metadata");
+    }
+    // Tool-call arguments are parsed again and converted for the template, which renders
+    // them whole: far past the model's context, so refused on the prompt's bytes.
+    json messages = Conversation(1);
+    messages.push_back({{"role", "assistant"},
+                        {"content", ""},
+                        {"tool_calls",
+                         {{{"id", "call_1"},
+                           {"type", "function"},
+                           {"function", {{"name", "f"}, {"arguments", keys.dump()}}}}}}});
+    messages.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "ok"}});
+    r = Post(*server, "/v1/chat/completions",
+             {{"model", server->model_name()}, {"messages", messages}, {"max_tokens", 1}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, refused ? 413 : 400) << r->body.substr(0, 300);
+    EXPECT_EQ(json::parse(r->body)["error"]["code"],
+              refused ? "too_many_json_values" : "context_length_exceeded");
+  }
   EXPECT_EQ(Get(*server, "/health")->status, 200);
 }
 
@@ -693,6 +707,126 @@ TEST_F(HostileInputTest, KeepAliveAndChunkedBodiesStillWork) {
   // The next request on the same connection (the chunked body was consumed exactly).
   ASSERT_TRUE(raw.Send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   EXPECT_EQ(raw.ReadResponse().status, 200);
+}
+
+// A refused request that sent "Connection: close" got the header twice: the refusal's and
+// httplib's own. Refusals on the head (a wrong key) and after the body (too deep, too many
+// values) answer it once, with no Keep-Alive; a route's own 400 and an answered request
+// that asked to close get it once too, and keep the connection otherwise.
+TEST_F(HostileInputTest, ARefusedRequestThatAsksToCloseGetsOneConnectionHeader) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  std::string ones = "[1";
+  for (int i = 0; i < 250'000; ++i) ones += ",1";
+  ones += "]";
+  const std::string chat = json{
+      {"model", server->model_name()},
+      {"messages", Conversation(1)},
+      {"max_tokens", 1}}.dump();
+  struct Case {
+    std::string name;
+    std::string key;
+    std::string body;
+    int status;
+    bool refused;  // before any route: the connection closes
+  };
+  const std::vector<Case> cases = {
+      {"wrong key", "wrong", chat, 401, true},
+      {"too deep", kKey, Nested(300), 400, true},
+      {"too many values", kKey, "{\"x\": " + ones + "}", 413, true},
+      {"NUL and junk after the body (the route's 400)", kKey, chat + std::string("\0junk", 5), 400,
+       false},
+      {"answered", kKey, chat, 200, false},
+  };
+  for (const Case& c : cases) {
+    for (bool asks_to_close : {true, false}) {
+      SCOPED_TRACE(c.name + (asks_to_close ? ", Connection: close" : ""));
+      RawConn conn(server->port());
+      ASSERT_TRUE(conn.connected());
+      ASSERT_TRUE(
+          conn.Send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    "Authorization: Bearer " +
+                    c.key + "\r\nContent-Type: application/json\r\n" +
+                    (asks_to_close ? "Connection: close\r\n" : "") +
+                    "Content-Length: " + std::to_string(c.body.size()) + "\r\n\r\n" + c.body));
+      std::string head = conn.ReadUntil("\r\n\r\n");
+      head = head.substr(0, head.find("\r\n\r\n") + 2);
+      ASSERT_GE(head.size(), 12u);
+      EXPECT_EQ(std::atoi(head.c_str() + 9), c.status) << head;
+      std::string lower = head;
+      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      size_t connection_headers = 0;
+      for (size_t at = 0; (at = lower.find("\r\nconnection:", at)) != std::string::npos; ++at) {
+        ++connection_headers;
+      }
+      const bool closes = asks_to_close || c.refused;
+      EXPECT_EQ(connection_headers, closes ? 1u : 0u) << head;
+      if (closes) {
+        EXPECT_NE(lower.find("\r\nconnection: close\r\n"), std::string::npos) << head;
+        EXPECT_EQ(lower.find("\r\nkeep-alive:"), std::string::npos) << head;
+      }
+    }
+  }
+}
+
+// A body followed by a NUL byte and junk was accepted as the body (nlohmann's lexer ends the
+// input at a NUL); OpenAI and Anthropic answer 400. Every JSON route now does too.
+TEST_F(HostileInputTest, ABodyFollowedByANulAndJunkIsA400OnEveryRoute) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  const std::string nul_junk("\0{\"junk\": true}", 16);
+  const std::vector<std::pair<std::string, json>> routes = {
+      {"/v1/chat/completions",
+       {{"model", server->model_name()}, {"messages", Conversation(1)}, {"max_tokens", 1}}},
+      {"/v1/completions", {{"model", server->model_name()}, {"prompt", "hi"}, {"max_tokens", 1}}},
+      {"/v1/responses",
+       {{"model", server->model_name()}, {"input", "hi"}, {"max_output_tokens", 16}}},
+      {"/v1/messages",
+       {{"model", server->model_name()},
+        {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+        {"max_tokens", 1}}},
+      {"/trace/v1/events", {{"type", "note"}, {"text", "t"}}},
+  };
+  for (const auto& [route, body] : routes) {
+    SCOPED_TRACE(route);
+    httplib::Client c("127.0.0.1", server->port());
+    c.set_read_timeout(120, 0);
+    httplib::Headers h = Auth();
+    h.emplace("anthropic-version", "2023-06-01");
+    auto ok = c.Post(route.c_str(), h, body.dump(), "application/json");
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 200) << ok->body;
+    auto r = c.Post(route.c_str(), h, body.dump() + nul_junk, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_NE(r->body.find("not valid JSON"), std::string::npos) << r->body;
+  }
+}
+
+// Embeddings requests may carry token ids, one value each (LangChain's OpenAIEmbeddings
+// sends them): the route takes up to 1,000,000 values (kMaxEmbeddingsJsonValues), so
+// 300,000 token ids reach the route (here the local engine's 404: embeddings are relayed
+// only in proxy mode), 1,000,001 are a 413.
+TEST_F(HostileInputTest, EmbeddingsTakeTokenIdsUpToTheirOwnLimit) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  for (size_t ids : {size_t{300'000}, kMaxEmbeddingsJsonValues}) {
+    SCOPED_TRACE(ids);
+    std::string body = R"({"model":"m","input":[[1)";
+    for (size_t i = 1; i < ids; ++i) body += ",1";
+    body += "]]}";
+    auto r = Post(*server, "/v1/embeddings", json(body));
+    ASSERT_TRUE(r);
+    const json err = json::parse(r->body, nullptr, false);
+    if (ids < kMaxEmbeddingsJsonValues) {
+      EXPECT_EQ(r->status, 404) << r->body;
+      EXPECT_EQ(err["error"]["code"], "unsupported_endpoint") << r->body;
+    } else {
+      EXPECT_EQ(r->status, 413) << r->body;
+      EXPECT_EQ(err["error"]["code"], "too_many_json_values") << r->body;
+      EXPECT_EQ(err["error"]["param"], "input") << r->body;
+    }
+  }
 }
 
 }  // namespace

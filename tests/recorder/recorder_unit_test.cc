@@ -160,8 +160,28 @@ TEST(OpenAiApi, BadRequestsNameTheFieldAndStatus) {
            "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}})",
        400, "response_format.json_schema.name"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
-           "functions": [{"name": "f"}]})",
+           "functions": [{"name": "f"}], "tools": [{"type": "function",
+           "function": {"name": "g"}}]})",
        400, "functions"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+           "functions": [{"name": "f"}], "function_call": {"name": "g"}})",
+       400, "function_call.name"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"},
+           {"role": "tool", "tool_call_id": "c1", "content": "42"}]})",
+       400, "messages[1].tool_call_id"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"},
+           {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "f", "arguments": "{}"}}]},
+           {"role": "tool", "tool_call_id": "c2", "content": "42"}]})",
+       400, "messages[2].tool_call_id"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"},
+           {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "f", "arguments": "{}"}}]},
+           {"role": "user", "content": "y"},
+           {"role": "tool", "tool_call_id": "c1", "content": "42"}]})",
+       400, "messages[3].tool_call_id"},
+      {R"({"model": "m", "messages": [{"role": "function", "name": "f", "content": "1"}]})", 400,
+       "messages[0].tool_call_id"},
   };
   for (const Case& c : cases) {
     ApiError e = ParseError(c.body);
@@ -246,7 +266,7 @@ TEST(OpenAiApi, ExtractsQwenToolCalls) {
       "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"zeta\": 1, \"alpha\": 2}}\n</tool_call>",
       "x");
   ASSERT_EQ(ordered.calls.size(), 1u);
-  EXPECT_EQ(ordered.calls[0].arguments, R"({"zeta":1,"alpha":2})");
+  EXPECT_EQ(ordered.calls[0].arguments, R"({"zeta": 1, "alpha": 2})");
   // A call cut off by max_tokens: without allow_truncated it is content; with it, the call
   // with the arguments written so far.
   const std::string cut = "Sure.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"zeta\": 1";
@@ -261,6 +281,108 @@ TEST(OpenAiApi, ExtractsQwenToolCalls) {
   EXPECT_TRUE(early.truncated);
   EXPECT_TRUE(early.calls.empty());
   EXPECT_EQ(early.content, "");
+}
+
+// A call cut by the token limit: no wrapper text in its arguments, which are a prefix of
+// the JSON the model wrote; a call whose arguments were complete (only its closing tag was
+// cut) is complete; a cut inside the opening tag leaves no "<tool" in the content.
+TEST(OpenAiApi, CutToolCallsKeepOnlyTheArgumentsJson) {
+  const std::string whole =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"\", \"unit\": "
+      "\"celsius\"}}\n</tool_call>";
+  const std::string args = R"({"city": "", "unit": "celsius"})";
+  ExtractedToolCalls full = ExtractToolCalls(whole, "x");
+  ASSERT_EQ(full.calls.size(), 1u);
+  EXPECT_EQ(full.calls[0].arguments, args);
+  EXPECT_FALSE(full.calls[0].cut);
+  // Every cut of the text: before the name is complete no call; after it, the arguments are
+  // a prefix of `args`, and the call is complete exactly when they all are.
+  const size_t args_at = whole.find(args);
+  for (size_t n = 0; n < whole.size(); ++n) {
+    const std::string cut = whole.substr(0, n);
+    ExtractedToolCalls ex = ExtractToolCalls(cut, "x", /*allow_truncated=*/true);
+    EXPECT_EQ(ex.content, "") << cut;
+    EXPECT_EQ(ex.truncated, n > 0) << cut;
+    const bool name_done = cut.find("\"get_weather\"") != std::string::npos;
+    ASSERT_EQ(ex.calls.size(), name_done ? 1u : 0u) << cut;
+    if (!name_done) continue;
+    const ToolCall& c = ex.calls[0];
+    EXPECT_EQ(c.name, "get_weather");
+    EXPECT_EQ(args.substr(0, c.arguments.size()), c.arguments) << cut;
+    EXPECT_EQ(c.cut, n < args_at + args.size()) << cut;
+    if (!c.cut) EXPECT_EQ(c.arguments, args) << cut;
+  }
+  // Text before a cut tag stays; the part of the tag goes.
+  ExtractedToolCalls text = ExtractToolCalls("Let me see. <tool_c", "x", true);
+  EXPECT_EQ(text.content, "Let me see.");
+  EXPECT_TRUE(text.truncated);
+  EXPECT_TRUE(text.calls.empty());
+  // Without allow_truncated (a finished answer) a "<" is text.
+  EXPECT_EQ(ExtractToolCalls("a < b", "x").content, "a < b");
+  EXPECT_EQ(ExtractToolCalls("x <", "x").content, "x <");
+}
+
+TEST(OpenAiApi, JsonValueEndFindsTheEndOfTheFirstValue) {
+  const size_t npos = std::string::npos;
+  struct Case {
+    const char* text;
+    size_t end;
+  } cases[] = {
+      {R"({"a": 1}})", 8},    {R"( {"a": "}"}x)", 11},
+      {R"(["]", [1]] )", 10}, {R"("x\"y")", 6},
+      {"12, 3", 2},           {"true}", 4},
+      {R"({"a": 1)", npos},   {R"({"a": "})", npos},
+      {"12", npos},           {"", npos},
+      {"  ", npos},           {R"("abc\)", npos},
+  };
+  for (const Case& c : cases) EXPECT_EQ(JsonValueEnd(c.text), c.end) << c.text;
+}
+
+// Chat Completions' deprecated functions API: functions are the tools, function_call the
+// tool_choice, an assistant function_call a tool call that the function message answers.
+TEST(OpenAiApi, LegacyFunctionsMapOntoTools) {
+  CompletionRequest req = ParseOk(R"({"model": "m",
+      "functions": [{"name": "lookup", "description": "find", "parameters":
+                     {"type": "object", "properties": {"id": {"type": "integer"}}}}],
+      "function_call": {"name": "lookup"},
+      "messages": [{"role": "user", "content": "x"},
+                   {"role": "assistant", "content": null,
+                    "function_call": {"name": "lookup", "arguments": "{\"id\": 3}"}},
+                   {"role": "function", "name": "lookup", "content": "found"}]})");
+  EXPECT_TRUE(req.legacy_functions);
+  ASSERT_EQ(req.tools.size(), 1u);
+  EXPECT_EQ(req.tools[0].name, "lookup");
+  EXPECT_EQ(req.tools[0].description, "find");
+  EXPECT_EQ(req.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(req.tool_choice_name, "lookup");
+  EXPECT_FALSE(req.parallel_tool_calls);
+  ASSERT_EQ(req.messages.size(), 3u);
+  ASSERT_EQ(req.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(req.messages[1].tool_calls[0].arguments, R"({"id": 3})");
+  EXPECT_EQ(req.messages[2].role, "tool");
+  EXPECT_EQ(req.messages[2].tool_call_id, req.messages[1].tool_calls[0].id);
+  EXPECT_EQ(ParseOk(R"({"model": "m", "functions": [{"name": "f"}],
+                        "messages": [{"role": "user", "content": "x"}]})")
+                .tool_choice,
+            ToolChoice::kAuto);
+  EXPECT_EQ(ParseOk(R"({"model": "m", "functions": [{"name": "f"}], "function_call": "none",
+                        "messages": [{"role": "user", "content": "x"}]})")
+                .tool_choice,
+            ToolChoice::kNone);
+  // The answer in the functions API's shape: message.function_call, finish "function_call".
+  CompletionResult r;
+  r.finish_reason = "tool_calls";
+  r.tool_calls.push_back({"call_1", "lookup", R"({"id": 4})", ""});
+  json legacy = json::parse(ChatCompletionBody(r, false, /*legacy_functions=*/true));
+  const json& choice = legacy["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "function_call");
+  EXPECT_EQ(choice["message"]["function_call"],
+            json({{"name", "lookup"}, {"arguments", R"({"id": 4})"}}));
+  EXPECT_FALSE(choice["message"].contains("tool_calls"));
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  json modern = json::parse(ChatCompletionBody(r, false));
+  EXPECT_EQ(modern["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(ReadChatResponse(legacy).tool_calls.at(0).name, "lookup");
 }
 
 TEST(RunSeeds, DerivedSeedsAreFixedAndDistinct) {

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/template/chat_template.h"
 #include "recorder/api/anthropic_messages.h"
 #include "recorder/api/openai_responses.h"
 #include "recorder/api/sse.h"
@@ -233,6 +234,14 @@ TEST_F(ServerTest, ResponsesConversationStateFromThisRun) {
       port, {{"model", "m"}, {"input", {{{"type", "item_reference"}, {"id", "msg_nope"}}}}});
   EXPECT_EQ(unknown_item.status, 404);
   EXPECT_NE(unknown_item.body.find("msg_nope"), std::string::npos);
+  // A function_call_output must answer a function_call of the conversation (OpenAI's 400).
+  const json output = {{"type", "function_call_output"}, {"call_id", "call_9"}, {"output", "1"}};
+  Reply orphan = Responses(port, {{"model", "m"}, {"input", {output}}});
+  EXPECT_EQ(orphan.status, 400) << orphan.body;
+  EXPECT_NE(orphan.body.find("call_9"), std::string::npos) << orphan.body;
+  Reply orphan_after =
+      Responses(port, {{"model", "m"}, {"previous_response_id", id1}, {"input", {output}}});
+  EXPECT_EQ(orphan_after.status, 400) << orphan_after.body;
 
   // store: false is not kept.
   Reply unstored =
@@ -262,6 +271,115 @@ TEST_F(ServerTest, ResponsesConversationStateFromThisRun) {
   EXPECT_EQ(calls[2].rendered_prompt(), calls[3].rendered_prompt());
   EXPECT_NE(calls[1].rendered_prompt().find("My name is Ada."), std::string::npos);
   EXPECT_NE(calls[1].rendered_prompt().find(answer1), std::string::npos);
+}
+
+// The system prompt in each API's spellings reaches the model: the prompt each request is
+// rendered to is Jinja2's rendering (render_jinja.py, the model's own template) of the
+// system message then the user's, byte for byte. Responses' `instructions` and Anthropic's
+// `system` were once dropped (inserted as two arrays that the template skipped).
+TEST_F(ServerTest, SystemPromptsReachThePromptInEverySpelling) {
+  RecordedRun run("system_prompts");
+  auto server = StartServer({}, run.log.get());
+  ASSERT_TRUE(server);
+  const int port = server->port();
+  const std::string system = "You are terse.", user = "Hello there.";
+  const json user_msg = {{"role", "user"}, {"content", user}};
+  const json parts = {{{"type", "text"}, {"text", "You are "}},
+                      {{"type", "text"}, {"text", "terse."}}};
+  std::vector<std::pair<std::string, Reply>> replies;
+  auto chat = [&](const json& first) {
+    return Send(port, "/v1/chat/completions",
+                json{{"model", "m"}, {"max_tokens", 1}, {"messages", {first, user_msg}}}.dump(),
+                OpenAiAuth());
+  };
+  replies.emplace_back("chat system", chat({{"role", "system"}, {"content", system}}));
+  replies.emplace_back("chat developer", chat({{"role", "developer"}, {"content", system}}));
+  replies.emplace_back("chat system parts", chat({{"role", "system"}, {"content", parts}}));
+  replies.emplace_back("responses instructions", Responses(port, {{"model", "m"},
+                                                                  {"max_output_tokens", 1},
+                                                                  {"instructions", system},
+                                                                  {"input", user}}));
+  replies.emplace_back(
+      "responses developer item",
+      Responses(
+          port,
+          {{"model", "m"},
+           {"max_output_tokens", 1},
+           {"input",
+            {{{"role", "developer"}, {"content", {{{"type", "input_text"}, {"text", system}}}}},
+             user_msg}}}));
+  replies.emplace_back(
+      "anthropic system",
+      Messages(port,
+               {{"model", "m"}, {"max_tokens", 1}, {"system", system}, {"messages", {user_msg}}}));
+  replies.emplace_back(
+      "anthropic system blocks",
+      Messages(port,
+               {{"model", "m"}, {"max_tokens", 1}, {"system", parts}, {"messages", {user_msg}}}));
+  for (const auto& [what, reply] : replies) EXPECT_EQ(reply.status, 200) << what << reply.body;
+  server->Stop();
+  std::vector<proto::LlmCall> calls = run.Calls();
+  ASSERT_EQ(calls.size(), replies.size());
+
+  auto tmpl = engine::ChatTemplate::FromTokenizerConfig(*model_dir_ + "/tokenizer_config.json");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().message();
+  nlohmann::ordered_json cases = nlohmann::ordered_json::array(
+      {{{"name", "system_then_user"},
+        {"template", (*tmpl)->source()},
+        {"messages", {{{"role", "system"}, {"content", system}}, user_msg}},
+        {"tools", nullptr},
+        {"add_generation_prompt", true},
+        {"kwargs", nlohmann::ordered_json::object()},
+        {"bos_token", (*tmpl)->bos_token()},
+        {"eos_token", (*tmpl)->eos_token()}}});
+  const std::string cases_path = run.dir + "/cases.json", out_path = run.dir + "/out.json";
+  std::ofstream(cases_path, std::ios::binary) << cases.dump();
+  const std::string cmd = std::string("/usr/bin/python3 ") + TRACE_SOURCE_DIR +
+                          "/tests/template/render_jinja.py " + cases_path + " " + out_path;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << " failed (python3 with jinja2 is required)";
+  std::ifstream out(out_path, std::ios::binary);
+  const json reference = json::parse(out).at(0);
+  ASSERT_TRUE(reference["ok"].get<bool>()) << reference.dump();
+  const std::string want = reference["output"].get<std::string>();
+  ASSERT_NE(want.find(system), std::string::npos);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].rendered_prompt(), want) << replies[i].first;
+  }
+}
+
+// A conversation the chat template refuses is a 422 that names the model, not where the
+// model lives on the server's disk. The model: the demo model's files under a folder of
+// the test's, with a template that refuses every conversation.
+TEST_F(ServerTest, TemplateRefusalNamesTheModelNotItsPath) {
+  const fs::path dir = fs::path(TempDir("refusing")) / "refusing-model";
+  fs::create_directories(dir);
+  for (const auto& f : fs::directory_iterator(*model_dir_)) {
+    if (f.path().filename() != "tokenizer_config.json") {
+      fs::create_symlink(f.path(), dir / f.path().filename());
+    }
+  }
+  std::ifstream in(*model_dir_ + "/tokenizer_config.json", std::ios::binary);
+  json config = json::parse(in);
+  config["chat_template"] = "{{ raise_exception('refused: ' + messages[0].content) }}";
+  std::ofstream(dir / "tokenizer_config.json", std::ios::binary) << config.dump();
+  engine::EngineOptions eo;
+  eo.threads = 1;
+  auto backend = LoadLocalBackend(dir.string(), eo, {}, /*hash_weights=*/false);
+  ASSERT_TRUE(backend.ok()) << backend.status().message();
+  ServerOptions opts;
+  opts.api_key = kKey;
+  auto server = Server::CreateLocal(std::move(backend).value(), opts);
+  ASSERT_TRUE(server->Start().ok());
+  Reply r = Send(server->port(), "/v1/chat/completions",
+                 json{{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}}.dump(),
+                 OpenAiAuth());
+  server->Stop();
+  fs::remove_all(dir.parent_path());
+  ASSERT_EQ(r.status, 422) << r.body;
+  const std::string message = json::parse(r.body)["error"]["message"];
+  EXPECT_NE(message.find("refused: Hi"), std::string::npos) << message;
+  EXPECT_NE(message.find("refusing-model/tokenizer_config.json"), std::string::npos) << message;
+  EXPECT_EQ(message.find(dir.parent_path().string()), std::string::npos) << message;
 }
 
 TEST_F(ServerTest, AnthropicMessagesStreamHeadersAndErrors) {

@@ -539,6 +539,67 @@ INSTANTIATE_TEST_SUITE_P(
         DiffCase{"model", Source::kModel, "llm_call", nullptr, true}),
     [](const ::testing::TestParamInfo<DiffCase>& info) { return info.param.name; });
 
+// Greedy sampling (temperature 0) draws nothing, so the seed cannot change a token: two
+// runs that differ only in their seeds at temperature 0 on both sides are no different, and
+// `trace diff` says so (no "CHANGED sampling: seed (used)"). The reference that the seed
+// did not matter is the engine's own output: both runs sampled the same tokens.
+TEST_F(ReplayTest, AtTemperatureZeroADifferentSeedIsNoDifference) {
+  AgentInputs greedy_a;
+  greedy_a.temperature = 0.0f;
+  AgentInputs greedy_b = greedy_a;
+  greedy_b.seed = greedy_a.seed + 100;
+  AgentRun a = Record(model_dir_, greedy_a);
+  AgentRun b = Record(model_dir_, greedy_b);
+  int calls = 0;
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    if (!a.events[i].has_llm_call()) continue;
+    ++calls;
+    const proto::LlmCall& ca = a.events[i].llm_call();
+    const proto::LlmCall& cb = b.events[i].llm_call();
+    ASSERT_NE(ca.seed_used(), cb.seed_used());
+    ASSERT_NE(ca.params().seed(), cb.params().seed());
+    ASSERT_TRUE(std::equal(ca.token_ids().begin(), ca.token_ids().end(), cb.token_ids().begin(),
+                           cb.token_ids().end()))
+        << "greedy sampling gave different tokens for different seeds";
+  }
+  ASSERT_EQ(calls, 2);
+  auto store = OpenStore("greedy.db");
+  auto id_a = testing::WriteRun(*store, a);
+  auto id_b = testing::WriteRun(*store, b);
+  ASSERT_TRUE(id_a.ok() && id_b.ok());
+  auto diff = DiffRuns(*store, *id_a, *id_b, DiffOptions{});
+  ASSERT_TRUE(diff.ok()) << diff.status().ToString();
+  const std::string text = RenderDiffText(*diff);
+  EXPECT_TRUE(diff->identical()) << text;
+  EXPECT_TRUE(diff->calls.empty()) << text;
+  for (const auto& v : diff->sources)
+    EXPECT_FALSE(v.changed) << SourceName(v.source) << ": " << text;
+  EXPECT_EQ(text.find("CHANGED"), std::string::npos) << text;
+  EXPECT_EQ(text.find("seed"), std::string::npos) << text;
+  EXPECT_EQ(DiffJson(*diff)["changed"], nlohmann::json::array()) << text;
+  std::string out, err;
+  EXPECT_EQ(
+      RunTrace("--store " + dir_->file("greedy.db") + " diff " + *id_a + " " + *id_b, &out, &err),
+      0)
+      << err << out;
+
+  // Greedy on one side only: the seed may matter there, so it is a difference, with the
+  // temperature.
+  AgentInputs sampled_b = greedy_b;
+  sampled_b.temperature = 0.8f;
+  AgentRun c = Record(model_dir_, sampled_b);
+  auto id_c = testing::WriteRun(*store, c);
+  ASSERT_TRUE(id_c.ok());
+  auto mixed = DiffRuns(*store, *id_a, *id_c, DiffOptions{});
+  ASSERT_TRUE(mixed.ok());
+  ASSERT_FALSE(mixed->calls.empty());
+  std::set<std::string> fields;
+  for (const auto& f : mixed->calls[0].params) fields.insert(f.field);
+  EXPECT_TRUE(fields.count("temperature")) << RenderDiffText(*mixed);
+  EXPECT_TRUE(fields.count("seed (used)")) << RenderDiffText(*mixed);
+  EXPECT_TRUE(mixed->sources[static_cast<int>(Source::kSampling)].changed);
+}
+
 TEST_F(ReplayTest, IdenticalRunsDiffToNothingAndCliExitsZero) {
   AgentRun a = Record(model_dir_, AgentInputs{});
   AgentRun b = Record(model_dir_, AgentInputs{});

@@ -9,14 +9,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "store/codec.h"
+#include "store/export.h"
 #include "tests/store/sql_test_util.h"
 #include "tests/store/store_backend.h"
 #include "tests/store/store_test_util.h"
@@ -535,6 +538,51 @@ TEST(StoreCorruption, BadPayloadRowNamesRunAndSeqAndSparesTheRest) {
   }
   EXPECT_GE(bad2, 1);
   EXPECT_GE(good2, 1);
+}
+
+// MessageToJson (the run export's and `trace show --json`'s) is a function of the message:
+// the same header built with its map entries inserted in other orders prints the same
+// bytes (protobuf's map order differs with insertion order, and from process to process),
+// entries sorted by key. A string field holding invalid UTF-8 (only a damaged or hand-made
+// store gives one) prints as U+FFFD, not as protobuf's "\u0000".
+TEST(StoreExportJson, MapsPrintSortedAndInvalidTextAsReplacementCharacters) {
+  std::vector<int> order(60);
+  for (int i = 0; i < 60; ++i) order[i] = i;
+  std::string first;
+  std::mt19937 rng(11);
+  for (int round = 0; round < 6; ++round) {
+    std::shuffle(order.begin(), order.end(), rng);
+    proto::RunHeader h;
+    h.set_run_id("01JD0000000000000000000AAA");
+    for (int i : order) {
+      const std::string n = std::to_string(i);
+      (*h.mutable_env())[std::string("VAR_").append(n)] = std::string("v").append(n);
+      (*h.mutable_attributes())[std::string("a").append(std::to_string(i * 37 % 61))] = n;
+    }
+    auto text = MessageToJson(h);
+    ASSERT_TRUE(text.ok()) << text.status().message();
+    if (round == 0) {
+      first = *text;
+    } else {
+      EXPECT_EQ(*text, first) << "round " << round;
+    }
+  }
+  // Sorted by key (as strings): VAR_0, VAR_1, VAR_10, ...
+  EXPECT_LT(first.find("\"VAR_0\""), first.find("\"VAR_1\""));
+  EXPECT_LT(first.find("\"VAR_1\""), first.find("\"VAR_10\""));
+  EXPECT_LT(first.find("\"VAR_10\""), first.find("\"VAR_2\""));
+
+  proto::Event e;
+  e.mutable_tool_result()->set_content(
+      std::string("ok A\xFF"
+                  "B \xED\xA0\x80"));
+  auto text = MessageToJson(e);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_NE(text->find("ok A\xEF\xBF\xBD"
+                       "B \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"),
+            std::string::npos)
+      << *text;
+  EXPECT_FALSE(CheckUtf8(e).ok());  // the message itself is left as it was
 }
 
 TEST_P(StoreIds, ResolvesPrefixesLikeGit) {

@@ -412,6 +412,124 @@ TEST_F(StoreCliTest, AStoreInAReadOnlyDirectoryCanBeReadByEveryReadingCommand) {
   ::chmod(sub.c_str(), 0755);
 }
 
+// `trace fsck` of a file it cannot check says, in one line naming the file, what is wrong
+// with it, and exits 2; it never tells the user to run `trace fsck`.
+TEST_F(StoreCliTest, FsckOfAnUnreadableFileNamesTheFileAndWhatIsWrong) {
+  store_.reset();
+  auto expect_one_line = [&](const std::string& file, const std::string& what,
+                             const std::string& prefix = "") {
+    for (bool json : {false, true}) {
+      std::vector<std::string> args = {"fsck"};
+      if (json) args.push_back("--json");
+      auto r = Trace(dir_, file, args, prefix);
+      EXPECT_EQ(r.exit_code, 2) << file << ": " << r.out << r.err;
+      EXPECT_TRUE(r.out.empty()) << r.out;
+      EXPECT_EQ(Lines(r.err), 1u) << r.err;
+      EXPECT_EQ(r.err.rfind("trace: " + file + ": ", 0), 0u) << r.err;
+      EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
+      EXPECT_EQ(r.err.find("run `trace fsck`"), std::string::npos) << r.err;
+    }
+  };
+  // A directory.
+  const std::string folder = dir_.file("a-folder.db");
+  std::filesystem::create_directories(folder);
+  expect_one_line(folder, "is a directory");
+  // A file that is not SQLite at all.
+  const std::string junk = dir_.file("junk.db");
+  { std::ofstream(junk) << "plain text, not a database " << std::string(5000, 'x'); }
+  expect_one_line(junk, "not a trace store (not an SQLite database file)");
+  // An SQLite file whose first page (the schema) is destroyed: SQLite's own salvage.
+  const std::string broken = dir_.file("broken.db");
+  std::filesystem::copy_file(path_, broken);
+  {
+    std::fstream f(broken, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f << std::string(400, '\xa5');
+  }
+  expect_one_line(broken, "sqlite3 " + broken + " .recover");
+  // A file this process may not read (mode 000). Root reads anything: the command runs as
+  // nobody there, as in the read-only directory test above.
+  const std::string locked = dir_.file("locked.db");
+  std::filesystem::copy_file(path_, locked);
+  ASSERT_EQ(::chmod(locked.c_str(), 0), 0);
+  std::string prefix;
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+    if (std::system("command -v setpriv >/dev/null") != 0) GTEST_SKIP() << "no setpriv";
+    prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  expect_one_line(locked, "cannot read the store: Permission denied (mode 0000", prefix);
+  // The other reading commands say the same.
+  auto r = Trace(dir_, locked, {"ls", "--json"}, prefix);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "trace: " + locked +
+                       ": cannot read the store: Permission denied (mode 0000, owner uid " +
+                       std::to_string(::geteuid()) + ")\n");
+}
+
+// A reader of a store whose file is read-only (0400) leaves no -wal/-shm beside it; and when
+// such files are there read-only (left by an older trace), writing names the file and what
+// to do instead of SQLite's "attempt to write a readonly database". Root writes anything:
+// the commands run as nobody there, on files nobody owns.
+TEST_F(StoreCliTest, AReadOnlyStoreOrItsWalAndShmAreNamedWhenWritingFails) {
+  store_.reset();  // closed: no -wal/-shm beside it
+  const std::string sub = dir_.file("owned");
+  std::filesystem::create_directories(sub);
+  const std::string db = sub + "/traces.db";
+  std::filesystem::copy_file(path_, db);
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  std::string prefix;
+  if (::geteuid() == 0) {
+    if (std::system("command -v setpriv >/dev/null") != 0) GTEST_SKIP() << "no setpriv";
+    ASSERT_EQ(::chown(sub.c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chown(db.c_str(), 65534, 65534), 0);
+    prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  auto listing = [&]() {
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(sub)) {
+      names.insert(e.path().filename());
+    }
+    return names;
+  };
+  // Reading a 0400 store, as its owner, in a folder it may write.
+  ASSERT_EQ(::chmod(db.c_str(), 0400), 0);
+  for (const char* cmd : {"ls", "fsck"}) {
+    auto r = Trace(dir_, db, {cmd}, prefix);
+    EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.err;
+    EXPECT_EQ(listing(), std::set<std::string>{"traces.db"}) << cmd << " left files";
+  }
+  // Writing the 0400 store: named, with what to do.
+  auto r = Trace(dir_, db, {"rm", "--force", "01JD0000000000000000000AAA"}, prefix);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find(db + " is read-only to this process (" + db + " mode 0400"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("chmod u+w " + db), std::string::npos) << r.err;
+
+  // Read-only -wal and -shm beside a writable store (what a reader of a 0400 store left
+  // before): a reader of the writable store makes them, then they are made read-only.
+  ASSERT_EQ(::chmod(db.c_str(), 0600), 0);
+  r = Trace(dir_, db, {"ls"}, prefix);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(listing(), (std::set<std::string>{"traces.db", "traces.db-shm", "traces.db-wal"}));
+  ASSERT_EQ(::chmod((db + "-wal").c_str(), 0400), 0);
+  ASSERT_EQ(::chmod((db + "-shm").c_str(), 0400), 0);
+  r = Trace(dir_, db, {"rm", "--force", "01JD0000000000000000000AAA"}, prefix);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_EQ(r.err.find("attempt to write a readonly database"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(db + "-wal " + db + "-shm are read-only to this process"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("chmod u+w " + db + "-wal " + db + "-shm"), std::string::npos) << r.err;
+  // Doing what it says makes the store writable again.
+  ASSERT_EQ(::chmod((db + "-wal").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod((db + "-shm").c_str(), 0600), 0);
+  r = Trace(dir_, db, {"rm", "--force", "01JD0000000000000000000AAA"}, prefix);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 // The recorded model folder cannot be looked at (a symlink loop fails even for root):
 // replay says so in one line and diff does without token texts; neither aborts.
 TEST_F(StoreCliTest, AnInaccessibleModelFolderIsAnErrorNotAnAbort) {

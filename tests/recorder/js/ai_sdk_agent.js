@@ -4,7 +4,8 @@
 // ANTHROPIC_BASE_URL + "/messages"). For each: generateText, streamText, a multi-step tool
 // loop (stopWhen: stepCountIs(3)), a conversation continued from result.response.messages
 // (the OpenAI provider sends the earlier answer back as an item_reference), and structured
-// output with Output.object.
+// output with Output.object; and a Chat Completions stream with a forced tool call
+// (`openai.chat(model)`).
 //
 //   node ai_sdk_agent.js
 // Prints "agent-received {...}" (every model call's id, text, tool calls and usage, in call
@@ -82,7 +83,24 @@ async function exercise(check, name, model) {
   check(Sea.safeParse(structured.output).success, `${name} Output.object: ${structured.text}`);
 }
 
+// Chat Completions (`openai.chat`), streamed with a forced tool call: the stream opens the
+// answer with content null, so the SDK makes no empty text part before the call (a first
+// chunk with content "" became a text-start and an empty text-delta).
+async function chatToolStream(check) {
+  const result = streamText({
+    model: openai.chat("gpt-4.1-mini"), tools: { get_weather: weather }, toolChoice: "required",
+    providerOptions: oneCallAtATime, prompt: "What is the weather in Rome?", maxOutputTokens: 60,
+  });
+  const parts = [];
+  for await (const part of result.fullStream) parts.push(part.type);
+  noteSteps({ steps: await result.steps });
+  check(parts.includes("tool-call"), "openai.chat streamText: a tool call", JSON.stringify(parts));
+  check(!parts.includes("text-start") && !parts.includes("text-delta"),
+        "openai.chat streamText: no empty text part before the tool call", JSON.stringify(parts));
+}
+
 async function main(check) {
+  await chatToolStream(check);
   await exercise(check, "openai", openai("gpt-4.1-mini"));
   await exercise(check, "anthropic", anthropic("claude-haiku-4-5"));
   return received;

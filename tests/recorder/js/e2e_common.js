@@ -63,4 +63,59 @@ async function startServe(trace, args, env) {
   return { origin, stop };
 }
 
-module.exports = { Tally, scratch, startServe };
+// Text blocks or parts joined, or the string itself ("" for anything else).
+function textOf(content) {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content.map((p) => (typeof p.text === "string" ? p.text : "")).join("");
+}
+
+// What a request said the model should be told: its system prompts (Chat system / developer
+// messages, Responses instructions and system / developer items, Anthropic system) and the
+// tool results it carries (Chat tool messages, Responses function_call_output items,
+// Anthropic tool_result blocks).
+function systemAndToolTexts(req) {
+  const systems = [], results = [];
+  if (typeof req.instructions === "string") systems.push(req.instructions);
+  if (req.system !== undefined) systems.push(textOf(req.system));
+  const items = [...(Array.isArray(req.messages) ? req.messages : []), ...(Array.isArray(req.input) ? req.input : [])];
+  for (const m of items) {
+    if (m.role === "system" || m.role === "developer") systems.push(textOf(m.content));
+    if (m.role === "tool") results.push(textOf(m.content));
+    if (m.type === "function_call_output") results.push(textOf(m.output));
+    if (Array.isArray(m.content)) {
+      for (const b of m.content) if (b.type === "tool_result") results.push(textOf(b.content));
+    }
+  }
+  return { systems: systems.filter((s) => s), results: results.filter((s) => s) };
+}
+
+// What the model saw, for a run recorded against the local engine: every call it answered
+// rendered by the independent reference (tests/recorder/conformance/check_run.py: the
+// request converted as the API's documentation says, in Python, rendered by Jinja2 with
+// the model's template) equals the recorded prompt byte for byte; and, said plainly, each
+// system prompt and tool result the agent sent is in the prompt of its call. Returns how
+// many of those were seen, so a driver can insist that its agent sent some.
+function checkWhatTheModelSaw(trace, env, runId, check, label) {
+  const script = path.resolve(__dirname, "../conformance/check_run.py");
+  const r = spawnSync("/usr/bin/python3", [script, trace, runId], { env, encoding: "utf8", maxBuffer: 256 << 20 });
+  check(r.status === 0, `${label}: every recorded prompt equals the reference rendering of its request`,
+        (r.stdout || "").slice(-4000) + (r.stderr || "").slice(-2000));
+  const ex = spawnSync(trace, ["export", runId, "--format", "json", "--no-redact"], { env, encoding: "utf8", maxBuffer: 256 << 20 });
+  const seen = { systems: 0, results: 0 };
+  for (const e of JSON.parse(ex.stdout).events) {
+    const c = e.llm_call;
+    if (!c || c.upstream || Number(c.http_status) !== 200) continue;
+    const { systems, results } = systemAndToolTexts(JSON.parse(c.request_json));
+    for (const [kind, texts] of [["systems", systems], ["results", results]]) {
+      for (const t of texts) {
+        ++seen[kind];
+        check(c.rendered_prompt.includes(t), `${label}: call ${e.seq}'s ${kind === "systems" ? "system prompt" : "tool result"} is in its prompt`,
+              JSON.stringify({ text: t, prompt: c.rendered_prompt.slice(0, 2000) }));
+      }
+    }
+  }
+  return seen;
+}
+
+module.exports = { Tally, scratch, startServe, checkWhatTheModelSaw };

@@ -9,7 +9,7 @@
 // Prints "N passed, N failed" and exits non-zero on any failure.
 "use strict";
 const path = require("path");
-const { Tally, scratch, startServe } = require("./e2e_common");
+const { Tally, scratch, startServe, checkWhatTheModelSaw } = require("./e2e_common");
 
 const modules = path.resolve(__dirname, "../../../tools/js/node_modules");
 const OpenAI = require(path.join(modules, "openai")).default;
@@ -44,6 +44,8 @@ async function recordAndReplay() {
   check(calls.every((c) => c.model === "gpt-4o-mini" || c.model === undefined), "the model name asked for is recorded");
   check(calls.some((c) => (c.constraint_json || c.constraintJson || "").includes('"version":2')),
         "structured-output calls carry a version-2 grammar spec");
+  const seen = checkWhatTheModelSaw(trace, env, runId, check, "openai agent");
+  check(seen.systems > 0, "the agent's system prompts reached the model", JSON.stringify(seen));
   const replay = run(["replay", runId, "--json"]);
   let report = {};
   try { report = JSON.parse(replay.out); } catch (e) { /* reported below */ }

@@ -14,7 +14,7 @@
 "use strict";
 const fs = require("fs");
 const path = require("path");
-const { Tally, scratch, startServe } = require("./e2e_common");
+const { Tally, scratch, startServe, checkWhatTheModelSaw } = require("./e2e_common");
 
 const trace = process.argv[2];
 const agent = path.join(__dirname, process.argv[3]);
@@ -76,10 +76,16 @@ function local() {
   check(got && got.length === calls.length, "local: one recorded call per call the agent made",
         `${got && got.length} received, ${calls.length} recorded`);
   const apis = new Set(calls.map((c) => field(c, "api")));
-  check([...apis].every((a) => ["openai.responses", "anthropic.messages"].includes(a)),
-        "local: calls through the SDK's API", JSON.stringify([...apis]));
+  // The AI SDK agent also streams one call through Chat Completions (openai.chat).
+  const sdkApis = ["openai.responses", "anthropic.messages",
+                   ...(agent.endsWith("ai_sdk_agent.js") ? ["openai.chat_completions"] : [])];
+  check([...apis].every((a) => sdkApis.includes(a)), "local: calls through the SDK's API", JSON.stringify([...apis]));
   check(calls.some((c) => field(c, "stream")) && calls.filter((c) => field(c, "stream")).every((c) => field(c, "response_stream")),
         "local: streamed calls keep their event stream");
+  // What the model saw: the system prompt and the tool results each agent sends.
+  const seen = checkWhatTheModelSaw(trace, env, rec.runId, check, "local");
+  check(seen.systems > 0 && seen.results > 0, "local: the agent sent system prompts and tool results, and the model saw them",
+        JSON.stringify(seen));
   const replay = run(["replay", rec.runId, "--json"]);
   let report = {};
   try { report = JSON.parse(replay.out); } catch (e) { /* reported below */ }
