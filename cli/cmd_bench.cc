@@ -9,10 +9,10 @@
 //
 // This file registers the command and parses the options; cmd_bench_determinism.cc and
 // cmd_bench_throughput.cc run each experiment and print its report (cli/cmd_bench.h: what
-// the three share). The experiments live in bench/common (determinism.h: the
-// continuous-batching simulation; throughput.h: the sweep; machine_peak.h: the FMA peak),
-// shared with the programs under bench/. Everything random there comes from a SplitMix64
-// stream keyed by --seed and the run index, so a bench run is itself reproducible.
+// the three share). The experiments live in perf/ (determinism.h: the continuous-batching
+// simulation; throughput.h: the sweep; machine_peak.h: the FMA peak), shared with the programs
+// under bench/; the engine flags are cli/engine_flags.h's. Everything random there comes from a
+// SplitMix64 stream keyed by --seed and the run index, so a bench run is itself reproducible.
 #include <memory>
 
 #include "cli/cmd_bench.h"
@@ -48,11 +48,7 @@ void Setup(CLI::App& app, int* exit_code) {
       "Examples:\n"
       "  trace bench determinism --runs 20 --max-tokens 16\n"
       "  trace bench determinism --model ./qwen --numerics fast --device cuda --json");
-  det->add_option("--model", d->model_dir, "Model folder (default: the built-in demo model)");
-  det->add_option("--device", d->device, "cpu | cuda | cuda:N")->capture_default_str();
-  det->add_option("--numerics", d->numerics, "canonical | fast")
-      ->check(CLI::IsMember({"canonical", "fast"}))
-      ->capture_default_str();
+  AddEngineFlags(det, EngineUse::kBench, &d->engine);
   det->add_option("--runs", d->sim.runs, "Completions of the prompt")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
@@ -70,7 +66,6 @@ void Setup(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   det->add_option("--seed", d->sim.seed, "Seed of the random other requests")
       ->capture_default_str();
-  det->add_option("--threads", d->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   det->add_flag("--json", d->json, "Print one JSON object");
   det->add_option("--test-perturb", d->sim.test_perturb, "")->group("");
   det->callback([d, exit_code] { *exit_code = cmd_bench_determinism::Run(*d); });
@@ -89,8 +84,7 @@ void Setup(CLI::App& app, int* exit_code) {
       "Examples:\n"
       "  trace bench throughput --batch 1,8 --prompt-len 64 --decode-tokens 16\n"
       "  trace bench throughput --model ./qwen --device cuda --batch 1,8,64 --json");
-  thr->add_option("--model", t->model_dir, "Model folder (default: the built-in demo model)");
-  thr->add_option("--device", t->device, "cpu | cuda | cuda:N")->capture_default_str();
+  AddEngineFlags(thr, EngineUse::kBenchSweep, &t->engine);
   thr->add_option("--batch", t->batches, "Batch sizes, comma-separated")->capture_default_str();
   thr->add_option("--prompt-len", t->prompt_len, "Prompt tokens per sequence (prefill)")
       ->check(CLI::Range(1, 1 << 20))
@@ -102,7 +96,6 @@ void Setup(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   thr->add_option("--seed", t->seed, "Seed of the random prompts")->capture_default_str();
-  thr->add_option("--threads", t->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   thr->add_flag("--json", t->json, "Print one JSON object");
   thr->callback([t, exit_code] { *exit_code = cmd_bench_throughput::Run(*t); });
 }

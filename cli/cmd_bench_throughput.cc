@@ -1,5 +1,5 @@
-// `trace bench throughput`: runs the canonical-vs-fast sweep (bench::RunThroughputSweep,
-// bench/common/throughput.h) and, on the CPU, the fp32 FMA peak (machine_peak.h), and prints
+// `trace bench throughput`: runs the canonical-vs-fast sweep (perf::RunThroughputSweep,
+// perf/throughput.h) and, on the CPU, the fp32 FMA peak (perf/machine_peak.h), and prints
 // prefill and decode tokens/s per batch size with the ratio canonical/fast; as a table, or one
 // JSON object with --json. Presentation only; cmd_bench.cc registers the command and parses
 // its options into cmd_bench_throughput::Args (cli/cmd_bench.h).
@@ -17,19 +17,19 @@
 #include <vector>
 
 #include "base/json_print.h"
-#include "bench/common/machine_peak.h"
-#include "bench/common/throughput.h"
 #include "cli/cmd_bench.h"
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "engine/engine.h"
 #include "kernels/kernels.h"
+#include "perf/machine_peak.h"
+#include "perf/model_folder.h"
+#include "perf/throughput.h"
 
 namespace trace::cli::cmd_bench_throughput {
 namespace {
 
-using cmd_bench::LoadModel;
 using cmd_bench::Progress;
-using cmd_bench::ValidateDevice;
 
 Result<std::vector<int64_t>> ParseBatches(const std::string& text) {
   std::vector<int64_t> out;
@@ -52,10 +52,11 @@ Result<std::vector<int64_t>> ParseBatches(const std::string& text) {
 
 int Run(const Args& args) {
   const std::string what = "bench throughput";
-  if (Status st = ValidateDevice(args.device); !st.ok()) return ReportError(st.WithContext(what));
   auto batches = ParseBatches(args.batches);
   if (!batches.ok()) return ReportError(batches.status());
-  auto loaded = LoadModel(args.model_dir, what);
+  Result<EngineSetup> flags = ResolveEngineFlags(args.engine, EngineUse::kBenchSweep);
+  if (!flags.ok()) return ReportError(flags.status());
+  auto loaded = perf::LoadModelFolder(flags->model_dir);
   if (!loaded.ok()) return ReportError(loaded.status());
   const engine::ModelConfig& config = loaded->model->config();
   if (args.prompt_len + args.decode_tokens + 1 > config.max_position_embeddings) {
@@ -66,10 +67,8 @@ int Run(const Args& args) {
   const kernels::Numerics modes[2] = {kernels::Numerics::kCanonical, kernels::Numerics::kFast};
   std::unique_ptr<engine::Engine> engines[2];
   for (int m = 0; m < 2; ++m) {
-    engine::EngineOptions options;
+    engine::EngineOptions options = flags->engine;
     options.numerics = modes[m];
-    options.threads = args.threads;
-    options.device = args.device;
     options.max_context = std::min<int64_t>(
         config.max_position_embeddings,
         std::max(args.prompt_len + args.decode_tokens + 1, 16));  // 16: the warm-up
@@ -79,36 +78,36 @@ int Run(const Args& args) {
   }
   const int64_t upper = std::min<int64_t>(
       config.vocab_size, loaded->tokenizer ? loaded->tokenizer->vocab_size() : config.vocab_size);
-  bench::SweepOptions sweep;
+  perf::SweepOptions sweep;
   sweep.batches = *batches;
   sweep.prompt_len = args.prompt_len;
   sweep.decode_tokens = args.decode_tokens;
   sweep.repeat = args.repeat;
   sweep.seed = args.seed;
   Progress progress;
-  auto swept = bench::RunThroughputSweep(
+  auto swept = perf::RunThroughputSweep(
       {engines[0].get(), engines[1].get()}, sweep, upper, loaded->tokenizer.get(),
       [&](const std::string& what_now) { progress.Update("%s", what_now.c_str()); });
   progress.Done();
   if (!swept.ok()) return ReportError(swept.status().WithContext(what));
-  const std::vector<bench::SweepRow>& rows = *swept;
+  const std::vector<perf::SweepRow>& rows = *swept;
   const std::string device_desc = engines[0]->DeviceDescription();
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   // On the CPU: the instruction set that ran and its fp32 FMA peak on the same threads,
   // measured now, so that prefill reads as a fraction of what the machine can do.
-  const bool cpu = args.device == "cpu";
-  const int peak_threads = args.threads > 0
-                               ? args.threads
+  const bool cpu = flags->engine.device == "cpu";
+  const int peak_threads = args.engine.threads > 0
+                               ? args.engine.threads
                                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const kernels::Impl isa = bench::ActiveCpuIsa();
+  const kernels::Impl isa = perf::ActiveCpuIsa();
   double peak_gflops = 0;
   if (cpu) {
     progress.Update("measuring the fp32 FMA peak (%s)...", kernels::CpuIsaPathName(isa));
-    peak_gflops = bench::MeasureFmaPeakGflops(isa, peak_threads);
+    peak_gflops = perf::MeasureFmaPeakGflops(isa, peak_threads);
     progress.Done();
   }
-  const double flops_per_token = bench::CostOf(*loaded->model).flops_per_prefill_token;
-  auto prefill_gflops = [&](const bench::Timing& t) {
+  const double flops_per_token = perf::CostOf(*loaded->model).flops_per_prefill_token;
+  auto prefill_gflops = [&](const perf::Timing& t) {
     return t.prefill_tps * flops_per_token / 1e9;
   };
 

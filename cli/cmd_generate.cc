@@ -7,8 +7,8 @@
 #include <random>
 
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "engine/engine.h"
-#include "engine/model_init.h"
 #include "engine/sampler.h"
 #include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -17,26 +17,21 @@ namespace trace::cli::cmd_generate {
 namespace {
 
 struct GenerateArgs {
-  std::string model_dir;
+  EngineFlags engine;  // --model, --numerics, --threads (cli/engine_flags.h)
   std::string prompt;
   bool chat = false;
   std::string system;
   bool seed_given = false;
   uint64_t seed = 0;
   engine::SamplingParams params;
-  std::string numerics = "canonical";
-  int threads = 0;
 };
 
 int Run(GenerateArgs args) {
   Status valid = engine::ValidateSamplingParams(args.params);
   if (!valid.ok()) return ReportError(valid);
-  std::string dir = args.model_dir;
-  if (dir.empty()) {
-    auto demo = engine::EnsureDemoModel();
-    if (!demo.ok()) return ReportError(demo.status());
-    dir = *demo;
-  }
+  Result<EngineSetup> setup = ResolveEngineFlags(args.engine, EngineUse::kPrompt);
+  if (!setup.ok()) return ReportError(setup.status());
+  const std::string& dir = setup->model_dir;
   auto model = engine::Model::Load(dir, /*hash_weights=*/false);
   if (!model.ok()) return ReportError(model.status());
   auto tokenizer = engine::Tokenizer::Load(dir + "/tokenizer.json");
@@ -63,12 +58,7 @@ int Run(GenerateArgs args) {
   std::vector<int32_t> eos = config.eos_token_ids;
   if (auto id = (*tokenizer)->eos_token_id()) eos.push_back(*id);
 
-  engine::EngineOptions options;
-  if (!kernels::ParseNumerics(args.numerics, &options.numerics)) {
-    return ReportError(
-        InvalidArgument("--numerics must be canonical or fast, got '" + args.numerics + "'"));
-  }
-  options.threads = args.threads;
+  engine::EngineOptions options = setup->engine;
   options.max_context =
       std::min<int64_t>(config.max_position_embeddings, static_cast<int64_t>(prompt_ids.size()) +
                                                             std::max(args.params.max_tokens, 1));
@@ -144,7 +134,7 @@ int Run(GenerateArgs args) {
 void Setup(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a prompt, streamed");
-  cmd->add_option("--model", args->model_dir, "Model folder (default: the built-in demo model)");
+  AddEngineFlags(cmd, EngineUse::kPrompt, &args->engine);
   cmd->add_option("--prompt", args->prompt, "Prompt text")->required();
   cmd->add_flag("--chat", args->chat, "Wrap the prompt as a user message (chat template)");
   cmd->add_option("--system", args->system, "System message (with --chat)");
@@ -161,9 +151,6 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--presence-penalty", args->params.presence_penalty,
                   "Subtracted once from a token already generated, [-2, 2]")
       ->check(CLI::Range(-2.0, 2.0));
-  cmd->add_option("--numerics", args->numerics, "canonical | fast")
-      ->check(CLI::IsMember({"canonical", "fast"}));
-  cmd->add_option("--threads", args->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->callback([args, exit_code, seed] {
     GenerateArgs a = *args;
     a.seed_given = seed->count() > 0;

@@ -11,22 +11,20 @@
 #include "base/hash.h"
 #include "base/json_print.h"
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "engine/engine.h"
-#include "engine/model_init.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace trace::cli::cmd_logits {
 namespace {
 
 struct LogitsArgs {
-  std::string model_dir;
+  EngineFlags engine;  // --model, --numerics, --threads (cli/engine_flags.h)
   std::string prompt;
   std::string tokens;
   int top = 10;
   bool all = false;
   bool json = false;
-  std::string numerics = "canonical";
-  int threads = 0;
 };
 
 Result<std::vector<int32_t>> ParseTokenList(const std::string& text) {
@@ -49,12 +47,9 @@ Result<std::vector<int32_t>> ParseTokenList(const std::string& text) {
 }
 
 int Run(const LogitsArgs& args) {
-  std::string dir = args.model_dir;
-  if (dir.empty()) {
-    auto demo = engine::EnsureDemoModel();
-    if (!demo.ok()) return ReportError(demo.status());
-    dir = *demo;
-  }
+  Result<EngineSetup> setup = ResolveEngineFlags(args.engine, EngineUse::kPrompt);
+  if (!setup.ok()) return ReportError(setup.status());
+  const std::string& dir = setup->model_dir;
   auto model = engine::Model::Load(dir, /*hash_weights=*/false);
   if (!model.ok()) return ReportError(model.status());
   std::unique_ptr<engine::Tokenizer> tokenizer;
@@ -75,12 +70,7 @@ int Run(const LogitsArgs& args) {
     if (ids.empty()) return ReportError(InvalidArgument("--prompt: encodes to no tokens"));
   }
 
-  engine::EngineOptions options;
-  if (!kernels::ParseNumerics(args.numerics, &options.numerics)) {
-    return ReportError(
-        InvalidArgument("--numerics must be canonical or fast, got '" + args.numerics + "'"));
-  }
-  options.threads = args.threads;
+  engine::EngineOptions options = setup->engine;
   options.max_context = static_cast<int64_t>(ids.size());
   auto engine = engine::Engine::Create(*model, options);
   if (!engine.ok()) return ReportError(engine.status());
@@ -154,7 +144,7 @@ int Run(const LogitsArgs& args) {
 void Setup(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<LogitsArgs>();
   auto* cmd = app.add_subcommand("logits", "Show the logits at the last position of a prompt");
-  cmd->add_option("--model", args->model_dir, "Model folder (default: the built-in demo model)");
+  AddEngineFlags(cmd, EngineUse::kPrompt, &args->engine);
   auto* prompt = cmd->add_option("--prompt", args->prompt, "Prompt text (tokenized)");
   auto* tokens = cmd->add_option("--tokens", args->tokens, "Token ids, e.g. 1,2,3");
   prompt->excludes(tokens);
@@ -162,9 +152,6 @@ void Setup(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--all", args->all, "Every logit (with --json: a \"logits\" array)");
   cmd->add_flag("--json", args->json, "Print JSON");
-  cmd->add_option("--numerics", args->numerics, "canonical | fast")
-      ->check(CLI::IsMember({"canonical", "fast"}));
-  cmd->add_option("--threads", args->threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->callback([args, exit_code, prompt, tokens] {
     if (prompt->count() == 0 && tokens->count() == 0) {
       *exit_code = ReportError(InvalidArgument("logits: give --prompt TEXT or --tokens IDS"));

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "base/float_text.h"
 #include "base/json_print.h"
 #include "cli/command.h"
 #include "engine/engine.h"
@@ -13,16 +14,6 @@ namespace trace::cli::cmd_model {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The shortest decimal of a float that reads back to it (1e-06, not 9.99999997e-07).
-std::string FormatFloat(float v) {
-  char buf[32];
-  for (int digits = 6; digits <= 9; ++digits) {
-    std::snprintf(buf, sizeof(buf), "%.*g", digits, static_cast<double>(v));
-    if (std::strtof(buf, nullptr) == v) break;
-  }
-  return buf;
-}
 
 struct InitArgs {
   std::string preset = "tiny";
@@ -77,7 +68,7 @@ int RunInfo(const InfoArgs& args) {
   j["head_dim"] = c.head_dim;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rope_theta"] = c.rope_theta;
-  j["rms_norm_eps"] = std::stod(FormatFloat(c.rms_norm_eps));
+  j["rms_norm_eps"] = std::stod(ShortestFloatText(c.rms_norm_eps));
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;
   j["qk_norm"] = c.qk_norm;

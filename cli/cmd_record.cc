@@ -21,7 +21,7 @@ struct RecordArgs {
 };
 
 int Run(const RecordArgs& args, const std::vector<std::string>& trace_argv) {
-  auto options = SessionFromEngineFlags(args.engine);
+  auto options = SessionFromEngineFlags(args.engine, EngineUse::kRecord);
   if (!options.ok()) return ReportError(options.status());
   options->label = args.label;
   options->seed = args.seed;
@@ -46,7 +46,7 @@ void Setup(CLI::App& app, int* exit_code) {
       "Exits with CMD's status.");
   cmd->add_option("--label", args->label, "A label stored with the run");
   cmd->add_option("--seed", args->seed, "Run seed for calls without a request seed");
-  AddEngineFlags(cmd, &args->engine);
+  AddEngineFlags(cmd, EngineUse::kRecord, &args->engine);
   cmd->add_option("--port", args->port, "Port on 127.0.0.1 (0: a free one)");
   AddHttpFlags(cmd, &args->http);
   cmd->add_option("command", args->command, "The agent command, after --")

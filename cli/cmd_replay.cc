@@ -9,6 +9,7 @@
 
 #include "base/json_print.h"
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "recorder/constrained.h"
 #include "replayer/replayer.h"
 #include "replayer/report.h"
@@ -19,15 +20,12 @@ namespace {
 
 struct ReplayArgs {
   std::string run;
-  std::string device = "cpu";
-  std::string numerics;
-  std::string model_dir;
+  EngineFlags engine;  // --model, --device, --numerics, --threads (cli/engine_flags.h)
   int batch = 1;
   std::string calls;
   std::string require = "bitwise";
   bool json = false;
   std::string html;
-  int threads = 0;
 };
 
 // Rebuilds a constrained call's masks with the recorder's grammar code.
@@ -89,16 +87,14 @@ int Run(const ReplayArgs& args) {
     return ReportError(
         InvalidArgument("--batch " + std::to_string(args.batch) + " is outside 1..256"));
   }
+  Result<EngineSetup> setup = ResolveEngineFlags(args.engine, EngineUse::kReplay);
+  if (!setup.ok()) return ReportError(setup.status());
   replayer::ReplayOptions options;
-  options.device = args.device;
-  options.numerics = args.numerics;
-  if (!options.numerics.empty()) {
-    auto n = replayer::ParseNumerics(options.numerics);
-    if (!n.ok()) return ReportError(n.status().WithContext("--numerics"));
-  }
-  options.model_dir = args.model_dir;
+  options.device = setup->engine.device;
+  options.numerics = args.engine.numerics;  // checked; empty: the recorded mode
+  options.model_dir = setup->model_dir;
   options.batch = args.batch;
-  options.threads = args.threads;
+  options.threads = setup->engine.threads;
   if (!args.calls.empty()) {
     auto calls = replayer::ParseCallList(args.calls);
     if (!calls.ok()) return ReportError(calls.status());
@@ -137,17 +133,11 @@ void Setup(CLI::App& app, int* exit_code) {
       "Re-execute every model call of a recorded run and report the first divergent token.\n"
       "Exit 0: reproduced at the --require level; 1: not; 2: error.");
   cmd->add_option("run", args->run, "Run id or unique prefix")->required();
-  cmd->add_option("--device", args->device, "cpu | cuda | cuda:N (default cpu)");
-  cmd->add_option("--numerics", args->numerics,
-                  "canonical | fast (default: the mode the run was recorded in)");
-  cmd->add_option("--model", args->model_dir,
-                  "Replay against this model folder on purpose (default: the recorded one, "
-                  "which must hash as recorded)");
+  AddEngineFlags(cmd, EngineUse::kReplay, &args->engine);
   cmd->add_option("--batch", args->batch,
                   "Replay each call alongside N-1 random companion sequences (default 1)");
   cmd->add_option("--calls", args->calls, "Model calls to replay, 1-based: 1,3,5-7");
   cmd->add_option("--require", args->require, "Level for exit 0: bitwise (default) | tokens");
-  cmd->add_option("--threads", args->threads, "Engine threads (default: all cores)");
   cmd->add_flag("--json", args->json, "Print the report as JSON");
   cmd->add_option("--html", args->html, "Also write a self-contained HTML report to FILE");
   cmd->callback([args, exit_code] { *exit_code = Run(*args); });

@@ -32,7 +32,7 @@ struct RerunArgs {
 
 int Run(const RerunArgs& args, const std::vector<std::string>& trace_argv) {
   SilenceProtobufLog();
-  auto session = SessionFromEngineFlags(args.engine);
+  auto session = SessionFromEngineFlags(args.engine, EngineUse::kRerun);
   if (!session.ok()) return ReportError(session.status());
   if (args.tools != "live" && args.tools != "recorded-only") {
     return ReportError(
@@ -101,7 +101,7 @@ void Setup(CLI::App& app, int* exit_code) {
                   "Run seed for live calls without a request seed (default: the recording's)");
   cmd->add_option("--label", args->label, "A label stored with the new run");
   cmd->add_flag("--json", args->json, "Print the report as JSON on stdout");
-  AddEngineFlags(cmd, &args->engine);
+  AddEngineFlags(cmd, EngineUse::kRerun, &args->engine);
   cmd->add_option("--port", args->port, "Port on 127.0.0.1 (0: a free one)");
   AddHttpFlags(cmd, &args->http);
   cmd->add_option("command", args->command,

@@ -13,7 +13,7 @@ namespace trace::cli::cmd_serve {
 namespace {
 
 struct ServeArgs {
-  EngineFlags engine;  // cli/engine_flags.h; serve adds them with its own help texts
+  EngineFlags engine;  // cli/engine_flags.h
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key_file;
@@ -24,7 +24,7 @@ struct ServeArgs {
 };
 
 int Run(const ServeArgs& a) {
-  Result<recorder::SessionOptions> session = SessionFromEngineFlags(a.engine);
+  Result<recorder::SessionOptions> session = SessionFromEngineFlags(a.engine, EngineUse::kServe);
   if (!session.ok()) return ReportError(session.status());
   recorder::SessionOptions& o = *session;
   o.host = a.host;
@@ -56,16 +56,7 @@ void Setup(CLI::App& app, int* exit_code) {
       "serve",
       "Serve the model API (OpenAI Chat Completions, Completions and Responses; Anthropic\n"
       "Messages) and the trace event API until Ctrl-C.");
-  cmd->add_option("--model", args->engine.model_dir,
-                  "Model folder (default: the built-in demo model)")
-      ->type_name("DIR");
-  cmd->add_option(
-         "--upstream", args->engine.upstream,
-         "Forward to this base URL (https://api.openai.com/v1, https://api.anthropic.com/v1,\n"
-         "any compatible http://host:port/v1) instead of the local engine. Key from\n"
-         "$TRACE_UPSTREAM_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY (by API);\n"
-         "never recorded")
-      ->type_name("URL");
+  AddEngineFlags(cmd, EngineUse::kServe, &args->engine);
   cmd->add_option("--host", args->host,
                   "Address to listen on (default 127.0.0.1). Requests must name a loopback\n"
                   "host or this one in their Host header (0.0.0.0: any)");
@@ -76,23 +67,9 @@ void Setup(CLI::App& app, int* exit_code) {
       ->type_name("FILE");
   cmd->add_option("--api-key", args->api_key_on_command_line)->group("");  // refused, see Run
   AddHttpFlags(cmd, &args->http);
-  cmd->add_option("--served-model-name", args->engine.served_model_names,
-                  "Serve the model only under this name (repeatable; listed by /v1/models).\n"
-                  "Default: any model name a client asks for")
-      ->type_name("NAME")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--record", args->record_label,
                   "Record everything served as one run with this label");
   cmd->add_option("--seed", args->seed, "Run seed for calls without a request seed");
-  cmd->add_option("--device", args->engine.device, "cpu | cuda | cuda:N");
-  cmd->add_option("--numerics", args->engine.numerics, "canonical | fast");
-  cmd->add_option("--threads", args->engine.threads, "Engine threads (0: all cores)");
-  cmd->add_option("--max-batch", args->engine.max_batch,
-                  "Most sequences batched together (1: one request at a time)");
-  cmd->add_flag("--layer-digests", args->engine.layer_digests,
-                "Record a digest of every layer's hidden state per sampled token, and an MoE\n"
-                "model's route (with --record), so `trace replay` can name the first\n"
-                "differing layer");
   cmd->callback([args, exit_code] { *exit_code = Run(*args); });
 }
 

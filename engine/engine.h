@@ -89,6 +89,7 @@ class Model {
   virtual const ModelWeights& weights() const = 0;
 };
 
+// What Engine::Create is asked for; Engine::options() returns them resolved.
 struct EngineOptions {
   kernels::Numerics numerics = kernels::Numerics::kCanonical;
   kernels::Impl impl = kernels::Impl::kAuto;  // kReference: scalar reference kernels
@@ -138,6 +139,10 @@ class Engine {
                                                 const EngineOptions& options);
 
   virtual const Model& model() const = 0;
+  // The options the engine runs with, resolved by Create, so callers use them as they are:
+  // max_context is the value asked for, or the model's max_position_embeddings where 0 or
+  // more than that was asked; threads is >= 1 (0 asked for the hardware's concurrency; a
+  // CUDA engine says 1).
   virtual const EngineOptions& options() const = 0;
   // "cpu avx2" / "cuda:0 NVIDIA H200": what ran the kernels.
   virtual std::string DeviceDescription() const = 0;

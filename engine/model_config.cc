@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "base/escape.h"
+#include "base/float_text.h"
 
 namespace trace::engine {
 namespace {
@@ -75,16 +74,6 @@ Status AddEosIds(const json& j, const std::string& path, std::vector<int32_t>* i
     if (std::find(ids->begin(), ids->end(), id) == ids->end()) ids->push_back(id);
   }
   return Status::Ok();
-}
-
-// The shortest decimal of a float that reads back to it (1e-06, not 9.99999997e-07).
-std::string FloatText(float v) {
-  char buf[32];
-  for (int digits = 6; digits <= 9; ++digits) {
-    std::snprintf(buf, sizeof(buf), "%.*g", digits, static_cast<double>(v));
-    if (std::strtof(buf, nullptr) == v) break;
-  }
-  return buf;
 }
 
 // The mixture-of-experts fields of qwen3_moe, qwen2_moe and mixtral (Hugging Face names and
@@ -317,7 +306,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   j["head_dim"] = c.head_dim;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rope_theta"] = c.rope_theta;
-  j["rms_norm_eps"] = std::stod(FloatText(c.rms_norm_eps));
+  j["rms_norm_eps"] = std::stod(ShortestFloatText(c.rms_norm_eps));
   j["hidden_act"] = "silu";
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.architecture == "qwen2_moe") {

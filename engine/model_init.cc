@@ -12,6 +12,7 @@
 
 #include "base/files.h"
 #include "base/hash.h"
+#include "base/splitmix64.h"
 #include "engine/model_config.h"
 #include "engine/safetensors.h"
 
@@ -24,13 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // How a tensor is initialised: uniform in [center - half_width, center + half_width].
 struct InitSpec {
   TensorToWrite tensor;
@@ -41,13 +35,13 @@ struct InitSpec {
 // Deterministic bytes for one tensor: its own stream, keyed by (seed, name), so the values do
 // not depend on the order of tensors or on sharding. Integer-derived floats: exact everywhere.
 std::string FillTensor(const InitSpec& spec, uint64_t seed) {
-  uint64_t state = seed ^ Digest64(spec.tensor.name.data(), spec.tensor.name.size());
+  SplitMix64 rng(seed ^ Digest64(spec.tensor.name.data(), spec.tensor.name.size()));
   int64_t n = 1;
   for (int64_t d : spec.tensor.shape) n *= d;
   std::string bytes(static_cast<size_t>(n) * 2, '\0');
   auto* out = reinterpret_cast<uint16_t*>(bytes.data());
   for (int64_t i = 0; i < n; ++i) {
-    float u = static_cast<float>(SplitMix64(&state) >> 40) * 0x1p-24f;  // [0, 1), exact
+    float u = static_cast<float>(rng.Next() >> 40) * 0x1p-24f;  // [0, 1), exact
     float v = spec.center + (2.0f * u - 1.0f) * spec.half_width;
     out[i] = kernels::F32ToBf16RoundNearestEven(v);
   }

@@ -1,5 +1,6 @@
 // The sampler of the numerics contract (docs/numerics.md, "Sampling"): stateless, so a
-// draw is a function of (logits, params, seed, step, mask) alone and replays exactly.
+// draw is a function of (logits, params, seed, step, mask) alone and replays exactly. Its
+// parameters are engine/sampling_params.h's SamplingParams.
 //
 // Ownership: pure functions over caller-owned spans. Thread safety: reentrant.
 // Errors: ValidateSamplingParams rejects a negative temperature, top_p outside (0, 1],
@@ -9,33 +10,12 @@
 #include <array>
 #include <cstdint>
 #include <span>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "base/status.h"
+#include "engine/sampling_params.h"
 
 namespace trace::engine {
-
-struct SamplingParams {
-  float temperature = 1.0f;  // 0: greedy (argmax, lowest id on ties)
-  float top_p = 1.0f;        // (0, 1]
-  int32_t top_k = 0;         // 0: no limit
-  int32_t max_tokens = 256;
-  std::vector<std::string> stop;  // stop sequences (on decoded text)
-  // OpenAI's penalties and logit_bias (docs/numerics.md, "Sampling", step 0): every logit is
-  // adjusted before eligibility, temperature and the cuts. Penalties finite in [-2, 2].
-  float frequency_penalty = 0.0f;
-  float presence_penalty = 0.0f;
-  // (token id, bias): ids >= 0, ascending and unique; bias finite in [-100, 100]. An id at
-  // or past the end of the logits is ignored (a tokenizer id outside the model's vocabulary).
-  std::vector<std::pair<int32_t, float>> logit_bias;
-
-  // Whether Sample adjusts logits at all: false keeps today's path with no copy.
-  bool AdjustsLogits() const {
-    return frequency_penalty != 0.0f || presence_penalty != 0.0f || !logit_bias.empty();
-  }
-};
 
 Status ValidateSamplingParams(const SamplingParams& params);
 

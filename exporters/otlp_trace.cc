@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "base/build_info.h"
@@ -256,6 +257,8 @@ std::map<std::string, std::vector<std::string>> RedactionLinesByWhere(const RunD
 struct ToolSpanSource {
   const proto::Event* call = nullptr;    // ToolCall event
   const proto::Event* result = nullptr;  // ToolResult event
+  const proto::ToolCall* tool_call() const { return call ? &call->tool_call() : nullptr; }
+  const proto::ToolResult* tool_result() const { return result ? &result->tool_result() : nullptr; }
 };
 
 }  // namespace
@@ -307,204 +310,314 @@ std::string CombinedLogitsDigest(const proto::LlmCall& call) {
   return DigestHex(Digest64(bytes.data(), bytes.size()));
 }
 
-Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& options) {
-  const proto::RunHeader& h = run.header;
-  const std::string run_id = h.run_id().empty() ? run.summary.run_id : h.run_id();
-  if (run_id.empty()) return InvalidArgument("run has no id: cannot derive an OTLP trace id");
-  const auto trace_id_bytes = TraceIdOf(run_id);
-  const SpanIds ids{run_id, Bytes(trace_id_bytes.data(), trace_id_bytes.size())};
-  const auto redaction_lines = RedactionLinesByWhere(run);
+namespace {
 
-  // Where the model calls went: the upstream for a proxied run, else our own server.
-  auto upstream_it = h.attributes().find("upstream");
-  const bool proxied = upstream_it != h.attributes().end() && !upstream_it->second.empty();
-  Result<HttpUrl> server = ParseHttpUrl(proxied ? upstream_it->second : h.endpoint());
+// What the spans need from across the run, gathered before any span is written.
+struct RunFacts {
+  const proto::Event* run_end = nullptr;
+  int64_t last_ns = 0;                                                       // latest time seen
+  std::map<uint64_t, std::vector<const proto::ToolCall*>> model_tool_calls;  // by LlmCall seq
+  std::map<uint64_t, int> call_numbers;                                      // seq -> 1-based
+  std::string request_model;  // the first model call's, for the root
+};
 
-  OtlpRequest request;
-  otrace::ResourceSpans* rs = request.add_resource_spans();
-  rs->set_schema_url(kSemconvSchemaUrl);
-  const std::string agent = AgentName(h);
-  {
-    Attributes res(rs->mutable_resource()->mutable_attributes());
-    res.Str("service.name", agent.empty() ? "trace-agent" : agent);
-    if (!h.hostname().empty()) res.Str("host.name", h.hostname());
-    if (!h.device().os().empty()) res.Str("os.description", h.device().os());
-    res.Str("telemetry.sdk.name", "trace");
-    res.Str("telemetry.sdk.language", "cpp");
-    res.Str("telemetry.sdk.version", TRACE_VERSION);
-    res.Str("trace.semconv.version", kSemconvVersion);
-    res.Int("trace.format_version", h.format_version());
+RunFacts ScanRun(const RunData& run) {
+  RunFacts f;
+  f.last_ns = run.header.start_time_ns();
+  for (const proto::Event& e : run.events) {
+    f.last_ns = std::max(f.last_ns, e.wall_time_ns());
+    if (e.has_run_end()) f.run_end = &e;
+    if (e.has_llm_call()) {
+      f.call_numbers[e.seq()] = static_cast<int>(f.call_numbers.size()) + 1;
+      f.last_ns = std::max(f.last_ns, e.llm_call().timings().end_ns());
+      if (f.request_model.empty()) f.request_model = e.llm_call().model();
+    }
+    if (e.has_tool_call() && e.tool_call().llm_call_seq() != 0) {
+      f.model_tool_calls[e.tool_call().llm_call_seq()].push_back(&e.tool_call());
+    }
   }
+  return f;
+}
+
+// Where the model calls went: the upstream for a proxied run, else our own server.
+struct CallTarget {
+  bool proxied = false;
+  std::optional<HttpUrl> server;  // none when its URL does not parse
+};
+
+CallTarget CallTargetOf(const proto::RunHeader& h) {
+  CallTarget target;
+  auto upstream_it = h.attributes().find("upstream");
+  target.proxied = upstream_it != h.attributes().end() && !upstream_it->second.empty();
+  Result<HttpUrl> url = ParseHttpUrl(target.proxied ? upstream_it->second : h.endpoint());
+  if (url.ok()) target.server = *url;
+  return target;
+}
+
+// What every span of one export shares: the run and the options, the ids, where the model
+// calls went, and the facts gathered across the run.
+struct ExportContext {
+  ExportContext(const RunData& run, const OtlpOptions& options, const std::string& run_id)
+      : run(run),
+        options(options),
+        run_id(run_id),
+        ids{run_id, TraceIdBytes(run_id)},
+        root_id(ids.Of("run")),
+        redaction_lines(RedactionLinesByWhere(run)),
+        agent(AgentName(run.header)),
+        facts(ScanRun(run)),
+        target(CallTargetOf(run.header)) {}
+
+  // gen_ai.provider.name of a call made in `format` (the run's own: chat completions).
+  std::string Provider(WireFormat format) const {
+    return ProviderName(target.proxied && target.server ? target.server->host : "", format,
+                        target.proxied);
+  }
+
+  const RunData& run;
+  const OtlpOptions& options;
+  const std::string run_id;
+  const SpanIds ids;
+  const std::string root_id;
+  const std::map<std::string, std::vector<std::string>> redaction_lines;
+  const std::string agent;
+  const RunFacts facts;
+  const CallTarget target;
+
+ private:
+  static std::string TraceIdBytes(const std::string& run_id) {
+    const auto bytes = TraceIdOf(run_id);
+    return Bytes(bytes.data(), bytes.size());
+  }
+};
+
+// A new span of the run's trace, its id derived from `key`, under `parent` unless empty.
+otrace::Span* AddSpan(const ExportContext& ctx, otrace::ScopeSpans* ss, const std::string& key,
+                      const std::string& parent, const std::string& name,
+                      otrace::Span::SpanKind kind) {
+  otrace::Span* span = ss->add_spans();
+  span->set_trace_id(ctx.ids.trace_id);
+  span->set_span_id(ctx.ids.Of(key));
+  if (!parent.empty()) span->set_parent_span_id(parent);
+  span->set_name(name);
+  span->set_kind(kind);
+  return span;
+}
+
+// A span ends at `end` and never starts after it.
+void SetSpanTimes(int64_t start, int64_t end, otrace::Span* span) {
+  span->set_start_time_unix_nano(static_cast<uint64_t>(std::min(start, end)));
+  span->set_end_time_unix_nano(static_cast<uint64_t>(end));
+}
+
+// trace.redaction.fields: the redaction lines of `events` (null ones skipped), when any.
+void AddRedactionFields(const ExportContext& ctx, std::initializer_list<const proto::Event*> events,
+                        Attributes* a) {
+  std::vector<std::string> lines;
+  for (const proto::Event* src : events) {
+    if (!src) continue;
+    auto it = ctx.redaction_lines.find("seq " + std::to_string(src->seq()));
+    if (it != ctx.redaction_lines.end())
+      lines.insert(lines.end(), it->second.begin(), it->second.end());
+  }
+  if (!lines.empty()) a->StrList("trace.redaction.fields", lines);
+}
+
+void AddResourceAttributes(const proto::RunHeader& h, const std::string& agent,
+                           otrace::ResourceSpans* rs) {
+  Attributes res(rs->mutable_resource()->mutable_attributes());
+  res.Str("service.name", agent.empty() ? "trace-agent" : agent);
+  if (!h.hostname().empty()) res.Str("host.name", h.hostname());
+  if (!h.device().os().empty()) res.Str("os.description", h.device().os());
+  res.Str("telemetry.sdk.name", "trace");
+  res.Str("telemetry.sdk.language", "cpp");
+  res.Str("telemetry.sdk.version", TRACE_VERSION);
+  res.Str("trace.semconv.version", kSemconvVersion);
+  res.Int("trace.format_version", h.format_version());
+}
+
+otrace::ScopeSpans* AddScope(otrace::ResourceSpans* rs) {
   otrace::ScopeSpans* ss = rs->add_scope_spans();
   ss->set_schema_url(kSemconvSchemaUrl);
   ss->mutable_scope()->set_name(kScopeName);
   ss->mutable_scope()->set_version(TRACE_VERSION);
+  return ss;
+}
 
-  // ---- pass 1: what the spans need from across the run ----
-  const proto::Event* run_end = nullptr;
-  int64_t last_ns = h.start_time_ns();
-  std::map<uint64_t, std::vector<const proto::ToolCall*>> model_tool_calls;  // by LlmCall seq
-  std::map<uint64_t, int> call_numbers;                                      // seq -> 1-based
-  int64_t input_tokens_total = 0, output_tokens_total = 0;
-  std::string request_model;
-  for (const proto::Event& e : run.events) {
-    last_ns = std::max(last_ns, e.wall_time_ns());
-    if (e.has_run_end()) run_end = &e;
-    if (e.has_llm_call()) {
-      call_numbers[e.seq()] = static_cast<int>(call_numbers.size()) + 1;
-      last_ns = std::max(last_ns, e.llm_call().timings().end_ns());
-      if (request_model.empty()) request_model = e.llm_call().model();
-    }
-    if (e.has_tool_call() && e.tool_call().llm_call_seq() != 0) {
-      model_tool_calls[e.tool_call().llm_call_seq()].push_back(&e.tool_call());
-    }
-  }
-
-  // ---- root span: the run ----
-  otrace::Span* root = ss->add_spans();
-  const std::string root_id = ids.Of("run");
-  root->set_trace_id(ids.trace_id);
-  root->set_span_id(root_id);
-  root->set_name(agent.empty() ? "invoke_agent" : "invoke_agent " + agent);
-  root->set_kind(otrace::Span::SPAN_KIND_INTERNAL);
+// The root span, the whole run: from the header's start to the run's end (or the last
+// thing recorded, for a run cut off). Its attributes come last, once the calls are counted.
+otrace::Span* AddRootSpan(const ExportContext& ctx, otrace::ScopeSpans* ss) {
+  const proto::RunHeader& h = ctx.run.header;
+  otrace::Span* root =
+      AddSpan(ctx, ss, "run", "", ctx.agent.empty() ? "invoke_agent" : "invoke_agent " + ctx.agent,
+              otrace::Span::SPAN_KIND_INTERNAL);
   root->set_start_time_unix_nano(static_cast<uint64_t>(h.start_time_ns()));
   root->set_end_time_unix_nano(static_cast<uint64_t>(
-      run_end ? std::max(run_end->wall_time_ns(), h.start_time_ns()) : last_ns));
+      ctx.facts.run_end ? std::max(ctx.facts.run_end->wall_time_ns(), h.start_time_ns())
+                        : ctx.facts.last_ns));
+  return root;
+}
 
-  // ---- model calls ----
-  for (const proto::Event& e : run.events) {
-    if (!e.has_llm_call()) continue;
-    const proto::LlmCall& c = e.llm_call();
-    const WireFormat format = WireFormatOf(c.endpoint());
-    const std::string operation = OperationName(format);
-    otrace::Span* span = ss->add_spans();
-    span->set_trace_id(ids.trace_id);
-    span->set_span_id(ids.Of("seq:" + std::to_string(e.seq())));
-    span->set_parent_span_id(root_id);
-    span->set_name(c.model().empty() ? operation : operation + " " + c.model());
-    span->set_kind(otrace::Span::SPAN_KIND_CLIENT);
-    int64_t end = c.timings().end_ns() > 0 ? c.timings().end_ns() : e.wall_time_ns();
-    int64_t start = c.timings().start_ns() > 0
-                        ? c.timings().start_ns()
-                        : end - static_cast<int64_t>(c.timings().total_ms() * 1e6);
-    span->set_start_time_unix_nano(static_cast<uint64_t>(std::min(start, end)));
-    span->set_end_time_unix_nano(static_cast<uint64_t>(end));
-
-    Attributes a(span->mutable_attributes());
-    a.Str("gen_ai.operation.name", operation);
-    a.Str("gen_ai.provider.name",
-          ProviderName(proxied && server.ok() ? server->host : "", format, proxied));
-    if (!c.model().empty()) a.Str("gen_ai.request.model", c.model());
-    a.Str("gen_ai.conversation.id", run_id);  // the run is the session that groups the calls
-    const bool embeddings = format == WireFormat::kEmbeddings;
-    const proto::SamplingParams& p = c.params();
-    // An embeddings call samples nothing: no sampling parameters (its recorded params are
-    // unset, not zero), but what the conventions give that operation.
-    if (embeddings) {
-      AddEmbeddingsAttributes(c, &a);
-    } else {
-      a.Double("gen_ai.request.temperature", Decimal(p.temperature()));
-    }
-    if (p.top_p() > 0) a.Double("gen_ai.request.top_p", Decimal(p.top_p()));
-    if (p.top_k() > 0) a.Double("gen_ai.request.top_k", p.top_k());
-    if (p.max_tokens() > 0) a.Int("gen_ai.request.max_tokens", p.max_tokens());
-    if (p.has_seed()) a.Int("gen_ai.request.seed", static_cast<int64_t>(p.seed()));
-    if (p.stop_size() > 0)
-      a.StrList("gen_ai.request.stop_sequences", {p.stop().begin(), p.stop().end()});
-    if (p.frequency_penalty() != 0)
-      a.Double("gen_ai.request.frequency_penalty", Decimal(p.frequency_penalty()));
-    if (p.presence_penalty() != 0)
-      a.Double("gen_ai.request.presence_penalty", Decimal(p.presence_penalty()));
-    if (p.n() > 1) a.Int("gen_ai.request.choice.count", p.n());
-    if (c.stream()) a.Bool("gen_ai.request.stream", true);
-    json response = json::parse(c.response_json(), nullptr, /*allow_exceptions=*/false);
-    if (!c.request_id().empty()) a.Str("gen_ai.response.id", c.request_id());
-    std::string response_model =
-        response.is_object() && response.contains("model") && response["model"].is_string()
-            ? response["model"].get<std::string>()
-            : (!proxied ? h.model().model_name() : "");
-    if (!response_model.empty()) a.Str("gen_ai.response.model", response_model);
-    if (!c.finish_reason().empty() && !embeddings)
-      a.StrList("gen_ai.response.finish_reasons", {c.finish_reason()});
-    int64_t in = c.prompt_token_ids_size() > 0
-                     ? c.prompt_token_ids_size()
-                     : UsageValue(response, {"prompt_tokens", "input_tokens"});
-    int64_t out = c.token_ids_size() > 0
-                      ? c.token_ids_size()
-                      : UsageValue(response, {"completion_tokens", "output_tokens"});
-    if (in >= 0) {
-      a.Int("gen_ai.usage.input_tokens", in);
-      input_tokens_total += in;
-    }
-    if (out >= 0) {
-      a.Int("gen_ai.usage.output_tokens", out);
-      output_tokens_total += out;
-    }
-    if (c.prompt_tokens_reused() > 0) {
-      a.Int("gen_ai.usage.cache_read.input_tokens", c.prompt_tokens_reused());
-    }
-    if (server.ok()) {
-      a.Str("server.address", server->host);
-      a.Int("server.port", server->port);
-    }
-    if (c.http_status() != 0) a.Int("http.response.status_code", c.http_status());
-    if (c.http_status() != 0 && c.http_status() != 200) {
-      a.Str("error.type", std::to_string(c.http_status()));
-      span->mutable_status()->set_code(otrace::Status::STATUS_CODE_ERROR);
-      span->mutable_status()->set_message(c.error().substr(0, 1024));
-    }
-    if (options.content && !embeddings) {
-      GenAiContent content = ContentOf(c, model_tool_calls[e.seq()]);
-      if (!content.system_instructions.is_null()) {
-        a.Json("gen_ai.system_instructions", content.system_instructions);
-      }
-      a.Json("gen_ai.input.messages", content.input_messages);
-      if (!content.output_messages.empty())
-        a.Json("gen_ai.output.messages", content.output_messages);
-      if (!content.tool_definitions.is_null()) {
-        a.Json("gen_ai.tool.definitions", content.tool_definitions);
-      }
-      if (!c.constraint_json().empty()) a.Str("trace.constraint", c.constraint_json());
-    }
-    // Our own facts.
-    a.Int("trace.event.seq", static_cast<int64_t>(e.seq()));
-    a.Int("trace.call.number", call_numbers[e.seq()]);
-    a.Str("trace.call.endpoint", c.endpoint());
-    if (!c.numerics().empty()) a.Str("trace.numerics", c.numerics());
-    a.Str("trace.seed_used", std::to_string(c.seed_used()));
-    if (c.batch_size() > 0) a.Int("trace.batch_size", c.batch_size());
-    a.Int("trace.sampled_tokens", c.token_ids_size());
-    std::string digest = CombinedLogitsDigest(c);
-    if (!digest.empty()) {
-      a.Str("trace.logits_digest", digest);
-      a.Int("trace.logits_digest_scheme", static_cast<int64_t>(c.logits_digest_scheme()));
-    }
-    if (c.num_layers() > 0) a.Int("trace.layer_digests.layers", c.num_layers());
-    if (c.timings().queue_ms() > 0) a.Double("trace.timings.queue_ms", c.timings().queue_ms());
-    if (c.timings().prefill_ms() > 0)
-      a.Double("trace.timings.prefill_ms", c.timings().prefill_ms());
-    if (c.timings().decode_ms() > 0) a.Double("trace.timings.decode_ms", c.timings().decode_ms());
-    if (options.replay) {
-      int number = call_numbers[e.seq()];
-      auto lv = options.replay->call_levels.find(number);
-      auto sk = options.replay->skipped.find(number);
-      if (lv != options.replay->call_levels.end()) {
-        a.Str("trace.replay.level", lv->second);
-      } else if (sk != options.replay->skipped.end()) {
-        a.Str("trace.replay.level", "skipped");
-        a.Str("trace.replay.skipped_reason", sk->second);
-      } else {
-        a.Str("trace.replay.level", "not_replayed");
-      }
-    }
-    auto lines = redaction_lines.find("seq " + std::to_string(e.seq()));
-    if (lines != redaction_lines.end()) a.StrList("trace.redaction.fields", lines->second);
+// The request's sampling parameters. An embeddings call samples nothing: no sampling
+// parameters (its recorded params are unset, not zero), but what the conventions give that
+// operation.
+void AddSamplingAttributes(const proto::LlmCall& c, bool embeddings, Attributes* a) {
+  const proto::SamplingParams& p = c.params();
+  if (embeddings) {
+    AddEmbeddingsAttributes(c, a);
+  } else {
+    a->Double("gen_ai.request.temperature", Decimal(p.temperature()));
   }
+  if (p.top_p() > 0) a->Double("gen_ai.request.top_p", Decimal(p.top_p()));
+  if (p.top_k() > 0) a->Double("gen_ai.request.top_k", p.top_k());
+  if (p.max_tokens() > 0) a->Int("gen_ai.request.max_tokens", p.max_tokens());
+  if (p.has_seed()) a->Int("gen_ai.request.seed", static_cast<int64_t>(p.seed()));
+  if (p.stop_size() > 0)
+    a->StrList("gen_ai.request.stop_sequences", {p.stop().begin(), p.stop().end()});
+  if (p.frequency_penalty() != 0)
+    a->Double("gen_ai.request.frequency_penalty", Decimal(p.frequency_penalty()));
+  if (p.presence_penalty() != 0)
+    a->Double("gen_ai.request.presence_penalty", Decimal(p.presence_penalty()));
+  if (p.n() > 1) a->Int("gen_ai.request.choice.count", p.n());
+  if (c.stream()) a->Bool("gen_ai.request.stream", true);
+}
 
-  // ---- tool calls: one span per call id (a call and its result), in order of appearance ----
+// The tokens of the whole run, summed over its model calls for the root.
+struct UsageTotals {
+  int64_t input = 0;
+  int64_t output = 0;
+};
+
+// What came back: response id and model, finish reason, token usage (the sampled ids, else
+// the answer's usage), the server, and the HTTP status (an error status marks the span).
+void AddResponseAttributes(const ExportContext& ctx, const proto::LlmCall& c, bool embeddings,
+                           otrace::Span* span, Attributes* a, UsageTotals* usage) {
+  json response = json::parse(c.response_json(), nullptr, /*allow_exceptions=*/false);
+  if (!c.request_id().empty()) a->Str("gen_ai.response.id", c.request_id());
+  std::string response_model =
+      response.is_object() && response.contains("model") && response["model"].is_string()
+          ? response["model"].get<std::string>()
+          : (!ctx.target.proxied ? ctx.run.header.model().model_name() : "");
+  if (!response_model.empty()) a->Str("gen_ai.response.model", response_model);
+  if (!c.finish_reason().empty() && !embeddings)
+    a->StrList("gen_ai.response.finish_reasons", {c.finish_reason()});
+  int64_t in = c.prompt_token_ids_size() > 0
+                   ? c.prompt_token_ids_size()
+                   : UsageValue(response, {"prompt_tokens", "input_tokens"});
+  int64_t out = c.token_ids_size() > 0
+                    ? c.token_ids_size()
+                    : UsageValue(response, {"completion_tokens", "output_tokens"});
+  if (in >= 0) {
+    a->Int("gen_ai.usage.input_tokens", in);
+    usage->input += in;
+  }
+  if (out >= 0) {
+    a->Int("gen_ai.usage.output_tokens", out);
+    usage->output += out;
+  }
+  if (c.prompt_tokens_reused() > 0) {
+    a->Int("gen_ai.usage.cache_read.input_tokens", c.prompt_tokens_reused());
+  }
+  if (ctx.target.server) {
+    a->Str("server.address", ctx.target.server->host);
+    a->Int("server.port", ctx.target.server->port);
+  }
+  if (c.http_status() != 0) a->Int("http.response.status_code", c.http_status());
+  if (c.http_status() != 0 && c.http_status() != 200) {
+    a->Str("error.type", std::to_string(c.http_status()));
+    span->mutable_status()->set_code(otrace::Status::STATUS_CODE_ERROR);
+    span->mutable_status()->set_message(c.error().substr(0, 1024));
+  }
+}
+
+// Opt-in content: instructions, messages in and out, tool definitions, the constraint.
+void AddCallContentAttributes(const ExportContext& ctx, const proto::Event& e, Attributes* a) {
+  const proto::LlmCall& c = e.llm_call();
+  auto tool_calls = ctx.facts.model_tool_calls.find(e.seq());
+  GenAiContent content = ContentOf(c, tool_calls != ctx.facts.model_tool_calls.end()
+                                          ? tool_calls->second
+                                          : std::vector<const proto::ToolCall*>{});
+  if (!content.system_instructions.is_null()) {
+    a->Json("gen_ai.system_instructions", content.system_instructions);
+  }
+  a->Json("gen_ai.input.messages", content.input_messages);
+  if (!content.output_messages.empty()) a->Json("gen_ai.output.messages", content.output_messages);
+  if (!content.tool_definitions.is_null()) {
+    a->Json("gen_ai.tool.definitions", content.tool_definitions);
+  }
+  if (!c.constraint_json().empty()) a->Str("trace.constraint", c.constraint_json());
+}
+
+// Our own facts of a model call: where it is in the run, how it was computed, and (with a
+// replay report) how far its replay reproduced it.
+void AddCallTraceAttributes(const ExportContext& ctx, const proto::Event& e, Attributes* a) {
+  const proto::LlmCall& c = e.llm_call();
+  const int number = ctx.facts.call_numbers.at(e.seq());
+  a->Int("trace.event.seq", static_cast<int64_t>(e.seq()));
+  a->Int("trace.call.number", number);
+  a->Str("trace.call.endpoint", c.endpoint());
+  if (!c.numerics().empty()) a->Str("trace.numerics", c.numerics());
+  a->Str("trace.seed_used", std::to_string(c.seed_used()));
+  if (c.batch_size() > 0) a->Int("trace.batch_size", c.batch_size());
+  a->Int("trace.sampled_tokens", c.token_ids_size());
+  std::string digest = CombinedLogitsDigest(c);
+  if (!digest.empty()) {
+    a->Str("trace.logits_digest", digest);
+    a->Int("trace.logits_digest_scheme", static_cast<int64_t>(c.logits_digest_scheme()));
+  }
+  if (c.num_layers() > 0) a->Int("trace.layer_digests.layers", c.num_layers());
+  if (c.timings().queue_ms() > 0) a->Double("trace.timings.queue_ms", c.timings().queue_ms());
+  if (c.timings().prefill_ms() > 0) a->Double("trace.timings.prefill_ms", c.timings().prefill_ms());
+  if (c.timings().decode_ms() > 0) a->Double("trace.timings.decode_ms", c.timings().decode_ms());
+  if (ctx.options.replay) {
+    auto lv = ctx.options.replay->call_levels.find(number);
+    auto sk = ctx.options.replay->skipped.find(number);
+    if (lv != ctx.options.replay->call_levels.end()) {
+      a->Str("trace.replay.level", lv->second);
+    } else if (sk != ctx.options.replay->skipped.end()) {
+      a->Str("trace.replay.level", "skipped");
+      a->Str("trace.replay.skipped_reason", sk->second);
+    } else {
+      a->Str("trace.replay.level", "not_replayed");
+    }
+  }
+}
+
+// One CLIENT span per model call, under the root, from the call's start to its end (or
+// back from its end by its total time, for a call recorded without a start).
+void AddModelCallSpan(const ExportContext& ctx, const proto::Event& e, otrace::ScopeSpans* ss,
+                      UsageTotals* usage) {
+  const proto::LlmCall& c = e.llm_call();
+  const WireFormat format = WireFormatOf(c.endpoint());
+  const std::string operation = OperationName(format);
+  otrace::Span* span = AddSpan(ctx, ss, "seq:" + std::to_string(e.seq()), ctx.root_id,
+                               c.model().empty() ? operation : operation + " " + c.model(),
+                               otrace::Span::SPAN_KIND_CLIENT);
+  int64_t end = c.timings().end_ns() > 0 ? c.timings().end_ns() : e.wall_time_ns();
+  int64_t start = c.timings().start_ns() > 0
+                      ? c.timings().start_ns()
+                      : end - static_cast<int64_t>(c.timings().total_ms() * 1e6);
+  SetSpanTimes(start, end, span);
+
+  Attributes a(span->mutable_attributes());
+  a.Str("gen_ai.operation.name", operation);
+  a.Str("gen_ai.provider.name", ctx.Provider(format));
+  if (!c.model().empty()) a.Str("gen_ai.request.model", c.model());
+  a.Str("gen_ai.conversation.id", ctx.run_id);  // the run is the session that groups the calls
+  const bool embeddings = format == WireFormat::kEmbeddings;
+  AddSamplingAttributes(c, embeddings, &a);
+  AddResponseAttributes(ctx, c, embeddings, span, &a, usage);
+  if (ctx.options.content && !embeddings) AddCallContentAttributes(ctx, e, &a);
+  AddCallTraceAttributes(ctx, e, &a);
+  AddRedactionFields(ctx, {&e}, &a);
+}
+
+// The tool spans' sources: one per call id (a call and its result), in order of
+// appearance; a call or result without an id, or whose id is already paired, stands alone.
+std::vector<ToolSpanSource> PairToolEvents(const std::vector<proto::Event>& events) {
   std::vector<ToolSpanSource> tools;
   std::map<std::string, size_t> open_by_id;
-  for (const proto::Event& e : run.events) {
+  for (const proto::Event& e : events) {
     if (e.has_tool_call()) {
       const std::string& id = e.tool_call().call_id();
       auto it = id.empty() ? open_by_id.end() : open_by_id.find(id);
@@ -525,81 +638,125 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
       }
     }
   }
-  for (const ToolSpanSource& t : tools) {
-    const proto::ToolCall* call = t.call ? &t.call->tool_call() : nullptr;
-    const proto::ToolResult* result = t.result ? &t.result->tool_result() : nullptr;
-    const proto::Event& first = t.call ? *t.call : *t.result;
-    std::string name = call && !call->name().empty() ? call->name() : result ? result->name() : "";
-    std::string call_id = call ? call->call_id() : result->call_id();
-    otrace::Span* span = ss->add_spans();
-    span->set_trace_id(ids.trace_id);
-    span->set_span_id(ids.Of("tool:" + std::to_string(first.seq())));
-    span->set_parent_span_id(root_id);
-    span->set_name(name.empty() ? "execute_tool" : "execute_tool " + name);
-    span->set_kind(otrace::Span::SPAN_KIND_INTERNAL);
-    // From the call's time to the result's; a result reporting its duration starts there.
-    int64_t end = t.result ? t.result->wall_time_ns() : first.wall_time_ns();
-    int64_t start = t.call ? t.call->wall_time_ns() : end;
-    if (result && result->duration_ms() > 0) {
-      int64_t reported = end - static_cast<int64_t>(result->duration_ms() * 1e6);
-      start = t.call ? std::max(start, reported) : reported;
-    }
-    span->set_start_time_unix_nano(static_cast<uint64_t>(std::min(start, end)));
-    span->set_end_time_unix_nano(static_cast<uint64_t>(end));
-    Attributes a(span->mutable_attributes());
-    a.Str("gen_ai.operation.name", "execute_tool");
-    a.Str("gen_ai.tool.name", name);
-    if (!call_id.empty()) a.Str("gen_ai.tool.call.id", call_id);
-    a.Str("gen_ai.tool.type", "function");
-    if (options.content && call) a.Str("gen_ai.tool.call.arguments", call->arguments_json());
-    if (options.content && result && !result->is_error()) {
-      a.Str("gen_ai.tool.call.result", result->content());
-    }
-    if (result && result->is_error()) {
-      a.Str("error.type", "tool_error");
-      span->mutable_status()->set_code(otrace::Status::STATUS_CODE_ERROR);
-      if (options.content) span->mutable_status()->set_message(result->content().substr(0, 1024));
-    }
-    if (call) {
-      a.Str("trace.tool.source", call->source());
-      a.Int("trace.tool_call.seq", static_cast<int64_t>(t.call->seq()));
-    }
-    if (t.result) a.Int("trace.tool_result.seq", static_cast<int64_t>(t.result->seq()));
-    a.Bool("trace.tool.result_recorded", t.result != nullptr);
-    if (call && call->llm_call_seq() != 0 && call_numbers.count(call->llm_call_seq())) {
-      otrace::Span::Link* link = span->add_links();
-      link->set_trace_id(ids.trace_id);
-      link->set_span_id(ids.Of("seq:" + std::to_string(call->llm_call_seq())));
-      Attributes(link->mutable_attributes()).Str("trace.link", "requested_by");
-    }
-    std::vector<std::string> lines;
-    for (const proto::Event* src : {t.call, t.result}) {
-      if (!src) continue;
-      auto it = redaction_lines.find("seq " + std::to_string(src->seq()));
-      if (it != redaction_lines.end())
-        lines.insert(lines.end(), it->second.begin(), it->second.end());
-    }
-    if (!lines.empty()) a.StrList("trace.redaction.fields", lines);
-  }
+  return tools;
+}
 
-  // ---- the root's attributes and events ----
+// The tool's attributes; a result that is an error marks the span.
+void AddToolAttributes(const ExportContext& ctx, const ToolSpanSource& t, const std::string& name,
+                       otrace::Span* span, Attributes* a) {
+  const proto::ToolCall* call = t.tool_call();
+  const proto::ToolResult* result = t.tool_result();
+  std::string call_id = call ? call->call_id() : result->call_id();
+  a->Str("gen_ai.operation.name", "execute_tool");
+  a->Str("gen_ai.tool.name", name);
+  if (!call_id.empty()) a->Str("gen_ai.tool.call.id", call_id);
+  a->Str("gen_ai.tool.type", "function");
+  if (ctx.options.content && call) a->Str("gen_ai.tool.call.arguments", call->arguments_json());
+  if (ctx.options.content && result && !result->is_error()) {
+    a->Str("gen_ai.tool.call.result", result->content());
+  }
+  if (result && result->is_error()) {
+    a->Str("error.type", "tool_error");
+    span->mutable_status()->set_code(otrace::Status::STATUS_CODE_ERROR);
+    if (ctx.options.content) span->mutable_status()->set_message(result->content().substr(0, 1024));
+  }
+  if (call) {
+    a->Str("trace.tool.source", call->source());
+    a->Int("trace.tool_call.seq", static_cast<int64_t>(t.call->seq()));
+  }
+  if (t.result) a->Int("trace.tool_result.seq", static_cast<int64_t>(t.result->seq()));
+  a->Bool("trace.tool.result_recorded", t.result != nullptr);
+}
+
+// One INTERNAL span per tool call, under the root, linked to the model call that asked
+// for it.
+void AddToolSpan(const ExportContext& ctx, const ToolSpanSource& t, otrace::ScopeSpans* ss) {
+  const proto::ToolCall* call = t.tool_call();
+  const proto::ToolResult* result = t.tool_result();
+  const proto::Event& first = t.call ? *t.call : *t.result;
+  std::string name = call && !call->name().empty() ? call->name() : result ? result->name() : "";
+  otrace::Span* span = AddSpan(ctx, ss, "tool:" + std::to_string(first.seq()), ctx.root_id,
+                               name.empty() ? "execute_tool" : "execute_tool " + name,
+                               otrace::Span::SPAN_KIND_INTERNAL);
+  // From the call's time to the result's; a result reporting its duration starts there.
+  int64_t end = t.result ? t.result->wall_time_ns() : first.wall_time_ns();
+  int64_t start = t.call ? t.call->wall_time_ns() : end;
+  if (result && result->duration_ms() > 0) {
+    int64_t reported = end - static_cast<int64_t>(result->duration_ms() * 1e6);
+    start = t.call ? std::max(start, reported) : reported;
+  }
+  SetSpanTimes(start, end, span);
+  Attributes a(span->mutable_attributes());
+  AddToolAttributes(ctx, t, name, span, &a);
+  if (call && call->llm_call_seq() != 0 && ctx.facts.call_numbers.count(call->llm_call_seq())) {
+    otrace::Span::Link* link = span->add_links();
+    link->set_trace_id(ctx.ids.trace_id);
+    link->set_span_id(ctx.ids.Of("seq:" + std::to_string(call->llm_call_seq())));
+    Attributes(link->mutable_attributes()).Str("trace.link", "requested_by");
+  }
+  AddRedactionFields(ctx, {t.call, t.result}, &a);
+}
+
+// How the run ended; any end but exit code 0 marks the root as an error, saying why.
+void AddRunEndAttributes(const proto::RunEnd& r, otrace::Span* root, Attributes* a) {
+  a->Str("trace.run.end", RunEndName(r.how()));
+  if (r.how() == proto::RunEnd::EXITED) a->Int("trace.run.exit_code", r.exit_code());
+  if (r.signal() != 0) a->Int("trace.run.signal", r.signal());
+  if (!r.reason().empty()) a->Str("trace.run.end_reason", r.reason());
+  bool failed = r.how() != proto::RunEnd::EXITED || r.exit_code() != 0;
+  if (!failed) return;
+  const char* type = r.how() == proto::RunEnd::EXITED      ? "nonzero_exit"
+                     : r.how() == proto::RunEnd::SIGNALLED ? "signal"
+                                                           : RunEndName(r.how());
+  a->Str("error.type", type);
+  root->mutable_status()->set_code(otrace::Status::STATUS_CODE_ERROR);
+  std::string message =
+      r.how() == proto::RunEnd::EXITED ? "agent exited with code " + std::to_string(r.exit_code())
+      : r.how() == proto::RunEnd::SIGNALLED
+          ? "agent died of signal " + std::to_string(r.signal())
+          : std::string(RunEndName(r.how())) + (r.reason().empty() ? "" : ": " + r.reason());
+  root->mutable_status()->set_message(message);
+}
+
+// What redaction did to the whole run (trace.redaction.applied, and its totals when it did).
+void AddRedactionSummary(const RunData& run, Attributes* a) {
+  a->Bool("trace.redaction.applied", run.redacted);
+  if (!run.redacted) return;
+  a->Int("trace.redaction.replacements", run.redaction.replacements());
+  std::vector<std::string> rules;
+  for (const auto& [rule, n] : run.redaction.RuleTotals()) rules.push_back(rule);
+  a->StrList("trace.redaction.rules_matched", rules);
+  std::vector<std::string> all = RedactedFieldLines(run.redaction);
+  a->StrList("trace.redaction.fields", all);
+  a->IntList(
+      "trace.redaction.prompt_token_ids_removed",
+      {run.redaction.prompt_tokens_removed.begin(), run.redaction.prompt_tokens_removed.end()});
+  a->IntList(
+      "trace.redaction.sampled_token_ids_removed",
+      {run.redaction.sampled_tokens_removed.begin(), run.redaction.sampled_tokens_removed.end()});
+  a->Str("trace.redaction.note", redact::kRedactedImportNote);
+}
+
+// The root's attributes: the agent, the run's totals and header, how it ended, its replay
+// level and what redaction did.
+void AddRootAttributes(const ExportContext& ctx, const UsageTotals& usage, otrace::Span* root) {
+  const proto::RunHeader& h = ctx.run.header;
   Attributes a(root->mutable_attributes());
   a.Str("gen_ai.operation.name", "invoke_agent");
-  a.Str("gen_ai.provider.name", ProviderName(proxied && server.ok() ? server->host : "",
-                                             WireFormat::kChatCompletions, proxied));
-  if (!agent.empty()) a.Str("gen_ai.agent.name", agent);
-  a.Str("gen_ai.conversation.id", run_id);
-  if (!request_model.empty()) a.Str("gen_ai.request.model", request_model);
-  a.Int("gen_ai.usage.input_tokens", input_tokens_total);
-  a.Int("gen_ai.usage.output_tokens", output_tokens_total);
+  a.Str("gen_ai.provider.name", ctx.Provider(WireFormat::kChatCompletions));
+  if (!ctx.agent.empty()) a.Str("gen_ai.agent.name", ctx.agent);
+  a.Str("gen_ai.conversation.id", ctx.run_id);
+  if (!ctx.facts.request_model.empty()) a.Str("gen_ai.request.model", ctx.facts.request_model);
+  a.Int("gen_ai.usage.input_tokens", usage.input);
+  a.Int("gen_ai.usage.output_tokens", usage.output);
   if (h.argv_size() > 0) a.StrList("process.command_args", {h.argv().begin(), h.argv().end()});
   if (h.agent_pid() > 0) a.Int("process.pid", h.agent_pid());
-  a.Str("trace.run.id", run_id);
-  a.Str("trace.run.status", std::string(store::RunStatusName(run.summary.status)));
+  a.Str("trace.run.id", ctx.run_id);
+  a.Str("trace.run.status", std::string(store::RunStatusName(ctx.run.summary.status)));
   if (!h.label().empty()) a.Str("trace.run.label", h.label());
   a.Str("trace.run.seed", std::to_string(h.run_seed()));
-  a.Int("trace.run.events", static_cast<int64_t>(run.events.size()));
-  a.Int("trace.run.model_calls", static_cast<int64_t>(call_numbers.size()));
+  a.Int("trace.run.events", static_cast<int64_t>(ctx.run.events.size()));
+  a.Int("trace.run.model_calls", static_cast<int64_t>(ctx.facts.call_numbers.size()));
   if (!h.cwd().empty()) a.Str("trace.run.cwd", h.cwd());
   if (!h.endpoint().empty()) a.Str("trace.run.endpoint", h.endpoint());
   // By name: a protobuf map's iteration order differs from process to process.
@@ -610,51 +767,20 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
   a.Fields("trace.engine.", h.engine());
   a.Fields("trace.device.", h.device());
   a.Fields("trace.model.", h.model());
-  if (run_end) {
-    const proto::RunEnd& r = run_end->run_end();
-    a.Str("trace.run.end", RunEndName(r.how()));
-    if (r.how() == proto::RunEnd::EXITED) a.Int("trace.run.exit_code", r.exit_code());
-    if (r.signal() != 0) a.Int("trace.run.signal", r.signal());
-    if (!r.reason().empty()) a.Str("trace.run.end_reason", r.reason());
-    bool failed = r.how() != proto::RunEnd::EXITED || r.exit_code() != 0;
-    if (failed) {
-      const char* type = r.how() == proto::RunEnd::EXITED      ? "nonzero_exit"
-                         : r.how() == proto::RunEnd::SIGNALLED ? "signal"
-                                                               : RunEndName(r.how());
-      a.Str("error.type", type);
-      root->mutable_status()->set_code(otrace::Status::STATUS_CODE_ERROR);
-      std::string message =
-          r.how() == proto::RunEnd::EXITED
-              ? "agent exited with code " + std::to_string(r.exit_code())
-          : r.how() == proto::RunEnd::SIGNALLED
-              ? "agent died of signal " + std::to_string(r.signal())
-              : std::string(RunEndName(r.how())) + (r.reason().empty() ? "" : ": " + r.reason());
-      root->mutable_status()->set_message(message);
-    }
+  if (ctx.facts.run_end) AddRunEndAttributes(ctx.facts.run_end->run_end(), root, &a);
+  if (const ReplayLevels* replay = ctx.options.replay) {
+    a.Str("trace.replay.level", replay->run_level);
+    if (!replay->numerics.empty()) a.Str("trace.replay.numerics", replay->numerics);
+    if (!replay->device.empty()) a.Str("trace.replay.device", replay->device);
   }
-  if (options.replay) {
-    a.Str("trace.replay.level", options.replay->run_level);
-    if (!options.replay->numerics.empty()) a.Str("trace.replay.numerics", options.replay->numerics);
-    if (!options.replay->device.empty()) a.Str("trace.replay.device", options.replay->device);
-  }
-  a.Bool("trace.redaction.applied", run.redacted);
-  if (run.redacted) {
-    a.Int("trace.redaction.replacements", run.redaction.replacements());
-    std::vector<std::string> rules;
-    for (const auto& [rule, n] : run.redaction.RuleTotals()) rules.push_back(rule);
-    a.StrList("trace.redaction.rules_matched", rules);
-    std::vector<std::string> all = RedactedFieldLines(run.redaction);
-    a.StrList("trace.redaction.fields", all);
-    a.IntList(
-        "trace.redaction.prompt_token_ids_removed",
-        {run.redaction.prompt_tokens_removed.begin(), run.redaction.prompt_tokens_removed.end()});
-    a.IntList(
-        "trace.redaction.sampled_token_ids_removed",
-        {run.redaction.sampled_tokens_removed.begin(), run.redaction.sampled_tokens_removed.end()});
-    a.Str("trace.redaction.note", redact::kRedactedImportNote);
-  }
-  // Events without a span of their own, on the root span, in order.
-  for (const proto::Event& e : run.events) {
+  AddRedactionSummary(ctx.run, &a);
+}
+
+// Events without a span of their own, on the root span, in order (agent output only with
+// content).
+void AddRootEvents(const ExportContext& ctx, otrace::Span* root) {
+  const bool content = ctx.options.content;
+  for (const proto::Event& e : ctx.run.events) {
     otrace::Span::Event* ev = nullptr;
     auto add = [&](const char* event_name) {
       ev = root->add_events();
@@ -668,7 +794,7 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
       ea.Str("trace.context.source", c.source());
       if (!c.chunk_id().empty()) ea.Str("trace.context.chunk_id", c.chunk_id());
       ea.Double("trace.context.score", c.score());
-      if (options.content) {
+      if (content) {
         ea.Str("trace.context.content", c.content());
         if (!c.query().empty()) ea.Str("trace.context.query", c.query());
       }
@@ -677,7 +803,7 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
       Attributes ea = add("trace.template_var");
       ea.Str("trace.template.var", v.name());
       if (!v.template_name().empty()) ea.Str("trace.template.name", v.template_name());
-      if (options.content) ea.Str("trace.template.value", v.value());
+      if (content) ea.Str("trace.template.value", v.value());
     } else if (e.has_clock_read()) {
       const proto::ClockRead& c = e.clock_read();
       Attributes ea = add("trace.clock_read");
@@ -690,7 +816,7 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
       ea.Str("trace.note.topic", n.topic());
       ea.Str("trace.note.text", n.text());
       if (!n.data_json().empty()) ea.Str("trace.note.data", n.data_json());
-    } else if (e.has_output() && options.content) {
+    } else if (e.has_output() && content) {
       Attributes ea = add("trace.output");
       ea.Str("trace.output.stream",
              e.output().stream() == proto::Output::STDERR ? "stderr" : "stdout");
@@ -699,6 +825,30 @@ Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& opti
     if (ev)
       Attributes(ev->mutable_attributes()).Int("trace.event.seq", static_cast<int64_t>(e.seq()));
   }
+}
+
+}  // namespace
+
+// The resource (the agent), one scope, then the spans: the root, one per model call, one
+// per tool call; the root's attributes once the calls' usage is summed.
+Result<OtlpRequest> BuildOtlpRequest(const RunData& run, const OtlpOptions& options) {
+  const std::string run_id = run.header.run_id().empty() ? run.summary.run_id : run.header.run_id();
+  if (run_id.empty()) return InvalidArgument("run has no id: cannot derive an OTLP trace id");
+  const ExportContext ctx(run, options, run_id);
+
+  OtlpRequest request;
+  otrace::ResourceSpans* rs = request.add_resource_spans();
+  rs->set_schema_url(kSemconvSchemaUrl);
+  AddResourceAttributes(run.header, ctx.agent, rs);
+  otrace::ScopeSpans* ss = AddScope(rs);
+  otrace::Span* root = AddRootSpan(ctx, ss);
+  UsageTotals usage;
+  for (const proto::Event& e : run.events) {
+    if (e.has_llm_call()) AddModelCallSpan(ctx, e, ss, &usage);
+  }
+  for (const ToolSpanSource& t : PairToolEvents(run.events)) AddToolSpan(ctx, t, ss);
+  AddRootAttributes(ctx, usage, root);
+  AddRootEvents(ctx, root);
   return request;
 }
 

@@ -81,15 +81,6 @@ TRACE_HD float BitsToFloat(uint32_t bits) {
   return f;
 #endif
 }
-TRACE_HD uint32_t FloatToBits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return bits;
-#endif
-}
 TRACE_HD float PlusInfinity() {
   return BitsToFloat(0x7f800000u);
 }
@@ -400,12 +391,6 @@ TRACE_HD void DotTail(float* lanes, const float* a, const float* b, int64_t begi
   for (int64_t k = begin; k < n; ++k) {
     const int l = LaneOfElement(k);
     lanes[l] = ChainStep(lanes[l], a[k], b[k]);
-  }
-}
-TRACE_HD void SumTail(float* lanes, const float* a, int64_t begin, int64_t n) {
-  for (int64_t k = begin; k < n; ++k) {
-    const int l = LaneOfElement(k);
-    lanes[l] = SumStep(lanes[l], a[k]);
   }
 }
 

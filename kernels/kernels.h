@@ -40,6 +40,12 @@ bool ParseNumerics(std::string_view name, Numerics* numerics);
 // The numerics contract version; bump when any canonical result bit can change
 // (reduction order, exp polynomial, RoPE table, rounding of a step). Recorded in runs.
 inline constexpr const char* kNumericsVersion = "canonical-v2";
+// The versioned name of a mode, the one a run records (RunHeader.engine.numerics,
+// LlmCall.numerics) and a replay reports: kNumericsVersion for canonical, "fast" for fast.
+// NumericsName is the unversioned one that --numerics takes and the CLI prints.
+inline constexpr const char* VersionedNumericsName(Numerics numerics) {
+  return numerics == Numerics::kCanonical ? kNumericsVersion : "fast";
+}
 
 // How a weight matrix is laid out in memory.
 //   kRowMajor:     element (n, k) at n * cols + k (the safetensors layout).

@@ -8,18 +8,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/splitmix64.h"
+
 namespace trace::kernels {
 namespace {
 
-// splitmix64: a portable integer generator (std::*_distribution differ between libraries).
-struct Generator {
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+// The inputs' generator: SplitMix64 (base/splitmix64.h), the same numbers on every machine.
+struct Generator : SplitMix64 {
+  using SplitMix64::SplitMix64;
   // A float in [-scale, scale) with 24 random bits: exact on every machine.
   float Uniform(float scale) {
     const int32_t r = static_cast<int32_t>(Next() >> 40) - (1 << 23);  // [-2^23, 2^23)

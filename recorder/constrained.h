@@ -108,7 +108,7 @@ class ConstraintFactory {
   const engine::Tokenizer& tokenizer_;
   int32_t end_token_;
   size_t cache_entries_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // guards: index_, classes_, lru_, by_hash_, stats_
   std::shared_ptr<const grammar::TokenIndex> index_;
   std::unique_ptr<TokenClasses> classes_;
   // LRU: most recent first; the map points into the list.

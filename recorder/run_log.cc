@@ -2,13 +2,12 @@
 
 #include <cstdio>
 
+#include "base/splitmix64.h"
+
 namespace trace::recorder {
 
 uint64_t DeriveCallSeed(uint64_t run_seed, uint64_t call_index) {
-  uint64_t z = run_seed + 0x9e3779b97f4a7c15ULL * (call_index + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return SplitMix64::Mix(run_seed + SplitMix64::kGamma * (call_index + 1));
 }
 
 RunLog::RunLog(std::unique_ptr<store::RunWriter> writer, uint64_t run_seed)

@@ -40,7 +40,9 @@ struct RunCounts {
 // taking writes (requests are answered 503 from now on).
 std::string DescribeWriterHealth(const store::WriterHealth& health);
 
-// The seed of a call whose request had none: SplitMix64 of (run seed, call index).
+// The seed of a call whose request had none: SplitMix64::Mix(run seed + kGamma * (call
+// index + 1)) (base/splitmix64.h; docs/recorder.md, "Seeds"). Part of the trace format: a
+// replay and a re-run derive the same seeds from a recorded run seed, so this never changes.
 uint64_t DeriveCallSeed(uint64_t run_seed, uint64_t call_index);
 
 class RunLog {
@@ -81,7 +83,7 @@ class RunLog {
  private:
   std::unique_ptr<store::RunWriter> writer_;
   uint64_t run_seed_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // guards: tool_results_seen_, tool_calls_seen_, counts_
   std::set<std::string> tool_results_seen_;
   std::set<std::string> tool_calls_seen_;
   RunCounts counts_;

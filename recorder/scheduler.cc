@@ -391,14 +391,14 @@ class SchedulerImpl : public Scheduler {
 
   std::unique_ptr<engine::Engine> engine_;
   SchedulerOptions options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  std::mutex mu_;               // guards: stopping_, queue_
+  std::condition_variable cv_;  // stopping_ set or a request queued
   bool stopping_ = false;
   std::deque<std::unique_ptr<Active>> queue_;
-  // Scheduler-thread state.
+  // Scheduler-thread state (no lock).
   std::vector<std::unique_ptr<Active>> active_;
   std::deque<Cached> cache_;
-  mutable std::mutex stats_mu_;
+  mutable std::mutex stats_mu_;  // guards: stats_
   SchedulerStats stats_;
   std::thread thread_;
 };

@@ -97,8 +97,8 @@ class Generation {
  private:
   friend class SchedulerImpl;
   void Finish(GenerationResult result);
-  std::mutex mu_;
-  std::condition_variable cv_;
+  std::mutex mu_;               // guards: done_, result_
+  std::condition_variable cv_;  // done_ became true
   bool done_ = false;
   GenerationResult result_;
   std::atomic<bool> cancelled_{false};

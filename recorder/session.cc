@@ -93,10 +93,6 @@ std::vector<std::string> OwnCommandLine() {
   return out;
 }
 
-uint64_t RandomSeed() {
-  return RandomU64();
-}
-
 ServerOptions ServerOptionsFor(const SessionOptions& o, uint64_t run_seed) {
   ServerOptions so;
   so.host = o.host;

@@ -69,8 +69,6 @@ Result<RecordOutcome> RecordCommand(const SessionOptions& options,
 
 // ---- building blocks shared with `trace rerun` (recorder/rerun.h) ----------------------
 
-// A random run seed (from /dev/urandom).
-uint64_t RandomSeed();
 // The server options of a session (a random API key when none is given).
 ServerOptions ServerOptionsFor(const SessionOptions& options, uint64_t run_seed);
 // A run header with the host facts, the agent's (redacted) argv and the run seed.

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "proto/llm_call_tokens.h"
+
 namespace trace::redact {
 namespace {
 
@@ -542,15 +544,8 @@ void Redactor::RedactEvent(proto::Event* event, RedactionReport* report) const {
   const bool output_redacted = paths.count("llm_call.output_text") ||
                                (c->output_text().empty() && paths.count("llm_call.response_json"));
   if (output_redacted && c->token_ids_size() > 0) {
-    c->clear_token_ids();
-    c->clear_logits_digests();
-    c->clear_logits();
-    c->clear_logprobs();
-    c->clear_runner_up_ids();
-    c->clear_runner_up_logits();
-    c->clear_layer_digests();
+    proto::ClearSampledTokenArrays(c);
     c->set_num_layers(0);
-    c->clear_route_ids();
     c->set_route_width(0);
     if (report) report->sampled_tokens_removed.push_back(event->seq());
   }

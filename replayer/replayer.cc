@@ -95,10 +95,6 @@ const Divergence* RunReport::first_divergence() const {
   return nullptr;
 }
 
-std::string NumericsFingerprint(kernels::Numerics numerics) {
-  return numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion : "fast";
-}
-
 Result<kernels::Numerics> ParseNumerics(const std::string& text) {
   kernels::Numerics numerics;
   if (kernels::ParseNumerics(text, &numerics)) return numerics;
@@ -330,7 +326,7 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
   if (header.engine().max_context() > 0) eopts.max_context = header.engine().max_context();
   TRACE_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
                          engine::Engine::Create(*model, eopts));
-  report.numerics = NumericsFingerprint(eopts.numerics);
+  report.numerics = kernels::VersionedNumericsName(eopts.numerics);
   report.device = eng->DeviceDescription();
   report.fingerprint_differences = FingerprintDifferences(header, *eng, report.numerics);
 

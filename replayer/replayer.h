@@ -94,9 +94,6 @@ Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
 Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_prefix,
                             const ReplayOptions& options);
 
-// The numerics string recorded in fingerprints for a mode: "canonical-v2" or "fast".
-std::string NumericsFingerprint(kernels::Numerics numerics);
-
 // Parses "canonical", "canonical-v2" or "fast".
 Result<kernels::Numerics> ParseNumerics(const std::string& text);
 

@@ -237,13 +237,10 @@ std::string LastCharacters(const std::string& utf8, size_t max_chars) {
   return utf8.substr(i);
 }
 
-Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* tokenizer,
-                              const RecordedCall& call, const VerifyOptions& options) {
-  auto started = std::chrono::steady_clock::now();
-  const engine::ModelConfig& config = engine.model().config();
-  const int64_t vocab = config.vocab_size;
-  TRACE_RETURN_IF_ERROR(ValidateCall(call, vocab));
+namespace {
 
+// A report of `call` before any token is checked.
+CallReport NewCallReport(const RecordedCall& call) {
   CallReport report;
   report.call = call.index;
   report.event_id = call.event_id;
@@ -252,278 +249,425 @@ Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* t
       !call.output.empty() &&
       std::all_of(call.output.begin(), call.output.end(),
                   [](const RecordedToken& t) { return t.logits_digest.has_value(); });
+  return report;
+}
 
+// The context the call's sequence may grow to: the engine's (else the model's), which the
+// recorded prompt and output must fit; without either, room for the call and more.
+Result<int64_t> ReplayContext(const engine::Engine& engine, const RecordedCall& call) {
   const size_t prompt_len = call.prompt_tokens.size();
   const size_t n = call.output.size();
-  int64_t max_context = engine.options().max_context > 0 ? engine.options().max_context
-                                                         : config.max_position_embeddings;
+  int64_t max_context = engine.options().max_context > 0
+                            ? engine.options().max_context
+                            : engine.model().config().max_position_embeddings;
   if (max_context > 0 && static_cast<int64_t>(prompt_len + n) > max_context) {
     return InvalidArgument(CallName(call) + ": prompt (" + std::to_string(prompt_len) +
                            " tokens) plus output (" + std::to_string(n) +
                            ") exceeds the context of " + std::to_string(max_context));
   }
   if (max_context <= 0) max_context = static_cast<int64_t>(prompt_len + n) + 1024;
+  return max_context;
+}
 
-  // The teacher-forced sequence: prompt then every recorded output token but the last.
-  std::vector<int32_t> forced(call.prompt_tokens);
-  for (size_t i = 0; i + 1 < n; ++i) forced.push_back(call.output[i].id);
+// The call's constraint rebuilt from its recorded spec when a factory is given; none for
+// an unconstrained call or without a factory.
+Result<std::unique_ptr<ConstraintMasks>> RebuildConstraint(const RecordedCall& call,
+                                                           const engine::Tokenizer* tokenizer,
+                                                           const VerifyOptions& options) {
+  if (call.constraint_json.empty() || !options.constraints) {
+    return std::unique_ptr<ConstraintMasks>();
+  }
+  auto made = options.constraints(call.constraint_json, tokenizer);
+  if (!made.ok()) return made.status().WithContext(CallName(call) + ": rebuilding its constraint");
+  return std::move(*made);
+}
 
-  engine::SeqId seq = engine.NewSequence();
-  SequenceGuard guard{engine, seq};
-  Companions companions(engine, std::max(options.batch, 1) - 1, options.companion_seed, vocab,
-                        std::min<int64_t>(max_context, 4096));
-
-  const bool want_layers =
-      std::any_of(call.output.begin(), call.output.end(),
-                  [](const RecordedToken& t) { return !t.layer_digests.empty(); });
-  // Layer digests of the rows of the current chunk: [row][layer].
-  std::map<int32_t, std::vector<uint64_t>> layer_digests;
-  engine::LayerProbe probe = [&](size_t item, int32_t token_index, int layer,
-                                 std::span<const float> hidden) {
-    if (item != 0) return;
-    auto& v = layer_digests[token_index];
-    if (static_cast<int>(v.size()) <= layer) v.resize(layer + 1);
-    v[layer] = Digest64(hidden.data(), hidden.size_bytes());
-  };
-  const bool want_routes = std::any_of(call.output.begin(), call.output.end(),
-                                       [](const RecordedToken& t) { return !t.route.empty(); });
-  // Routes of the rows of the current chunk: [row] -> (layer, experts) in layer order.
-  std::map<int32_t, std::vector<std::pair<int, std::vector<int32_t>>>> routes;
-  engine::RouteProbe route_probe = [&](size_t item, int32_t token_index, int layer,
-                                       std::span<const int32_t> ids) {
-    if (item == 0)
-      routes[token_index].emplace_back(layer, std::vector<int32_t>(ids.begin(), ids.end()));
-  };
+// What the steps of one call's replay share: the engine with the call's sequence and its
+// companions, the constraint followed, and the buffers reused from pass to pass.
+struct CallReplay {
+  engine::Engine& engine;
+  const engine::Tokenizer* tokenizer;
+  const RecordedCall& call;
+  const VerifyOptions& options;
+  const engine::SeqId seq;
+  Companions& companions;
+  const int64_t max_context;
+  std::unique_ptr<ConstraintMasks> constraint;
+  // A recorded constraint that was not rebuilt: its masks are unknown.
+  const bool unknown_constraint = !call.constraint_json.empty() && !constraint;
+  // The sampler may be skipped where the logits are bitwise the recorded ones only when it
+  // is the one that drew them (same numerics contract version) and the mask is the
+  // recorded one (no constraint rebuilt or unknown).
+  const bool same_sampler =
+      call.numerics == kernels::kNumericsVersion && call.constraint_json.empty();
+  const std::vector<int32_t> history = PenaltyHistory(call);
+  std::vector<uint8_t> mask;  // the rebuilt constraint's mask at the current step
+  engine::ForwardOutput out;
 
   // Masks: rebuilt from the recorded constraint when a factory is given, else the explicit
   // per-step masks, else none.
-  std::unique_ptr<ConstraintMasks> constraint;
-  if (!call.constraint_json.empty() && options.constraints) {
-    auto made = options.constraints(call.constraint_json, tokenizer);
-    if (!made.ok()) {
-      return made.status().WithContext(CallName(call) + ": rebuilding its constraint");
-    }
-    constraint = std::move(*made);
-  }
-  const bool unknown_constraint = !call.constraint_json.empty() && !constraint;
-  std::vector<uint8_t> mask;
-  std::vector<uint8_t> divergence_mask;
-  auto mask_for = [&](size_t step) -> std::span<const uint8_t> {
+  std::span<const uint8_t> MaskFor(size_t step) {
     if (constraint) {
       constraint->AllowedMask(&mask);
       return mask;
     }
     if (step < call.allowed_masks.size()) return call.allowed_masks[step];
     return {};
-  };
+  }
+};
 
-  // The sampler may be skipped where the logits are bitwise the recorded ones only when it
-  // is the one that drew them (same numerics contract version) and the mask is the
-  // recorded one (no constraint rebuilt or unknown).
-  const bool same_sampler =
-      call.numerics == kernels::kNumericsVersion && call.constraint_json.empty();
-  std::optional<size_t> diverged_at;
-  std::vector<float> divergence_logits;
-  std::vector<uint64_t> divergence_layers;
+// The layer digests and expert routes of the rows of one forward pass (item 0, the call),
+// probed only for a call that recorded them.
+class ChunkProbes {
+ public:
+  explicit ChunkProbes(const RecordedCall& call)
+      : want_layers_(std::any_of(call.output.begin(), call.output.end(),
+                                 [](const RecordedToken& t) { return !t.layer_digests.empty(); })),
+        want_routes_(std::any_of(call.output.begin(), call.output.end(),
+                                 [](const RecordedToken& t) { return !t.route.empty(); })) {}
+  ChunkProbes(const ChunkProbes&) = delete;  // the probes point at this object
+  ChunkProbes& operator=(const ChunkProbes&) = delete;
+
+  Status Forward(engine::Engine& engine, std::span<const engine::BatchItem> items,
+                 engine::ForwardOutput* out) {
+    layer_digests_.clear();
+    routes_.clear();
+    return engine.Forward(items, out, want_layers_ ? &layer_probe_ : nullptr,
+                          want_routes_ ? &route_probe_ : nullptr);
+  }
+  // Of the row at token index `row` of item 0: [layer] digests, and (layer, experts) pairs.
+  std::vector<uint64_t> LayersAt(int32_t row) const {
+    auto it = layer_digests_.find(row);
+    return it == layer_digests_.end() ? std::vector<uint64_t>{} : it->second;
+  }
+  const RouteLayers& RouteAt(int32_t row) const {
+    static const RouteLayers kNone;
+    auto it = routes_.find(row);
+    return it == routes_.end() ? kNone : it->second;
+  }
+
+ private:
+  const bool want_layers_;
+  const bool want_routes_;
+  std::map<int32_t, std::vector<uint64_t>> layer_digests_;  // [row][layer]
+  std::map<int32_t, RouteLayers> routes_;                   // [row] -> layers in order
+  engine::LayerProbe layer_probe_ = [this](size_t item, int32_t token_index, int layer,
+                                           std::span<const float> hidden) {
+    if (item != 0) return;
+    auto& v = layer_digests_[token_index];
+    if (static_cast<int>(v.size()) <= layer) v.resize(layer + 1);
+    v[layer] = Digest64(hidden.data(), hidden.size_bytes());
+  };
+  engine::RouteProbe route_probe_ = [this](size_t item, int32_t token_index, int layer,
+                                           std::span<const int32_t> ids) {
+    if (item == 0)
+      routes_[token_index].emplace_back(layer, std::vector<int32_t>(ids.begin(), ids.end()));
+  };
+};
+
+// One step of the teacher-forced pass as checked: the outcome, and whether the logits
+// differ from the recorded ones (by digest, else by the chosen token's logit).
+struct StepCheck {
+  TokenOutcome outcome;
+  bool logits_differ = false;
+};
+
+// What the replay draws at `step` from its logits, the recorded token against them.
+StepCheck CheckDraw(const CallReplay& r, size_t step, std::span<const float> logits,
+                    std::span<const uint8_t> allowed) {
+  const RecordedToken& rec = r.call.output[step];
+  StepCheck check;
+  TokenOutcome& outcome = check.outcome;
+  outcome.id = rec.id;
+  outcome.text = TokenText(r.tokenizer, rec.id);
+  outcome.replayed_logit = logits[rec.id];
+  if (rec.logits_digest) {
+    outcome.digest_checked = true;
+    outcome.digest_equal = *rec.logits_digest == LogitsDigest(logits);
+    check.logits_differ = !outcome.digest_equal;
+  } else if (rec.logit) {
+    check.logits_differ = std::memcmp(&*rec.logit, &logits[rec.id], sizeof(float)) != 0;
+  }
+  if (r.same_sampler && outcome.digest_equal) {
+    // Bitwise the recorded logits, same sampler, params, seed, step and mask: the draw
+    // is the recorded token (docs/replay.md, "Skipping the sampler").
+    outcome.replayed_id = rec.id;
+    outcome.margin = MarginOver(logits, allowed, rec.id);
+  } else {
+    engine::SampleResult sampled =
+        engine::Sample(logits, r.call.params, r.call.seed, r.call.first_step + step, allowed,
+                       Before(r.history, step));
+    outcome.replayed_id = sampled.token;
+    outcome.margin = sampled.logit - sampled.runner_up_logit;
+    if (sampled.token != rec.id && r.unknown_constraint && outcome.digest_checked &&
+        outcome.digest_equal) {
+      outcome.replayed_id = rec.id;  // same logits, same prefix: the same constrained draw
+    }
+  }
+  return check;
+}
+
+// Counts a recorded route against the replayed one; keeps the first that differs.
+void CheckRoute(const std::vector<int32_t>& recorded, const RouteLayers& replayed, size_t step,
+                CallReport* report) {
+  ++report->routes_checked;
+  std::optional<RouteDifference> diff = CompareRoute(recorded, replayed, static_cast<int>(step));
+  if (diff) {
+    ++report->routes_differ;
+    if (!report->first_route_difference) report->first_route_difference = std::move(diff);
+  }
+}
+
+// Counts a token drawn again from differing logits, and keeps the largest difference of a
+// chosen token's logit.
+void NoteLogitDifference(const RecordedToken& rec, std::span<const float> logits, size_t step,
+                         CallReport* report) {
+  ++report->digests_differ;
+  if (!rec.logit) return;
+  float diff = std::fabs(*rec.logit - logits[rec.id]);
+  if (diff > report->max_logit_diff || report->max_logit_diff_step < 0) {
+    report->max_logit_diff = diff;
+    report->max_logit_diff_step = static_cast<int>(step);
+  }
+}
+
+// Where the teacher-forced pass found the replay drawing another token: that step's
+// logits, mask and layer digests, for the divergence report.
+struct DivergencePoint {
+  size_t step = 0;
+  std::vector<float> logits;
+  std::vector<uint8_t> mask;
+  std::vector<uint64_t> layers;
+};
+
+// Checks output step `step`, whose logits came from row `row` of item 0; the divergence
+// point when the replay draws another token, else advances the constraint past it.
+Result<std::optional<DivergencePoint>> CheckStep(CallReplay& r, const ChunkProbes& probes,
+                                                 std::span<const float> logits, int32_t row,
+                                                 size_t step, CallReport* report) {
+  const RecordedToken& rec = r.call.output[step];
+  std::span<const uint8_t> allowed = r.MaskFor(step);
+  StepCheck check = CheckDraw(r, step, logits, allowed);
+  if (!rec.route.empty()) CheckRoute(rec.route, probes.RouteAt(row), step, report);
+  report->tokens.push_back(check.outcome);
+  report->tokens_verified = static_cast<int>(step + 1);
+  if (check.outcome.replayed_id != rec.id) {
+    return std::optional<DivergencePoint>(DivergencePoint{
+        step, std::vector<float>(logits.begin(), logits.end()),
+        std::vector<uint8_t>(allowed.begin(), allowed.end()), probes.LayersAt(row)});
+  }
+  if (r.constraint) {
+    Status advanced = r.constraint->Advance(rec.id);
+    if (!advanced.ok()) {
+      return advanced.WithContext(CallName(r.call) + ": constraint at step " +
+                                  std::to_string(step));
+    }
+  }
+  if (check.logits_differ) NoteLogitDifference(rec, logits, step, report);
+  return std::optional<DivergencePoint>();
+}
+
+// The teacher-forced pass: the prompt and the recorded output fed in chunks of rows, each
+// step checked; stops at the first step the replay draws differently.
+Result<std::optional<DivergencePoint>> TeacherForce(CallReplay& r, CallReport* report) {
+  const size_t prompt_len = r.call.prompt_tokens.size();
+  const size_t n = r.call.output.size();
+  // The teacher-forced sequence: prompt then every recorded output token but the last.
+  std::vector<int32_t> forced(r.call.prompt_tokens);
+  for (size_t i = 0; i + 1 < n; ++i) forced.push_back(r.call.output[i].id);
+  ChunkProbes probes(r.call);
+  const size_t chunk = static_cast<size_t>(std::max(r.options.chunk_rows, 1));
   size_t fed = 0;
   size_t step = 0;
-  const std::vector<int32_t> history = PenaltyHistory(call);
-  const size_t chunk = static_cast<size_t>(std::max(options.chunk_rows, 1));
-  engine::ForwardOutput out;
-  while (step < n && !diverged_at) {
+  while (step < n) {
     size_t rows = std::min(chunk, n - step);
     // Logits for output step s come from forced position prompt_len - 1 + s.
     size_t end = prompt_len + step + rows - 1;
     std::vector<engine::BatchItem> items(1);
-    items[0].seq = seq;
+    items[0].seq = r.seq;
     items[0].tokens = std::span<const int32_t>(forced.data() + fed, end - fed);
-    for (size_t r = 0; r < rows; ++r) {
-      items[0].logits_at.push_back(static_cast<int32_t>(prompt_len - 1 + step + r - fed));
+    for (size_t row = 0; row < rows; ++row) {
+      items[0].logits_at.push_back(static_cast<int32_t>(prompt_len - 1 + step + row - fed));
     }
-    TRACE_RETURN_IF_ERROR(companions.AddItems(end - fed, &items));
-    layer_digests.clear();
-    routes.clear();
-    Status st = engine.Forward(items, &out, want_layers ? &probe : nullptr,
-                               want_routes ? &route_probe : nullptr);
-    if (!st.ok()) return st.WithContext("replaying " + CallName(call));
-    for (size_t r = 0; r < rows; ++r, ++step) {
-      std::span<const float> logits = out.row(r);
-      const RecordedToken& rec = call.output[step];
-      std::span<const uint8_t> allowed = mask_for(step);
-      TokenOutcome outcome;
-      outcome.id = rec.id;
-      outcome.text = TokenText(tokenizer, rec.id);
-      outcome.replayed_logit = logits[rec.id];
-      bool logits_differ = false;
-      if (rec.logits_digest) {
-        outcome.digest_checked = true;
-        outcome.digest_equal = *rec.logits_digest == LogitsDigest(logits);
-        logits_differ = !outcome.digest_equal;
-      } else if (rec.logit) {
-        logits_differ = std::memcmp(&*rec.logit, &logits[rec.id], sizeof(float)) != 0;
-      }
-      if (same_sampler && outcome.digest_equal) {
-        // Bitwise the recorded logits, same sampler, params, seed, step and mask: the draw
-        // is the recorded token (docs/replay.md, "Skipping the sampler").
-        outcome.replayed_id = rec.id;
-        outcome.margin = MarginOver(logits, allowed, rec.id);
-      } else {
-        engine::SampleResult sampled = engine::Sample(
-            logits, call.params, call.seed, call.first_step + step, allowed, Before(history, step));
-        outcome.replayed_id = sampled.token;
-        outcome.margin = sampled.logit - sampled.runner_up_logit;
-        if (sampled.token != rec.id && unknown_constraint && outcome.digest_checked &&
-            outcome.digest_equal) {
-          outcome.replayed_id = rec.id;  // same logits, same prefix: the same constrained draw
-        }
-      }
-      if (!rec.route.empty()) {
-        ++report.routes_checked;
-        auto it = routes.find(items[0].logits_at[r]);
-        std::optional<RouteDifference> diff = CompareRoute(
-            rec.route, it == routes.end() ? RouteLayers{} : it->second, static_cast<int>(step));
-        if (diff) {
-          ++report.routes_differ;
-          if (!report.first_route_difference) report.first_route_difference = std::move(diff);
-        }
-      }
-      report.tokens.push_back(outcome);
-      report.tokens_verified = static_cast<int>(step + 1);
-      if (outcome.replayed_id != rec.id) {
-        diverged_at = step;
-        divergence_logits.assign(logits.begin(), logits.end());
-        divergence_mask.assign(allowed.begin(), allowed.end());
-        auto it = layer_digests.find(items[0].logits_at[r]);
-        if (it != layer_digests.end()) divergence_layers = it->second;
-        break;
-      }
-      if (constraint) {
-        Status advanced = constraint->Advance(rec.id);
-        if (!advanced.ok()) {
-          return advanced.WithContext(CallName(call) + ": constraint at step " +
-                                      std::to_string(step));
-        }
-      }
-      if (logits_differ) {
-        ++report.digests_differ;
-        if (rec.logit) {
-          float diff = std::fabs(*rec.logit - logits[rec.id]);
-          if (diff > report.max_logit_diff || report.max_logit_diff_step < 0) {
-            report.max_logit_diff = diff;
-            report.max_logit_diff_step = static_cast<int>(step);
-          }
-        }
-      }
+    TRACE_RETURN_IF_ERROR(r.companions.AddItems(end - fed, &items));
+    Status st = probes.Forward(r.engine, items, &r.out);
+    if (!st.ok()) return st.WithContext("replaying " + CallName(r.call));
+    for (size_t row = 0; row < rows; ++row, ++step) {
+      TRACE_ASSIGN_OR_RETURN(
+          std::optional<DivergencePoint> diverged,
+          CheckStep(r, probes, r.out.row(row), items[0].logits_at[row], step, report));
+      if (diverged) return diverged;
     }
     fed = end;
   }
+  return std::optional<DivergencePoint>();
+}
 
-  if (!diverged_at) {
-    report.level =
-        (report.digests_recorded && report.digests_differ == 0) ? Level::kBitwise : Level::kTokens;
-    if (n == 0) report.level = Level::kBitwise;
-    report.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    return report;
+// What was recorded of the candidates: the runner-up first, then the recorded top list.
+std::vector<Candidate> RecordedCandidates(const RecordedToken& rec) {
+  std::vector<Candidate> out;
+  if (rec.runner_up >= 0) {
+    Candidate c;
+    c.id = rec.runner_up;
+    c.logit = rec.runner_up_logit;
+    out.push_back(c);
   }
+  for (const Candidate& c : rec.top) {
+    if (c.id != rec.runner_up) out.push_back(c);
+  }
+  return out;
+}
 
-  // Divergence: describe it, then decode step by step from it.
-  report.level = Level::kDiverged;
-  const size_t s = *diverged_at;
+// The first layer whose replayed digest differs from the recorded one; -1 when none does.
+int FirstDifferingLayer(const std::vector<uint64_t>& recorded,
+                        const std::vector<uint64_t>& replayed) {
+  size_t layers = std::min(recorded.size(), replayed.size());
+  for (size_t l = 0; l < layers; ++l) {
+    if (recorded[l] != replayed[l]) return static_cast<int>(l);
+  }
+  return -1;
+}
+
+// The divergence at `at`, described: both draws, their logits, margins and candidates, the
+// text before it, and the first differing layer. `generated`: the tokens the penalties
+// count at that draw.
+Divergence DescribeDivergence(const CallReplay& r, const DivergencePoint& at,
+                              const std::vector<int32_t>& generated) {
+  const RecordedCall& call = r.call;
+  const size_t s = at.step;
   const RecordedToken& rec = call.output[s];
-  std::span<const float> logits(divergence_logits);
-  // The tokens the penalties count on the replay's path: the recorded ones before the
-  // divergence, then (below) each token the continuation draws.
-  std::span<const int32_t> before_s = Before(history, s);
-  std::vector<int32_t> generated(before_s.begin(), before_s.end());
-  engine::SampleResult sampled = engine::Sample(logits, call.params, call.seed, call.first_step + s,
-                                                divergence_mask, generated);
+  std::span<const float> logits(at.logits);
+  engine::SampleResult sampled =
+      engine::Sample(logits, call.params, call.seed, call.first_step + s, at.mask, generated);
   Divergence d;
   d.call = call.index;
   d.event_id = call.event_id;
   d.step = static_cast<int>(s);
   d.recorded_token = rec.id;
   d.replayed_token = sampled.token;
-  d.recorded_text = TokenText(tokenizer, rec.id);
-  d.replayed_text = TokenText(tokenizer, sampled.token);
+  d.recorded_text = TokenText(r.tokenizer, rec.id);
+  d.replayed_text = TokenText(r.tokenizer, sampled.token);
   d.recorded_logit = rec.logit;
   d.replayed_logit = sampled.logit;
   d.recorded_token_replayed_logit = logits[rec.id];
   if (rec.logit && rec.runner_up >= 0) d.recorded_margin = *rec.logit - rec.runner_up_logit;
   d.replayed_margin = sampled.logit - sampled.runner_up_logit;
-  if (rec.runner_up >= 0) {
-    Candidate c;
-    c.id = rec.runner_up;
-    c.logit = rec.runner_up_logit;
-    d.recorded_top.push_back(c);
-  }
-  for (const Candidate& c : rec.top) {
-    if (c.id != rec.runner_up) d.recorded_top.push_back(c);
-  }
+  d.recorded_top = RecordedCandidates(rec);
   // The candidates as the sampler ranked them: after penalties and bias, when the call had any.
   std::vector<float> ranked;
   if (call.params.AdjustsLogits()) ranked = engine::AdjustedLogits(logits, call.params, generated);
   d.replayed_top =
       TopCandidates(call.params.AdjustsLogits() ? std::span<const float>(ranked) : logits,
-                    call.params, divergence_mask, 5);
-  if (tokenizer != nullptr) {
+                    call.params, at.mask, 5);
+  if (r.tokenizer != nullptr) {
     std::vector<int32_t> before;
     for (size_t i = 0; i < s; ++i) before.push_back(call.output[i].id);
-    d.text_before = LastCharacters(tokenizer->Decode(before), 80);
+    d.text_before = LastCharacters(r.tokenizer->Decode(before), 80);
   }
   d.layer_digests_recorded = !rec.layer_digests.empty();
-  if (d.layer_digests_recorded) {
-    size_t layers = std::min(rec.layer_digests.size(), divergence_layers.size());
-    for (size_t l = 0; l < layers; ++l) {
-      if (rec.layer_digests[l] != divergence_layers[l]) {
-        d.first_differing_layer = static_cast<int>(l);
-        break;
-      }
-    }
-  }
+  if (d.layer_digests_recorded)
+    d.first_differing_layer = FirstDifferingLayer(rec.layer_digests, at.layers);
+  return d;
+}
 
-  // What the replay would have produced from here: the replayed token, then decoding with
-  // the recorded params and seed (and the rebuilt constraint). Explicit per-step masks
-  // describe the recorded path only, and an unknown constraint cannot be followed, so
-  // those calls stop after the replayed token.
-  d.replay_continuation.push_back(sampled.token);
-  if (call.params.AdjustsLogits()) generated.push_back(sampled.token);
-  bool can_continue = constraint ? constraint->Advance(sampled.token).ok()
-                                 : call.allowed_masks.empty() && !unknown_constraint;
+// Decodes one token after `last` at output position `produced`; the constraint's mask
+// (the only one known past the divergence) when there is one.
+Result<int32_t> DecodeNext(CallReplay& r, const int32_t* last, size_t produced,
+                           const std::vector<int32_t>& generated) {
+  std::vector<engine::BatchItem> items(1);
+  items[0].seq = r.seq;
+  items[0].tokens = std::span<const int32_t>(last, 1);
+  items[0].logits_at = {0};
+  TRACE_RETURN_IF_ERROR(r.companions.AddItems(1, &items));
+  Status st = r.engine.Forward(items, &r.out);
+  if (!st.ok()) return st.WithContext("decoding " + CallName(r.call) + " after the divergence");
+  std::span<const uint8_t> allowed;
+  if (r.constraint) {
+    r.constraint->AllowedMask(&r.mask);
+    allowed = r.mask;
+  }
+  engine::SampleResult next = engine::Sample(r.out.row(0), r.call.params, r.call.seed,
+                                             r.call.first_step + produced, allowed, generated);
+  return next.token;
+}
+
+// What the replay would have produced from the divergence at step `s`: the replayed token,
+// then decoding with the recorded params and seed (and the rebuilt constraint). Explicit
+// per-step masks describe the recorded path only, and an unknown constraint cannot be
+// followed, so those calls stop after the replayed token.
+Status ContinueAfterDivergence(CallReplay& r, size_t s, std::vector<int32_t> generated,
+                               Divergence* d) {
+  const RecordedCall& call = r.call;
+  const size_t prompt_len = call.prompt_tokens.size();
+  d->replay_continuation.push_back(d->replayed_token);
+  if (call.params.AdjustsLogits()) generated.push_back(d->replayed_token);
+  bool can_continue = r.constraint ? r.constraint->Advance(d->replayed_token).ok()
+                                   : call.allowed_masks.empty() && !r.unknown_constraint;
   auto is_eos = [&](int32_t id) {
-    return std::find(options.eos_token_ids.begin(), options.eos_token_ids.end(), id) !=
-           options.eos_token_ids.end();
+    return std::find(r.options.eos_token_ids.begin(), r.options.eos_token_ids.end(), id) !=
+           r.options.eos_token_ids.end();
   };
-  TRACE_RETURN_IF_ERROR(engine.Truncate(seq, static_cast<int64_t>(prompt_len + s)));
-  size_t limit = call.params.max_tokens > 0 ? static_cast<size_t>(call.params.max_tokens)
-                                            : n + static_cast<size_t>(options.max_continuation);
+  TRACE_RETURN_IF_ERROR(r.engine.Truncate(r.seq, static_cast<int64_t>(prompt_len + s)));
+  size_t limit = call.params.max_tokens > 0
+                     ? static_cast<size_t>(call.params.max_tokens)
+                     : call.output.size() + static_cast<size_t>(r.options.max_continuation);
   size_t produced = s + 1;
-  int32_t last = sampled.token;
+  int32_t last = d->replayed_token;
   while (can_continue && !is_eos(last) && produced < limit &&
-         d.replay_continuation.size() < static_cast<size_t>(options.max_continuation) &&
-         static_cast<int64_t>(prompt_len + produced) < max_context) {
-    std::vector<engine::BatchItem> items(1);
-    items[0].seq = seq;
-    items[0].tokens = std::span<const int32_t>(&d.replay_continuation.back(), 1);
-    items[0].logits_at = {0};
-    TRACE_RETURN_IF_ERROR(companions.AddItems(1, &items));
-    Status st = engine.Forward(items, &out);
-    if (!st.ok()) return st.WithContext("decoding " + CallName(call) + " after the divergence");
-    std::span<const uint8_t> allowed;
-    if (constraint) {
-      constraint->AllowedMask(&mask);
-      allowed = mask;
-    }
-    engine::SampleResult next = engine::Sample(out.row(0), call.params, call.seed,
-                                               call.first_step + produced, allowed, generated);
-    last = next.token;
-    if (constraint && !constraint->Advance(last).ok()) can_continue = false;
-    d.replay_continuation.push_back(last);
+         d->replay_continuation.size() < static_cast<size_t>(r.options.max_continuation) &&
+         static_cast<int64_t>(prompt_len + produced) < r.max_context) {
+    TRACE_ASSIGN_OR_RETURN(last,
+                           DecodeNext(r, &d->replay_continuation.back(), produced, generated));
+    if (r.constraint && !r.constraint->Advance(last).ok()) can_continue = false;
+    d->replay_continuation.push_back(last);
     if (call.params.AdjustsLogits()) generated.push_back(last);
     ++produced;
   }
-  if (tokenizer != nullptr) d.replay_continuation_text = tokenizer->Decode(d.replay_continuation);
-  report.divergence = std::move(d);
+  if (r.tokenizer != nullptr)
+    d->replay_continuation_text = r.tokenizer->Decode(d->replay_continuation);
+  return Status::Ok();
+}
+
+// The divergence at `at`: described, then decoded step by step from it.
+Result<Divergence> ReportDivergence(CallReplay& r, const DivergencePoint& at) {
+  // The tokens the penalties count on the replay's path: the recorded ones before the
+  // divergence, then each token the continuation draws.
+  std::span<const int32_t> before = Before(r.history, at.step);
+  std::vector<int32_t> generated(before.begin(), before.end());
+  Divergence d = DescribeDivergence(r, at, generated);
+  TRACE_RETURN_IF_ERROR(ContinueAfterDivergence(r, at.step, std::move(generated), &d));
+  return d;
+}
+
+}  // namespace
+
+// Checks the call in one teacher-forced pass; from a divergence, reports it and decodes on.
+Result<CallReport> VerifyCall(engine::Engine& engine, const engine::Tokenizer* tokenizer,
+                              const RecordedCall& call, const VerifyOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  const int64_t vocab = engine.model().config().vocab_size;
+  TRACE_RETURN_IF_ERROR(ValidateCall(call, vocab));
+  CallReport report = NewCallReport(call);
+  TRACE_ASSIGN_OR_RETURN(const int64_t max_context, ReplayContext(engine, call));
+
+  engine::SeqId seq = engine.NewSequence();
+  SequenceGuard guard{engine, seq};
+  Companions companions(engine, std::max(options.batch, 1) - 1, options.companion_seed, vocab,
+                        std::min<int64_t>(max_context, 4096));
+  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<ConstraintMasks> constraint,
+                         RebuildConstraint(call, tokenizer, options));
+  CallReplay r{engine, tokenizer,  call,        options,
+               seq,    companions, max_context, std::move(constraint)};
+
+  TRACE_ASSIGN_OR_RETURN(std::optional<DivergencePoint> diverged, TeacherForce(r, &report));
+  if (!diverged) {
+    report.level =
+        (report.digests_recorded && report.digests_differ == 0) ? Level::kBitwise : Level::kTokens;
+    if (call.output.empty()) report.level = Level::kBitwise;
+  } else {
+    report.level = Level::kDiverged;
+    TRACE_ASSIGN_OR_RETURN(report.divergence, ReportDivergence(r, *diverged));
+  }
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;

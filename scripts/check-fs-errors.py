@@ -9,8 +9,9 @@ and a directory iteration must advance with increment(ec) (range-for's ++ throws
 Usage: check-fs-errors.py [ROOT]   scan ROOT (default: the repository) and list violations
        check-fs-errors.py --self-test
 Scans every top-level folder of ROOT (*.cc, *.h, *.cu, *.cuh, *.cpp, *.hpp), so a new part
-(exporters/, redact/, ...) is covered without being listed here, except: tests/ (may throw:
-gtest reports an exception as a failure), build trees (a folder with a CMakeCache.txt),
+(exporters/, redact/, ...) is covered without being listed here, except: tests/ and testkit/ (the
+fixtures tests and benchmarks share; may throw: gtest reports an exception as a failure, a
+benchmark stops), build trees (a folder with a CMakeCache.txt),
 hidden folders and node_modules; in a git checkout, only files git does not ignore (so
 bench/llama_cpp/compare.sh's llama.cpp sources under build-llama/ are not scanned).
 """
@@ -19,7 +20,7 @@ import re
 import subprocess
 import sys
 
-SKIP_DIRS = {"tests", "node_modules"}
+SKIP_DIRS = {"tests", "testkit", "node_modules"}
 EXTS = (".cc", ".h", ".cu", ".cuh", ".cpp", ".hpp")
 
 # Free functions (and iterator constructors) of <filesystem> that have an error_code

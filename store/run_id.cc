@@ -14,7 +14,7 @@ constexpr char kCrockford[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 }  // namespace
 
 std::string NewRunId() {
-  static std::mutex mu;
+  static std::mutex mu;  // guards: last_ms, rand_hi, rand_lo, device
   static uint64_t last_ms = 0;
   static uint16_t rand_hi = 0;  // 16 high random bits
   static uint64_t rand_lo = 0;  // 64 low random bits

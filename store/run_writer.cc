@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "base/hash.h"
+#include "proto/llm_call_tokens.h"
 #include "store/codec.h"
 
 namespace trace::store {
@@ -344,14 +345,7 @@ class RunWriterImpl final : public RunWriter {
     if (event->has_llm_call()) {
       proto::LlmCall* call = event->mutable_llm_call();
       TRACE_RETURN_IF_ERROR(PackTokenColumns(*call, stored.mutable_tokens()));
-      call->clear_token_ids();
-      call->clear_logits_digests();
-      call->clear_logits();
-      call->clear_logprobs();
-      call->clear_runner_up_ids();
-      call->clear_runner_up_logits();
-      call->clear_layer_digests();
-      call->clear_route_ids();
+      proto::ClearSampledTokenArrays(call);
       auto prompt = std::make_shared<std::vector<int32_t>>(call->prompt_token_ids().begin(),
                                                            call->prompt_token_ids().end());
       call->clear_prompt_token_ids();
@@ -477,6 +471,9 @@ class RunWriterImpl final : public RunWriter {
   const WriterOptions options_;
   std::string run_id_;
 
+  // guards: queue_, pending_header_, header_gen_, durable_header_gen_, flush_header_,
+  // appended_seq_, flush_target_, ended_, stopping_, error_, health_ (durable_seq_, atomic,
+  // is stored under it and read without it)
   mutable std::mutex mu_;
   std::condition_variable wake_;     // committer: work to do
   std::condition_variable durable_;  // waiters: durable_seq_ moved or an error

@@ -253,7 +253,7 @@ class StoreImpl final : public Store {
   std::string path_;
   StoreOptions options_;
   int schema_version_;
-  std::mutex mu_;  // guards db_
+  std::mutex mu_;  // guards: db_
   std::unique_ptr<RowConn> db_;
 };
 

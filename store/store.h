@@ -1,19 +1,24 @@
-// The SQLite trace store: one file holding runs (a RunHeader and a stream of Events).
+// The trace store: runs (a RunHeader and a stream of Events) in a SQLite file or a
+// PostgreSQL database (docs/trace-format.md), the same rows on both, chosen by the location
+// Store::Open is given (store_location.h: a path or sqlite:// URL, or a postgresql:// URL).
 //
 // Ownership: Store::Open returns a Store the caller owns; BeginRun returns a RunWriter and
-// ReadEvents an EventIterator, each with its own SQLite connection, so either may outlive
+// ReadEvents an EventIterator, each with its own database connection, so either may outlive
 // the Store that made it. Thread safety: Store methods may be called from any thread; a
 // RunWriter's methods are safe to call from several threads at once (the recorder's HTTP
 // handlers append concurrently); an EventIterator is for one thread. Several processes
-// may open the same file, also while it is being created (WAL: readers never block the
-// writer). Errors: every call returns Status/Result with a one-line message naming the
-// store file, run id or sequence number concerned; nothing throws. A row that was changed
-// after it was written (checksums), or a run whose rows do not add up to its count, is a
-// Corruption error naming the run and seq, never a shortened or altered run.
+// (on PostgreSQL, several hosts) may open the same store, also while it is being created
+// (SQLite's WAL: readers never block the writer). Errors: every call returns Status/Result
+// with a one-line message naming the store (file path, or URL without its password), run id
+// or sequence number concerned; nothing throws. A row that was changed after it was written
+// (checksums), or a run whose rows do not add up to its count, is a Corruption error naming
+// the run and seq, never a shortened or altered run.
 //
-// Implementation: schema.cc (opening, layout, migrations), run_writer.cc (RunWriter),
-// run_reader.cc (EventIterator, row checks), store.cc (Store), checksum.cc, codec.cc
-// (row encoding), fsck.h (checking a whole store), sqlite_db.h (SQLite wrappers).
+// Implementation: store.cc (Store), run_writer.cc (RunWriter), run_reader.cc
+// (EventIterator, row checks), all three over row_conn.h, whose two backends are
+// sqlite_rows.cc (with schema.cc: opening, layout, migrations; sqlite_db.h: SQLite wrappers)
+// and pg_rows.cc (with pg_conn.h: libpq wrappers); checksum.cc, codec.cc (row encoding),
+// fsck.h (checking a whole SQLite store), copy.h (runs between stores).
 #pragma once
 
 #include <cstdint>
@@ -202,7 +207,9 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Opens (creating the parent directories and the file, mode 0600) the store at `path`.
+  // Opens the store at `path`: a SQLite file (creating the parent directories and the file,
+  // mode 0600) or, for a postgresql:// URL, a PostgreSQL database (creating its tables);
+  // both as `options` allow.
   static Result<std::unique_ptr<Store>> Open(const std::string& path,
                                              const StoreOptions& options = {});
 

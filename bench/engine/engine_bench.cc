@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/machine_peak.h"
-#include "bench/common/throughput.h"
 #include "engine/engine.h"
 #include "engine/model_init.h"
+#include "perf/machine_peak.h"
+#include "perf/throughput.h"
 
 namespace {
 
@@ -71,7 +71,7 @@ struct Figures {
   double prefill = 0, decode1 = 0, decode8 = 0;  // tokens/s
 };
 
-// Canonical and fast through bench::RunThroughputSweep (the sweep of `trace bench
+// Canonical and fast through perf::RunThroughputSweep (the sweep of `trace bench
 // throughput`: both engines alternately, so drifting load hits both): one sequence of
 // --prefill tokens then --decode steps at batch 1, and 8 sequences of 32 tokens then --decode
 // steps at batch 8. Returns {canonical, fast}.
@@ -82,15 +82,15 @@ std::array<Figures, 2> Throughput(std::shared_ptr<const engine::Model> model, co
   std::array<Figures, 2> f;
   const int64_t vocab = std::min<int64_t>(model->config().vocab_size, 150000);
   for (int batch : {1, 8}) {
-    bench::SweepOptions sweep;
+    perf::SweepOptions sweep;
     sweep.batches = {batch};
     sweep.prompt_len = batch == 1 ? opt.prefill : 32;
     sweep.decode_tokens = opt.decode;
     sweep.seed = 1;
-    auto rows = bench::RunThroughputSweep({canonical.get(), fast.get()}, sweep, vocab, nullptr);
+    auto rows = perf::RunThroughputSweep({canonical.get(), fast.get()}, sweep, vocab, nullptr);
     Check(rows.status());
     for (int m = 0; m < 2; ++m) {
-      const bench::Timing& t = (*rows)[0].t[m];
+      const perf::Timing& t = (*rows)[0].t[m];
       if (batch == 1) {
         f[static_cast<size_t>(m)].prefill = t.prefill_tps;
         f[static_cast<size_t>(m)].decode1 = t.decode_tps;
@@ -114,7 +114,7 @@ struct PathRun {
 
 void SpeedOfLight(std::shared_ptr<const engine::Model> model, const Options& opt) {
   const int max_threads = opt.threads > 0 ? opt.threads : 2;
-  const bench::ModelCost cost = bench::CostOf(*model);
+  const perf::ModelCost cost = perf::CostOf(*model);
   const int64_t vocab = model->config().vocab_size;
   std::vector<int> thread_counts = {1};
   if (max_threads > 1) thread_counts.push_back(max_threads);
@@ -123,7 +123,7 @@ void SpeedOfLight(std::shared_ptr<const engine::Model> model, const Options& opt
     if (isa == kernels::Impl::kReference) continue;
     for (int threads : thread_counts) runs.push_back({isa, threads});
   }
-  bench::Rng rng(7);
+  perf::Rng rng(7);
   std::vector<int32_t> prompt(static_cast<size_t>(opt.prefill));
   for (auto& t : prompt) t = static_cast<int32_t>(rng.Uniform(0, vocab - 1));
   std::vector<int32_t> short_prompt(prompt.begin(), prompt.begin() + std::min(8, opt.prefill));
@@ -132,39 +132,39 @@ void SpeedOfLight(std::shared_ptr<const engine::Model> model, const Options& opt
   for (PathRun& r : runs) {
     engines.push_back(MakeEngine(model, kernels::Numerics::kCanonical, r.threads,
                                  opt.prefill + opt.decode + 16, r.isa));
-    bench::Timing warm;
-    Check(bench::Measure(engines.back().get(), {short_prompt}, 2, &warm));
+    perf::Timing warm;
+    Check(perf::Measure(engines.back().get(), {short_prompt}, 2, &warm));
   }
   // Each path's peak is measured right beside its prefill and decode, and the bandwidths
   // once per round, so that a ratio compares figures taken under the same load.
-  bench::Bandwidth bw1, bwn;
-  auto keep_best = [](bench::Bandwidth* best, const bench::Bandwidth& now) {
+  perf::Bandwidth bw1, bwn;
+  auto keep_best = [](perf::Bandwidth* best, const perf::Bandwidth& now) {
     best->copy_gbps = std::max(best->copy_gbps, now.copy_gbps);
     best->read_gbps = std::max(best->read_gbps, now.read_gbps);
   };
   for (int round = 0; round < 2; ++round) {
     for (size_t i = 0; i < runs.size(); ++i) {
-      bench::Timing prefill, decode;
-      const double peak_before = bench::MeasureFmaPeakGflops(runs[i].isa, runs[i].threads, 2);
-      const double cpu0 = bench::ProcessCpuSeconds();
-      Check(bench::Measure(engines[i].get(), {prompt}, 0, &prefill));
+      perf::Timing prefill, decode;
+      const double peak_before = perf::MeasureFmaPeakGflops(runs[i].isa, runs[i].threads, 2);
+      const double cpu0 = perf::ProcessCpuSeconds();
+      Check(perf::Measure(engines[i].get(), {prompt}, 0, &prefill));
       runs[i].prefill_cpu_seconds =
-          std::min(runs[i].prefill_cpu_seconds, bench::ProcessCpuSeconds() - cpu0);
-      Check(bench::Measure(engines[i].get(), {short_prompt}, opt.decode, &decode));
-      const double peak_after = bench::MeasureFmaPeakGflops(runs[i].isa, runs[i].threads, 2);
+          std::min(runs[i].prefill_cpu_seconds, perf::ProcessCpuSeconds() - cpu0);
+      Check(perf::Measure(engines[i].get(), {short_prompt}, opt.decode, &decode));
+      const double peak_after = perf::MeasureFmaPeakGflops(runs[i].isa, runs[i].threads, 2);
       runs[i].prefill_tps = std::max(runs[i].prefill_tps, prefill.prefill_tps);
       runs[i].decode_tps = std::max(runs[i].decode_tps, decode.decode_tps);
       runs[i].peak_gflops = std::max({runs[i].peak_gflops, peak_before, peak_after});
     }
-    keep_best(&bw1, bench::MeasureBandwidth(1));
-    keep_best(&bwn, bench::MeasureBandwidth(max_threads));
+    keep_best(&bw1, perf::MeasureBandwidth(1));
+    keep_best(&bwn, perf::MeasureBandwidth(max_threads));
   }
   engines.clear();
   // Per-core figures from CPU time, which time slices lost to other processes do not change.
   double core_peak[4] = {0, 0, 0, 0};  // by Impl
   for (const PathRun& r : runs) {
     double& p = core_peak[static_cast<int>(r.isa)];
-    if (p == 0) p = bench::MeasureFmaPeakGflopsPerCpuSecond(r.isa);
+    if (p == 0) p = perf::MeasureFmaPeakGflopsPerCpuSecond(r.isa);
   }
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
@@ -252,23 +252,23 @@ int Once(const Options& opt) {
   const int64_t vocab = std::min<int64_t>(model->config().vocab_size, 150000);
   auto engine =
       MakeEngine(model, kernels::Numerics::kCanonical, opt.threads, opt.prefill + opt.decode + 16);
-  bench::Rng rng(7);
+  perf::Rng rng(7);
   std::vector<int32_t> prompt(static_cast<size_t>(opt.prefill)), short_prompt(8);
   for (auto& t : prompt) t = static_cast<int32_t>(rng.Uniform(0, vocab - 1));
   for (auto& t : short_prompt) t = static_cast<int32_t>(rng.Uniform(0, vocab - 1));
-  bench::Timing warm;
-  Check(bench::Measure(engine.get(), {short_prompt}, 2, &warm));
+  perf::Timing warm;
+  Check(perf::Measure(engine.get(), {short_prompt}, 2, &warm));
   std::vector<double> prefill, decode, prefill_cpu;  // tokens/s; process CPU-s per prefill
   for (int r = 0; r < opt.repeat; ++r) {
-    bench::Timing t;
+    perf::Timing t;
     if (opt.prefill > 0) {
-      const double cpu0 = bench::ProcessCpuSeconds();
-      Check(bench::Measure(engine.get(), {prompt}, 0, &t));
-      prefill_cpu.push_back(bench::ProcessCpuSeconds() - cpu0);
+      const double cpu0 = perf::ProcessCpuSeconds();
+      Check(perf::Measure(engine.get(), {prompt}, 0, &t));
+      prefill_cpu.push_back(perf::ProcessCpuSeconds() - cpu0);
       prefill.push_back(t.prefill_tps);
     }
     if (opt.decode > 0) {
-      Check(bench::Measure(engine.get(), {short_prompt}, opt.decode, &t));
+      Check(perf::Measure(engine.get(), {short_prompt}, opt.decode, &t));
       decode.push_back(t.decode_tps);
     }
   }

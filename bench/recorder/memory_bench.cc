@@ -1,6 +1,6 @@
 // memory_bench: what one request body costs the recorder's server in memory, as bytes of
 // growth of its peak resident set per byte of body, for the bodies that cost the most
-// (tests/recorder/memory_probe.h: many tiny messages, one huge message, tiny JSON values,
+// (testkit/memory_probe.h: many tiny messages, one huge message, tiny JSON values,
 // content parts, tools, wide and deep tool schemas, tool-call arguments, each API; at the
 // size of the body limit, where they are refused as soon as they are read, and just within
 // the limits, where they go through parsing, the chat template and the tokenizer):
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "engine/model_init.h"
-#include "tests/recorder/memory_probe.h"
+#include "testkit/memory_probe.h"
 
 namespace {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <utility>
 
-#include "bench/common/machine_peak.h"
+#include "perf/machine_peak.h"
 #include "replayer/replayer.h"
 #include "replayer/verifier.h"
-#include "tests/replayer/replay_test_util.h"
+#include "testkit/replay_test_util.h"
 
 using namespace trace;
 
@@ -130,27 +130,27 @@ int main(int argc, char** argv) {
     std::string text = "Call " + std::to_string(c) +
                        ": summarise the quarterly report for the finance team, please.";
     auto t0 = std::chrono::steady_clock::now();
-    const double cpu0 = bench::ProcessCpuSeconds();
+    const double cpu0 = perf::ProcessCpuSeconds();
     auto call =
         replayer::testing::GenerateCall(**eng, (*tokenizer)->Encode(text), params, 100 + c, false);
     if (!call.ok()) {
       std::fprintf(stderr, "replayer_bench: %s\n", call.status().ToString().c_str());
       return 2;
     }
-    const double gen_cpu = bench::ProcessCpuSeconds() - cpu0;
+    const double gen_cpu = perf::ProcessCpuSeconds() - cpu0;
     generate_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     generate_cpu += gen_cpu;
 
     auto rc = replayer::ToRecordedCall(*call, c + 1, c + 1);
     if (!rc.ok()) return 2;
     auto t1 = std::chrono::steady_clock::now();
-    const double cpu1 = bench::ProcessCpuSeconds();
+    const double cpu1 = perf::ProcessCpuSeconds();
     auto report = replayer::VerifyCall(**eng, tokenizer->get(), *rc, vopts);
     if (!report.ok()) {
       std::fprintf(stderr, "replayer_bench: %s\n", report.status().ToString().c_str());
       return 2;
     }
-    const double rep_cpu = bench::ProcessCpuSeconds() - cpu1;
+    const double rep_cpu = perf::ProcessCpuSeconds() - cpu1;
     replay_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     replay_cpu += rep_cpu;
     pair_ratios.push_back(rep_cpu > 0 ? gen_cpu / rep_cpu : 0);

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "store/store.h"
-#include "tests/common/pg_server.h"
-#include "tests/store/store_test_util.h"
+#include "testkit/pg_server.h"
+#include "testkit/store_test_util.h"
 
 namespace {
 

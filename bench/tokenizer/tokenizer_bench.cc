@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "engine/tokenizer/tokenizer.h"
-#include "tests/tokenizer/corpus.h"
+#include "testkit/corpus.h"
 
 namespace {
 

@@ -35,6 +35,7 @@ class CpuOps {
   // `options` has its context clamped and its thread count resolved (0: all cores).
   CpuOps(std::shared_ptr<const Model> model, const EngineOptions& options);
 
+  // The memory, passes and logits: graph::Backend (graph/decoder_engine.h), contracts there.
   std::string DeviceDescription() const;
   const ModelWeights& weights() const { return weights_; }
   Status Activate() { return Status::Ok(); }
@@ -56,7 +57,7 @@ class CpuOps {
   int64_t MaxLogitRowsPerChunk() const { return int64_t{1} << 30; }  // all at once
   Status Logits(int64_t first, int64_t rows, float* host_logits);
 
-  // Layer ops (graph/layers.h).
+  // The layer ops: graph::LayerOps (graph/layers.h), contracts there.
   void Embedding(int64_t rows, float* out);
   void RmsNorm(const float* x, int64_t rows, int64_t width, const kernels::WeightView& w, float eps,
                float* out);
@@ -67,7 +68,7 @@ class CpuOps {
   void Attention(int64_t layer, const float* q, int64_t rows, float* out);
   void Add(const float* a, const float* b, int64_t n, float* y);
   void SiluMul(const float* gate, const float* up, int64_t n, float* out);
-  // Mixture of experts (graph/layers.h MoeFeedForward).
+  // graph::SupportsMoe (graph/layers.h).
   void MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights);
   // Groups the (row, slot) pairs by expert, gathers each expert's rows into one block, runs
   // its SwiGLU as three MatMuls over the block and scatters the results back to their slots:
@@ -105,5 +106,9 @@ class CpuOps {
   std::vector<float> block_x_, block_gate_, block_up_, block_y_;
   std::vector<std::vector<int64_t>> expert_slots_;  // per expert: row * k + slot
 };
+
+static_assert(
+    graph::Backend<CpuOps> && graph::SupportsMoe<CpuOps>,
+    "CpuOps must supply every op of the decoder graph (graph/layers.h, decoder_engine.h)");
 
 }  // namespace trace::engine

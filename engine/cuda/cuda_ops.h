@@ -59,6 +59,7 @@ class CudaOps {
                                                  const EngineOptions& options, int ordinal);
   ~CudaOps();
 
+  // The memory, passes and logits: graph::Backend (graph/decoder_engine.h), contracts there.
   std::string DeviceDescription() const { return description_; }
   const ModelWeights& weights() const { return weights_; }
   Status Activate();
@@ -82,7 +83,7 @@ class CudaOps {
   int64_t MaxLogitRowsPerChunk() const { return 256; }
   Status Logits(int64_t first, int64_t rows, float* host_logits);
 
-  // Layer ops (graph/layers.h).
+  // The layer ops: graph::LayerOps (graph/layers.h), contracts there.
   void Embedding(int64_t rows, float* out);
   void RmsNorm(const float* x, int64_t rows, int64_t width, const kernels::WeightView& w, float eps,
                float* out);
@@ -93,8 +94,8 @@ class CudaOps {
   void Attention(int64_t layer, const float* q, int64_t rows, float* out);
   void Add(const float* a, const float* b, int64_t n, float* y);
   void SiluMul(const float* gate, const float* up, int64_t n, float* out);
-  // Mixture of experts (graph/layers.h MoeFeedForward; kernels/cuda/schedule/moe.h): the
-  // route, the grouping by expert and the experts' matrices all stay on the device.
+  // graph::SupportsMoe (graph/layers.h; kernels/cuda/schedule/moe.h): the route, the
+  // grouping by expert and the experts' matrices all stay on the device.
   void MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights);
   void MoeExperts(const MoeWeights& moe, const float* h, int64_t rows, const int32_t* ids,
                   float* expert_out);
@@ -155,5 +156,9 @@ class CudaOps {
   DeviceScratch router_, probs_, route_ids_, route_weights_, rank_, load_, offsets_, order_;
   DeviceScratch expert_gate_, expert_up_, expert_out_, shared_out_, shared_gate_;
 };
+
+static_assert(
+    graph::Backend<CudaOps> && graph::SupportsMoe<CudaOps>,
+    "CudaOps must supply every op of the decoder graph (graph/layers.h, decoder_engine.h)");
 
 }  // namespace trace::engine

@@ -3,22 +3,8 @@
 // and the final norm + LM head over the rows whose logits were asked for. A backend (`Ops`:
 // engine/cpu/cpu_ops.h, engine/cuda/cuda_ops.h) keeps memory and kernels only.
 //
-// Ops, beyond the layer ops of graph/layers.h:
-//   using Cache                                     one sequence's KV storage
-//   std::string DeviceDescription() const
-//   const ModelWeights& weights() const             views in backend memory
-//   Status Activate()                               before any device work (cudaSetDevice)
-//   Status GrowCache(Sequence<Cache>* s, int64_t capacity)   keep the first s->length positions
-//   Status CopyCache(const Sequence<Cache>& from, Sequence<Cache>* to, int64_t n)
-//   int64_t MaxRowsPerPass() const
-//   bool PassFits(int64_t rows, int64_t max_position) const  memory bounds of one pass
-//   Status BeginPass(const Pass<Cache>& pass, const LayerProbe* probe,
-//                    const RouteProbe* route_probe, PassBuffers* buffers)
-//   Status RunPass(F run_layers)                    runs run_layers() (CUDA: through a graph)
-//   Status EndPass(const Pass<Cache>& pass, const float* x)  asked-for rows -> output rows
-//   Status ReserveOutputRows(int64_t rows)
-//   int64_t MaxLogitRowsPerChunk() const
-//   Status Logits(int64_t first, int64_t rows, float* host_logits)  final norm + LM head
+// What a backend supplies is the concept Backend below: the layer ops of graph/layers.h plus
+// memory, passes and logits.
 //
 // Ownership: the engine owns the Ops and the sequences. Thread safety: one thread drives an
 // Engine. Errors: every Forward check happens before any cache changes, with the messages of
@@ -26,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +53,43 @@ struct Pass {
   int64_t size() const { return static_cast<int64_t>(rows.size()); }
 };
 
+// A backend of the decoder graph: its layer ops (graph/layers.h) and the memory they run in.
+template <class Ops>
+concept Backend = LayerOps<Ops> &&
+    requires(Ops& ops, const Ops& const_ops, Sequence<typename Ops::Cache>* seq,
+             const Sequence<typename Ops::Cache>& from, const Pass<typename Ops::Cache>& pass,
+             const LayerProbe* probe, const RouteProbe* route_probe, PassBuffers* buffers,
+             const float* x, float* host_logits, int64_t n, Status (*run_layers)()) {
+  // Ops::Cache: one sequence's KV storage (Sequence<Cache>::cache).
+  typename Ops::Cache;
+  // What runs the model, for Engine::DeviceDescription ("cpu avx2 x8", the GPU's name).
+  { const_ops.DeviceDescription() } -> std::same_as<std::string>;
+  // The model's weights as views in backend memory.
+  { const_ops.weights() } -> std::same_as<const ModelWeights&>;
+  // Makes the backend current on the calling thread before any work (cudaSetDevice).
+  { ops.Activate() } -> std::same_as<Status>;
+  // Grows seq's cache to `capacity` positions, keeping its first seq->length.
+  { ops.GrowCache(seq, n) } -> std::same_as<Status>;
+  // Copies the first n positions of from's cache into seq's (ForkSequence).
+  { ops.CopyCache(from, seq, n) } -> std::same_as<Status>;
+  // Most rows in one pass through the layers.
+  { const_ops.MaxRowsPerPass() } -> std::same_as<int64_t>;
+  // Whether a pass of `rows` rows up to position `max_position` fits in memory.
+  { const_ops.PassFits(n, n) } -> std::same_as<bool>;
+  // Sets up a pass (its tokens, positions, cache rows, probes) and its activations.
+  { ops.BeginPass(pass, probe, route_probe, buffers) } -> std::same_as<Status>;
+  // Runs run_layers() (the pass's RunLayers) once; CUDA through a captured graph.
+  { ops.RunPass(run_layers) } -> std::same_as<Status>;
+  // Keeps the final hidden rows x of the pass's asked-for rows as output rows.
+  { ops.EndPass(pass, x) } -> std::same_as<Status>;
+  // Room for `rows` output rows before the passes of a Forward.
+  { ops.ReserveOutputRows(n) } -> std::same_as<Status>;
+  // Most output rows Logits computes at once.
+  { const_ops.MaxLogitRowsPerChunk() } -> std::same_as<int64_t>;
+  // Final norm + LM head of output rows [first, first + rows) into host memory.
+  { ops.Logits(n, n, host_logits) } -> std::same_as<Status>;
+};
+
 // The context an engine runs with: the asked-for limit, or the model's when none (or a
 // larger one) is asked for.
 inline int64_t ClampContext(int64_t asked, const ModelConfig& config) {
@@ -79,7 +103,7 @@ inline int64_t GrownCapacity(int64_t capacity, int64_t n, int64_t context) {
   return std::min(std::max<int64_t>({n, 2 * capacity, 16}), context);
 }
 
-template <class Ops>
+template <Backend Ops>
 class DecoderEngine final : public Engine {
  public:
   using Cache = typename Ops::Cache;
@@ -149,7 +173,7 @@ class DecoderEngine final : public Engine {
   SeqId next_id_ = 1;
 };
 
-template <class Ops>
+template <Backend Ops>
 Status DecoderEngine<Ops>::Forward(std::span<const BatchItem> items, ForwardOutput* out,
                                    const LayerProbe* probe, const RouteProbe* route_probe) {
   TRACE_RETURN_IF_ERROR(ops_->Activate());

@@ -5,34 +5,14 @@
 // engine/cpu (CpuOps) and engine/cuda (CudaOps) supply memory and kernels; the order of the
 // ops, and so every bit of the result, is decided here.
 //
-// Ops interface (all pointers are backend memory: host for the CPU, device for CUDA, so the
-// graph may offset them but never dereference them):
-//   void Embedding(int64_t rows, float* out)                  the pass's token ids
-//   void RmsNorm(const float* x, int64_t rows, int64_t width, const WeightView& w, float eps,
-//                float* out)                                  out may alias x
-//   void MatMul(const float* x, int64_t rows, const WeightView& w, const float* bias, float* y)
-//   void Rope(float* x, int64_t rows, int64_t heads)          the pass's positions
-//   void AppendKv(int64_t layer, const float* k, const float* v)  rows into their caches
-//   void Attention(int64_t layer, const float* q, int64_t rows, float* out)
-//   void Add(const float* a, const float* b, int64_t n, float* y)
-//   void SiluMul(const float* gate, const float* up, int64_t n, float* out)
-//   Status AfterLayer(int64_t layer, const float* x, const int32_t* route_ids)
-//                                    launch checks, the layer and route probes; route_ids is
-//                                    the layer's route ([rows, k]) after an MoE layer, else null
-// and, for mixture-of-experts models (a backend without them refuses such models at
-// Engine::Create; see SupportsMoe):
-//   void MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights)
-//   void MoeExperts(const MoeWeights& moe, const float* h, int64_t rows, const int32_t* ids,
-//                   float* expert_out)             every (row, slot)'s expert SwiGLU
-//   void MoeCombine(const float* expert_out, const int32_t* ids, const float* weights,
-//                   int64_t rows, float* out)
-//   void MoeAddShared(const float* shared_out, const float* gate_logits, int64_t rows,
-//                     float* out)                    qwen2_moe's shared expert term
+// The ops a backend supplies are the concepts LayerOps and SupportsMoe below, each op listed
+// once with its contract; both backends static_assert them.
 //
 // Ownership: the graph owns nothing; Ops owns its buffers. Thread safety: as the engine
 // (one thread drives it). Errors: from AfterLayer (a failed launch, a failed copy).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 
 #include "base/status.h"
@@ -62,14 +42,49 @@ struct PassBuffers {
   float* shared_gate = nullptr;  // [rows]: its gate logit
 };
 
-// Whether a backend implements the MoE ops.
+// The layer ops of a backend. Every pointer is backend memory (host for the CPU, device for
+// CUDA), so the graph may offset it but never dereferences it; `rows` is the pass's rows. An
+// op that fails (a launch, a copy) reports it at the next AfterLayer.
 template <class Ops>
-concept SupportsMoe = requires(Ops& ops, const MoeWeights& moe, const float* f, float* o,
-                               int32_t* ids, const int32_t* cids, int64_t n) {
-  ops.MoeRoute(f, n, ids, o);
-  ops.MoeExperts(moe, f, n, cids, o);
-  ops.MoeCombine(f, cids, f, n, o);
-  ops.MoeAddShared(f, f, n, o);
+concept LayerOps = requires(Ops& ops, const float* x, const float* y, float* out, int64_t n,
+                            const kernels::WeightView& w, float eps, const int32_t* route_ids) {
+  // out[rows, hidden] = the embedding rows of the pass's token ids.
+  { ops.Embedding(n, out) } -> std::same_as<void>;
+  // out[rows, width] = RMSNorm of each row of x[rows, width] with weight w and epsilon eps;
+  // out may alias x.
+  { ops.RmsNorm(x, n, n, w, eps, out) } -> std::same_as<void>;
+  // out[rows, w.rows] = x[rows, w.cols] times w transposed, plus bias (null: none).
+  { ops.MatMul(x, n, w, y, out) } -> std::same_as<void>;
+  // RoPE in place on out[rows, heads, head_dim], each row at its position in the pass.
+  { ops.Rope(out, n, n) } -> std::same_as<void>;
+  // Appends the pass's k and v rows to layer `layer` of their sequences' KV caches.
+  { ops.AppendKv(n, x, y) } -> std::same_as<void>;
+  // out[rows, heads * head_dim] = attention of q over layer `layer`'s cache, each row seeing
+  // its sequence's positions up to its own (two-pass softmax, docs/numerics.md).
+  { ops.Attention(n, x, n, out) } -> std::same_as<void>;
+  // out[n] = a[n] + b[n]; out may alias a.
+  { ops.Add(x, y, n, out) } -> std::same_as<void>;
+  // out[n] = silu(gate[n]) * up[n]; out may alias gate.
+  { ops.SiluMul(x, y, n, out) } -> std::same_as<void>;
+  // After layer `layer` (x: its output rows): launch checks, the layer probe and, after an
+  // MoE layer, the route probe (route_ids: the layer's route [rows, k]; else null).
+  { ops.AfterLayer(n, x, route_ids) } -> std::same_as<Status>;
+};
+
+// The mixture-of-experts ops (MoeFeedForward). A backend without them refuses MoE models at
+// Engine::Create; k is num_experts_per_tok.
+template <class Ops>
+concept SupportsMoe = requires(Ops& ops, const MoeWeights& moe, const float* x, const float* y,
+                               float* out, int32_t* ids, const int32_t* route_ids, int64_t n) {
+  // Each row's route from its router logits x[rows, num_experts]: ids[rows, k] (ascending
+  // id) and their weights out[rows, k] (softmax, top-k, optional renormalisation).
+  { ops.MoeRoute(x, n, ids, out) } -> std::same_as<void>;
+  // out[rows, k, hidden] = every (row, slot)'s expert SwiGLU of its row of x[rows, hidden].
+  { ops.MoeExperts(moe, x, n, route_ids, out) } -> std::same_as<void>;
+  // out[rows, hidden] = the route weights' sum of the experts' outputs x, in ascending id.
+  { ops.MoeCombine(x, route_ids, y, n, out) } -> std::same_as<void>;
+  // out[rows, hidden] += sigmoid(gate logit y[rows]) * shared expert output x (qwen2_moe).
+  { ops.MoeAddShared(x, y, n, out) } -> std::same_as<void>;
 };
 
 template <class Ops>
@@ -146,7 +161,7 @@ void FeedForwardBlock(Ops& ops, const ModelConfig& c, const LayerWeights& lw, in
 }
 
 // Embedding and every layer for one pass; the residual stream ends in b.x.
-template <class Ops>
+template <LayerOps Ops>
 Status RunLayers(Ops& ops, const ModelConfig& c, const ModelWeights& w, int64_t rows,
                  const PassBuffers& b) {
   ops.Embedding(rows, b.x);

@@ -1,7 +1,7 @@
 // The Renderer's attribute access, item access and slicing, following jinja2's sandbox
-// (sandbox.py getattr / getitem): a dict, str or list exposes only Python's safe methods.
+// (sandbox.py getattr / getitem): a dict, str or list exposes Python's methods as attributes
+// (HasMethod: the method tables of methods.cc), and calling one that would change it fails.
 #include <cstdint>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -80,30 +80,6 @@ std::vector<size_t> SliceIndices(size_t size, const Value& start_v, const Value&
   return out;
 }
 
-const std::set<std::string>& DictMethods() {
-  static const std::set<std::string> k = {"clear",      "copy",   "fromkeys", "get",
-                                          "items",      "keys",   "pop",      "popitem",
-                                          "setdefault", "update", "values"};
-  return k;
-}
-const std::set<std::string>& StrMethods() {
-  static const std::set<std::string> k = {
-      "capitalize",   "casefold",    "center",    "count",      "encode",       "endswith",
-      "expandtabs",   "find",        "format",    "format_map", "index",        "isalnum",
-      "isalpha",      "isascii",     "isdecimal", "isdigit",    "isidentifier", "islower",
-      "isnumeric",    "isprintable", "isspace",   "istitle",    "isupper",      "join",
-      "ljust",        "lower",       "lstrip",    "maketrans",  "partition",    "removeprefix",
-      "removesuffix", "replace",     "rfind",     "rindex",     "rjust",        "rpartition",
-      "rsplit",       "rstrip",      "split",     "splitlines", "startswith",   "strip",
-      "swapcase",     "title",       "translate", "upper",      "zfill"};
-  return k;
-}
-const std::set<std::string>& ListMethods() {
-  static const std::set<std::string> k = {"append", "clear", "copy",   "count",   "extend", "index",
-                                          "insert", "pop",   "remove", "reverse", "sort"};
-  return k;
-}
-
 }  // namespace
 
 Result<Value> Renderer::GetAttr(const Value& obj, const std::string& name) {
@@ -111,17 +87,17 @@ Result<Value> Renderer::GetAttr(const Value& obj, const std::string& name) {
     case Kind::kUndefined:
       return UndefinedError(obj);
     case Kind::kDict:
-      if (DictMethods().count(name)) return BoundMethod(obj, name);
+      if (HasMethod(Kind::kDict, name)) return BoundMethod(obj, name);
       if (const Value* v = obj.dict()->Find(name)) return *v;
       break;
     case Kind::kNamespace:
       if (const Value* v = obj.dict()->Find(name)) return *v;
       break;
     case Kind::kString:
-      if (StrMethods().count(name)) return BoundMethod(obj, name);
+      if (HasMethod(Kind::kString, name)) return BoundMethod(obj, name);
       break;
     case Kind::kList:
-      if (ListMethods().count(name)) return BoundMethod(obj, name);
+      if (HasMethod(Kind::kList, name)) return BoundMethod(obj, name);
       break;
     default:
       break;
@@ -136,7 +112,7 @@ Result<Value> Renderer::GetItem(const Value& obj, const Value& key) {
     case Kind::kDict:
       if (key.is_string()) {
         if (const Value* v = obj.dict()->Find(key.str())) return *v;
-        if (DictMethods().count(key.str())) return BoundMethod(obj, key.str());
+        if (HasMethod(Kind::kDict, key.str())) return BoundMethod(obj, key.str());
       }
       break;
     case Kind::kNamespace:

@@ -2,8 +2,9 @@
 // (runtime.py: loops, macros, the default Undefined), and the entry point RenderProgram.
 // The operators are in operators.cc, attribute and item access (sandbox.py) in access.cc,
 // the check that a program names only supported filters and tests in validate.cc, the
-// filters, tests and globals in builtins.cc, Python's str/dict/list methods in methods.cc,
-// Python's string algorithms in py_string.cc.
+// filters in filters.cc, the tests and globals in builtins.cc, Python's str/dict/list methods
+// in methods.cc (each kind a table of named functions, renderer.h), Python's string
+// algorithms in py_string.cc.
 #include <algorithm>
 #include <climits>
 #include <string>

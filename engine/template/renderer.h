@@ -4,8 +4,9 @@
 //
 // Its bodies are split by idea: interpreter.cc (statements, expressions, RenderProgram),
 // operators.cc (Binary, Compare, Contains), access.cc (GetAttr, GetItem, Slice),
-// builtins.cc (ApplyFilter, ApplyTest, Builtin), methods.cc (BoundMethod, CallStrMethod).
-// validate.cc holds ValidateProgram, which runs at parse time, before any Renderer.
+// filters.cc (ApplyFilter and the filter table), builtins.cc (ApplyTest and the test table,
+// Builtin), methods.cc (BoundMethod, CallStrMethod and the method tables). validate.cc holds
+// ValidateProgram, which runs at parse time, before any Renderer.
 //
 // Ownership: a Renderer borrows its Program (which must outlive it) and shares the
 // globals dict with its caller; it owns the frames it makes. A macro's Callable holds its
@@ -21,9 +22,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -78,6 +81,69 @@ const Value* Arg(const CallArgs& args, size_t index, std::string_view name);
 Result<std::vector<Value>> ToList(const Value& v);
 // Python's str.`name`(args) on `s` (methods.cc); filters and tests reuse it.
 Result<Value> CallStrMethod(const std::string& s, const std::string& name, CallArgs& args);
+
+// ---- the builtin tables: one per kind, the one list of its names ---------------------------
+//
+// Filters (filters.cc), tests (builtins.cc) and Python's str, dict and list methods
+// (methods.cc) are each a table {name -> function}, built once on first use. A call looks its
+// name up once; the parse-time check (validate.cc) and the sandbox's attribute access
+// (access.cc) ask the same tables which names exist, so a name is written in one place. An
+// alias is a second name for the same function. Every function is passed the name it was
+// called by, for its messages (`test 'equalto' needs an argument`), never to choose what to do.
+
+// {name -> function}, built once: open addressing in a power-of-two array at most a quarter
+// full, hashed on the length and three bytes of the name, so that a lookup is a few
+// instructions and one compare of a short string, about what the first test of the `name ==`
+// chains these tables replaced cost (a std::unordered_map takes twice as long). Every
+// function is non-null; the first of two entries with one name wins.
+template <typename Fn>
+class NameTable {
+ public:
+  NameTable(std::initializer_list<std::pair<std::string_view, Fn>> entries) {
+    size_t size = 8;
+    while (size < 4 * entries.size()) size *= 2;
+    slots_.resize(size);
+    while ((size_t{1} << (64 - shift_)) < size) --shift_;
+    for (const auto& entry : entries) {
+      size_t i = Slot(entry.first);
+      while (slots_[i].second && slots_[i].first != entry.first) i = (i + 1) & (size - 1);
+      if (!slots_[i].second) slots_[i] = entry;
+    }
+  }
+  // The function of `name`, or nullptr.
+  Fn Find(std::string_view name) const {
+    for (size_t i = Slot(name);; i = (i + 1) & (slots_.size() - 1)) {
+      if (!slots_[i].second || slots_[i].first == name) return slots_[i].second;
+    }
+  }
+  bool Has(std::string_view name) const { return Find(name) != nullptr; }
+
+ private:
+  size_t Slot(std::string_view s) const {
+    auto byte = [s](size_t i) -> uint64_t { return static_cast<unsigned char>(s[i]); };
+    uint64_t h = s.size();
+    if (!s.empty()) h ^= byte(0) << 8 ^ byte(s.size() / 2) << 16 ^ byte(s.size() - 1) << 24;
+    return static_cast<size_t>((h * 0x9E3779B97F4A7C15ull) >> shift_);  // the top bits
+  }
+
+  std::vector<std::pair<std::string_view, Fn>> slots_;
+  int shift_ = 64;
+};
+
+using FilterFn = Result<Value> (*)(Renderer& r, const std::string& name, const Value& v,
+                                   CallArgs& args);
+using TestFn = Result<bool> (*)(const std::string& name, const Value& v, CallArgs& args);
+// The filter or test `name`, or nullptr when there is none of that name.
+FilterFn FindFilter(std::string_view name);
+TestFn FindTest(std::string_view name);
+// "unsupported construct: filter 'name'" (or test): a name no table holds, met at render time
+// (validate.cc refuses the names a template writes; map and select take theirs as values).
+Status UnknownFilter(const std::string& name);
+Status UnknownTest(const std::string& name);
+// Whether a value of `kind` has the Python method `name` (a str, dict or list one): the
+// sandbox exposes it as an attribute, which calling either runs, or refuses as Python's
+// immutable sandbox does, or reports as unsupported here.
+bool HasMethod(Kind kind, std::string_view name);
 
 // ---- the renderer ------------------------------------------------------------------------
 
@@ -170,14 +236,15 @@ class Renderer {
   static Result<Value> Slice(const Value& obj, const Value& start, const Value& stop,
                              const Value& step);
 
-  // ---- builtins.cc and methods.cc ----
+  // ---- filters.cc, builtins.cc and methods.cc ----
 
   // A global function (range, namespace, ...), or undefined if `name` is none.
   Value Builtin(const std::string& name) const;
   // `self`.`name` as a callable Python method (methods.cc).
   Value BoundMethod(const Value& self, const std::string& name);
+  // The filter or test `name` (FindFilter, FindTest) on `v`; Unsupported when there is none.
   Result<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& args);
-  Result<bool> ApplyTest(const std::string& name, const Value& v, CallArgs& args);
+  static Result<bool> ApplyTest(const std::string& name, const Value& v, CallArgs& args);
 
  private:
   // ---- statements (interpreter.cc) ----

@@ -212,6 +212,8 @@ bool PyEquals(const Value& a, const Value& b);
 // among them). Lists and dicts hash by content, namespaces and callables by identity.
 size_t PyHash(const Value& v);
 const char* KindName(const Value& v);  // Python type name for messages: 'dict object', ...
+// A dict's (key, value) pairs as tuples, in its order (the items filter and dict.items()).
+std::vector<Value> ItemPairs(const Value& dict);
 
 // UTF-8 helpers: Python strings index code points. Invalid UTF-8 decodes one byte at a time
 // as U+FFFD: a lone continuation byte, a truncated or malformed sequence.

@@ -1,7 +1,7 @@
 // ValidateProgram: the check, before any render, that a program names only the filters
-// and tests builtins.cc implements, so that an unsupported one is reported as such (with
-// its line) even on a path the render would not take.
-#include <set>
+// and tests the renderer implements (the tables FindFilter and FindTest read, filters.cc and
+// builtins.cc), so that an unsupported one is reported as such (with its line) even on a
+// path the render would not take.
 #include <string>
 
 #include "engine/template/renderer.h"
@@ -11,35 +11,15 @@ namespace trace::engine::tmpl {
 
 namespace {
 
-const std::set<std::string>& KnownFilters() {
-  static const std::set<std::string> k = {
-      "tojson",   "safe",   "string",     "e",          "escape",     "forceescape", "trim",
-      "upper",    "lower",  "capitalize", "title",      "length",     "count",       "wordcount",
-      "default",  "d",      "list",       "first",      "last",       "reverse",     "join",
-      "replace",  "indent", "int",        "float",      "abs",        "round",       "items",
-      "dictsort", "sort",   "unique",     "min",        "max",        "sum",         "attr",
-      "map",      "select", "reject",     "selectattr", "rejectattr", "center"};
-  return k;
-}
-const std::set<std::string>& KnownTests() {
-  static const std::set<std::string> k = {
-      "defined", "undefined",   "none",  "string",  "mapping",     "iterable", "sequence",
-      "number",  "integer",     "float", "boolean", "true",        "false",    "callable",
-      "lower",   "upper",       "odd",   "even",    "divisibleby", "eq",       "equalto",
-      "==",      "ne",          "!=",    "sameas",  "lt",          "lessthan", "le",
-      "gt",      "greaterthan", "ge",    "in"};
-  return k;
-}
-
 Status ValidateExpr(const Expr& e, const std::string& origin) {
   auto where = [&](const std::string& what) {
     return Unsupported("template " + origin + " line " + std::to_string(e.line) +
                        ": unsupported construct: " + what);
   };
-  if (e.kind == ExprKind::kFilter && !KnownFilters().count(e.name)) {
+  if (e.kind == ExprKind::kFilter && !FindFilter(e.name)) {
     return where("filter " + Quote(e.name));
   }
-  if (e.kind == ExprKind::kTest && !KnownTests().count(e.name)) {
+  if (e.kind == ExprKind::kTest && !FindTest(e.name)) {
     return where("test " + Quote(e.name));
   }
   for (const auto& c : e.children) {

@@ -51,7 +51,8 @@ struct AddedToken {
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  std::vector<int32_t> Encode(std::string_view text) const override;
+  using Tokenizer::Encode;
+  std::vector<int32_t> Encode(std::string_view text, size_t max_tokens) const override;
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const override;
   std::string TokenBytes(int32_t id) const override {
     return InRange(id) ? token_bytes_[id] : std::string();
@@ -97,7 +98,10 @@ class BpeTokenizer final : public Tokenizer {
   void RebuildAddedIndex();
   // Added-token matching: the longest added token starting at `pos`, or nullptr.
   const AddedToken* MatchAddedAt(std::string_view text, size_t pos) const;
-  void EncodeSection(std::string_view section, std::vector<int32_t>* ids) const;
+  // Pre-tokenizer stages from `stage` on, depth first, then BPE, appending to *ids; false
+  // once *ids holds `max_tokens` (the caller stops there).
+  bool EncodeStages(size_t stage, std::string_view piece, size_t max_tokens,
+                    std::vector<int32_t>* ids) const;
   void EncodePiece(std::string_view piece, std::vector<int32_t>* ids) const;
   void Bpe(std::string_view piece, std::vector<int32_t>* ids) const;
   static constexpr size_t kShortWord = 64;  // longer words take the heap path

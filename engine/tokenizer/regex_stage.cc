@@ -107,7 +107,7 @@ Result<std::unique_ptr<RegexStage>> RegexStage::Compile(const std::string& js_pa
   return stage;
 }
 
-void RegexStage::Split(std::string_view text, std::vector<std::string_view>* out) const {
+void RegexStage::Split(std::string_view text, PieceSink emit, void* emit_ctx) const {
   MatchContext& ctx = ThreadContext();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t prev = 0;
@@ -123,9 +123,9 @@ void RegexStage::Split(std::string_view text, std::vector<std::string_view>* out
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(ctx.data);
     const size_t start = ov[0];
     const size_t end = ov[1];
-    if (start > prev) out->push_back(text.substr(prev, start - prev));
+    if (start > prev && !emit(emit_ctx, text.substr(prev, start - prev))) return;
     if (end > start) {
-      out->push_back(text.substr(start, end - start));
+      if (!emit(emit_ctx, text.substr(start, end - start))) return;
       prev = end;
       pos = end;
     } else {
@@ -139,7 +139,7 @@ void RegexStage::Split(std::string_view text, std::vector<std::string_view>* out
       pos = end + step;
     }
   }
-  if (prev < text.size()) out->push_back(text.substr(prev));
+  if (prev < text.size()) emit(emit_ctx, text.substr(prev));
 }
 
 }  // namespace trace::engine::internal

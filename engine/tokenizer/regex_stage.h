@@ -16,7 +16,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "base/status.h"
 
@@ -34,8 +33,13 @@ class RegexStage {
   static Result<std::unique_ptr<RegexStage>> Compile(const std::string& js_pattern,
                                                      const std::string& where);
 
-  // Isolated split: appends the matches and the gaps between them, in order, to `out`.
-  void Split(std::string_view text, std::vector<std::string_view>* out) const;
+  // Isolated split: calls `emit(ctx, piece)` for the matches and the gaps between them, in
+  // order, until it returns false. Pieces are made one at a time, so a caller can encode
+  // each before the next is found and stop early (Tokenizer::Encode's token cap). `emit`
+  // may call Split again (a later stage on this piece): the loop keeps its positions in
+  // locals, never in the thread's match data, which the nested call reuses.
+  using PieceSink = bool (*)(void* ctx, std::string_view piece);
+  void Split(std::string_view text, PieceSink emit, void* ctx) const;
 
  private:
   RegexStage() = default;

@@ -11,7 +11,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -92,7 +91,7 @@ const AddedToken* BpeTokenizer::MatchAddedAt(std::string_view text, size_t pos) 
   return nullptr;
 }
 
-std::vector<int32_t> BpeTokenizer::Encode(std::string_view raw) const {
+std::vector<int32_t> BpeTokenizer::Encode(std::string_view raw, size_t max_tokens) const {
   std::vector<int32_t> ids;
   // Valid input (the common case) is used in place; invalid input is sanitised first.
   std::string sanitized;
@@ -101,7 +100,7 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view raw) const {
     sanitized = SanitizeUtf8(raw);
     text = sanitized;
   }
-  ids.reserve(text.size() / 3 + 4);
+  ids.reserve(std::min(text.size() / 3 + 4, max_tokens));
 
   // Split into text sections and added tokens (longest match, left to right).
   struct Section {
@@ -138,42 +137,52 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view raw) const {
   }
 
   for (const Section& s : sections) {
+    if (ids.size() >= max_tokens) break;
     if (s.token != nullptr) {
       ids.push_back(s.token->id);
     } else if (!s.text.empty()) {
-      EncodeSection(s.text, &ids);
+      std::string normalized;
+      std::string_view section = s.text;
+      if (nfc_ && NfcSpans(s.text, &normalized)) section = normalized;
+      if (!section.empty()) EncodeStages(0, section, max_tokens, &ids);
     }
   }
+  if (ids.size() > max_tokens) ids.resize(max_tokens);  // a piece's last ids went past it
   return ids;
 }
 
-void BpeTokenizer::EncodeSection(std::string_view section, std::vector<int32_t>* ids) const {
-  std::string normalized;
-  std::string_view text = section;
-  if (nfc_ && NfcSpans(section, &normalized)) text = normalized;
-  if (text.empty()) return;
-  std::vector<std::string_view> pieces{text};
-  std::vector<std::string_view> next;
-  std::deque<std::string> prefixed;  // storage for pieces that got a leading space
-  for (const PreStage& stage : stages_) {
-    next.clear();
-    for (std::string_view p : pieces) {
-      if (stage.add_prefix_space && (p.empty() || p[0] != ' ')) {
-        std::string& with_space = prefixed.emplace_back();
-        with_space.reserve(p.size() + 1);
-        with_space.push_back(' ');
-        with_space.append(p);
-        p = with_space;
-      }
-      if (stage.regex != nullptr) {
-        stage.regex->Split(p, &next);
-      } else {
-        next.push_back(p);
-      }
-    }
-    pieces.swap(next);
+// Each stage applies to every piece the previous one produced, in order; going depth first
+// gives the same pieces in the same order as splitting the whole text stage by stage, with
+// no list of every piece (16 bytes a piece of a few bytes, twice, for a long prompt).
+bool BpeTokenizer::EncodeStages(size_t stage, std::string_view piece, size_t max_tokens,
+                                std::vector<int32_t>* ids) const {
+  if (stage == stages_.size()) {
+    EncodePiece(piece, ids);
+    return ids->size() < max_tokens;
   }
-  for (std::string_view p : pieces) EncodePiece(p, ids);
+  const PreStage& s = stages_[stage];
+  std::string with_space;  // outlives the split of this piece, whose pieces point into it
+  if (s.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
+    with_space.reserve(piece.size() + 1);
+    with_space.push_back(' ');
+    with_space.append(piece);
+    piece = with_space;
+  }
+  if (s.regex == nullptr) return EncodeStages(stage + 1, piece, max_tokens, ids);
+  struct Next {
+    const BpeTokenizer* self;
+    size_t stage;
+    size_t max_tokens;
+    std::vector<int32_t>* ids;
+  } next{this, stage + 1, max_tokens, ids};
+  s.regex->Split(
+      piece,
+      [](void* ctx, std::string_view p) {
+        auto* n = static_cast<Next*>(ctx);
+        return n->self->EncodeStages(n->stage, p, n->max_tokens, n->ids);
+      },
+      &next);
+  return ids->size() < max_tokens;
 }
 
 void BpeTokenizer::EncodePiece(std::string_view piece, std::vector<int32_t>* ids) const {

@@ -11,6 +11,7 @@
 // WHATWG TextDecoder does; unknown ids decode to nothing).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -38,7 +39,11 @@ class Tokenizer {
 
   // Text -> ids. Added tokens are matched first (special ones only when
   // split_special_tokens is false), then NFC, the pre-tokenizer and BPE run on the rest.
-  virtual std::vector<int32_t> Encode(std::string_view text) const = 0;
+  std::vector<int32_t> Encode(std::string_view text) const { return Encode(text, SIZE_MAX); }
+  // The first `max_tokens` ids of Encode(text) (all of them when there are fewer), without
+  // encoding past them: pre-tokens are made and encoded one at a time, so a prompt longer
+  // than a model's context costs the ids of one context, not of the whole text.
+  virtual std::vector<int32_t> Encode(std::string_view text, size_t max_tokens) const = 0;
 
   // Ids -> text. Byte-level pieces are mapped back to bytes; bytes that do not form valid
   // UTF-8 become U+FFFD (as the reference does). skip_special drops special tokens.

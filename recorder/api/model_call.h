@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/sampler.h"
+#include "engine/sampling_params.h"
 
 namespace trace::recorder {
 

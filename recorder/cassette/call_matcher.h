@@ -51,7 +51,7 @@ class CallMatcher {
   const RecordedCall* FirstUnusedLocked() const;
 
   const Cassette& cassette_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;                             // guards: by_key_, used_, used_count_
   std::map<std::string, std::deque<size_t>> by_key_;  // identity key -> unused indices
   std::vector<bool> used_;
   size_t used_count_ = 0;

@@ -106,7 +106,7 @@ class CassetteGate : public CallGate {
   std::atomic<bool> live_{false};
   std::atomic<int64_t> answered_{0}, live_calls_{0}, tools_answered_{0}, tools_live_{0},
       clocks_answered_{0};
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // guards: divergence_, stopped_, tool_used_, clock_cursor_
   std::optional<Divergence> divergence_;
   bool stopped_ = false;
   std::vector<bool> tool_used_;

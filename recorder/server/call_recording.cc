@@ -24,6 +24,27 @@ void StoreUniform(const std::vector<TokenStep>& steps, std::vector<T> TokenStep:
 
 }  // namespace
 
+void SamplingParamsToProto(const CompletionRequest& req, bool max_tokens_as_run,
+                           proto::SamplingParams* out) {
+  const engine::SamplingParams& s = req.sampling;
+  out->set_temperature(s.temperature);
+  out->set_top_p(s.top_p);
+  out->set_top_k(s.top_k);
+  if (max_tokens_as_run || req.max_tokens_given) out->set_max_tokens(s.max_tokens);
+  for (const std::string& stop : s.stop) out->add_stop(stop);
+  out->set_frequency_penalty(s.frequency_penalty);
+  out->set_presence_penalty(s.presence_penalty);
+  for (const auto& [id, bias] : s.logit_bias) {
+    proto::LogitBias* b = out->add_logit_bias();
+    b->set_id(id);
+    b->set_bias(bias);
+  }
+  if (req.seed) out->set_seed(static_cast<uint64_t>(*req.seed));
+  out->set_logprobs(req.logprobs);
+  out->set_top_logprobs(req.top_logprobs);
+  out->set_n(1);
+}
+
 Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult& g,
                                  const CompletionResult& r, int status, const std::string& body,
                                  const std::string& error, const std::string& numerics) {
@@ -34,23 +55,7 @@ Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult
   c.set_request_json(call.body);
   c.set_rendered_prompt(call.rendered_prompt);
   for (int32_t id : call.prompt_ids) c.add_prompt_token_ids(id);
-  proto::SamplingParams* p = c.mutable_params();
-  p->set_temperature(req.sampling.temperature);
-  p->set_top_p(req.sampling.top_p);
-  p->set_top_k(req.sampling.top_k);
-  p->set_max_tokens(req.sampling.max_tokens);
-  for (const std::string& s : req.sampling.stop) p->add_stop(s);
-  p->set_frequency_penalty(req.sampling.frequency_penalty);
-  p->set_presence_penalty(req.sampling.presence_penalty);
-  for (const auto& [id, bias] : req.sampling.logit_bias) {
-    proto::LogitBias* b = p->add_logit_bias();
-    b->set_id(id);
-    b->set_bias(bias);
-  }
-  if (req.seed) p->set_seed(*req.seed);
-  p->set_logprobs(req.logprobs);
-  p->set_top_logprobs(req.top_logprobs);
-  p->set_n(1);
+  SamplingParamsToProto(req, /*max_tokens_as_run=*/true, c.mutable_params());
   c.set_seed_used(call.seed);
   c.set_numerics(numerics);
   c.set_batch_size(g.max_batch_size);

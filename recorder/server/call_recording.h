@@ -1,7 +1,8 @@
 // What the server appends to the run for a model call: the LlmCall event of a call the
 // local engine served, the ToolCall events of the calls the model made, and the tool
 // results an agent sends back as `role: tool` messages. Every RunLog append of the model
-// API goes through here (the proxy's RecordProxiedCall and the event API aside).
+// API goes through here (the proxy's RecordProxiedCall, which takes the request's params from
+// here too, and the event API aside).
 //
 // Ownership: borrows everything. Thread safety: RunLog is thread-safe; a Call is read
 // only after its generation finished. Errors: a failing append is returned (the store's
@@ -19,6 +20,13 @@
 #include "recorder/server/local_call.h"
 
 namespace trace::recorder {
+
+// LlmCall.params of a model call: the request's sampling parameters, seed (when it had one),
+// logprobs and n = 1. max_tokens: the limit the call ran with when `max_tokens_as_run` (the
+// local engine: the request's or the default), else only a limit the client set (the proxy:
+// an upstream applies its own default).
+void SamplingParamsToProto(const CompletionRequest& req, bool max_tokens_as_run,
+                           proto::SamplingParams* out);
 
 // Records an LlmCall for `call` (served with HTTP `status` and response `body`; `error`
 // set when the generation failed; finish_reason "cancelled" when its client went away),

@@ -160,8 +160,8 @@ class ConnectionPool final : public httplib::TaskQueue {
   }
 
   GuardedHttpServer* server_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  std::mutex mu_;               // guards: jobs_, idle_, shutdown_
+  std::condition_variable cv_;  // a job queued or shutdown_ set
   std::deque<std::function<void()>> jobs_;
   size_t idle_ = 0;
   bool shutdown_ = false;

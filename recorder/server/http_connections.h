@@ -156,6 +156,8 @@ class ConnectionRegistry {
   uint64_t evicted() const { return evicted_count_; }
 
  private:
+  // guards: admitted_, connections_, and each registered Connection's phase_,
+  // phase_since_ and evicted_
   std::mutex mu_;
   std::condition_variable changed_;  // a connection started, ended or was released
   int admitted_ = 0;                 // queued or being served

@@ -37,8 +37,8 @@ struct StreamQueue {
     std::string text;
     std::vector<TokenLogprob> logprobs;  // of the tokens this text completes (when asked)
   };
-  std::mutex mu;
-  std::condition_variable cv;
+  std::mutex mu;               // guards: pieces, finished
+  std::condition_variable cv;  // a piece added or finished set
   std::deque<Piece> pieces;
   bool finished = false;
 };

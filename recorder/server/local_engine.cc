@@ -30,9 +30,8 @@ LocalEngineApi::LocalEngineApi(LocalBackend backend, HttpFrontend* frontend,
   turn_end_token_ =
       tok.TokenId("<|im_end|>").value_or(end_tokens_.empty() ? 0 : end_tokens_.front());
   const auto& eo = backend_.scheduler->engine().options();
-  max_context_ =
-      eo.max_context > 0 ? eo.max_context : backend_.model->config().max_position_embeddings;
-  numerics_ = eo.numerics == kernels::Numerics::kCanonical ? kernels::kNumericsVersion : "fast";
+  max_context_ = eo.max_context;  // the engine's, already clamped to the model's maximum
+  numerics_ = kernels::VersionedNumericsName(eo.numerics);
   // Every token stands for at most `longest` bytes of normalized text, and NFC shrinks text
   // at most 3x (three conjoining jamo compose into one syllable), so a prompt of more than
   // 3 * longest * max_context bytes has more than max_context tokens.
@@ -291,7 +290,7 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
     // Anthropic's prefill: the answer continues the text the final assistant turn began.
     call->rendered_prompt = std::move(prompt).value() + req.assistant_prefill;
     if (auto e = PromptCannotFit(req, call->rendered_prompt.size())) return e;
-    call->prompt_ids = tok.Encode(call->rendered_prompt);
+    call->prompt_ids = tok.Encode(call->rendered_prompt, TokenCap());
   } else if (req.prompt_is_tokens) {
     if (max_context_ > 0 && static_cast<int64_t>(req.prompt_token_ids.size()) >= max_context_) {
       ApiError e = BadRequest(
@@ -313,7 +312,7 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
   } else {
     if (auto e = PromptCannotFit(req, req.prompt.size())) return e;
     call->rendered_prompt = req.prompt;
-    call->prompt_ids = tok.Encode(call->rendered_prompt);
+    call->prompt_ids = tok.Encode(call->rendered_prompt, TokenCap());
   }
   call->constraint_json = ConstraintSpecFor(req, tools.is_array());
   call->tools_active = MayCallTools(req);
@@ -321,8 +320,9 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
     return BadRequest(req.chat ? "messages" : "prompt", "the prompt is empty");
   int64_t n = static_cast<int64_t>(call->prompt_ids.size());
   if (max_context_ > 0 && n >= max_context_) {
+    // Encoding stopped at the context's length (TokenCap): there may be more.
     ApiError e = BadRequest(req.chat ? "messages" : "prompt",
-                            "the prompt has " + std::to_string(n) +
+                            "the prompt has at least " + std::to_string(n) +
                                 " tokens; the model's context is " + std::to_string(max_context_));
     e.code = "context_length_exceeded";
     return e;
@@ -347,6 +347,10 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
   }
   if (RunLog* log = frontend_->log()) RecordToolResultsFromMessages(log, req);
   return std::nullopt;
+}
+
+size_t LocalEngineApi::TokenCap() const {
+  return max_context_ > 0 ? static_cast<size_t>(max_context_) : SIZE_MAX;
 }
 
 std::optional<ApiError> LocalEngineApi::PromptCannotFit(const CompletionRequest& req,

@@ -66,6 +66,9 @@ class LocalEngineApi {
   // The 400 for a prompt text too long to fit the context, decided on its bytes alone, so
   // a 50 MB prompt is refused without being tokenized (seconds and gigabytes).
   std::optional<ApiError> PromptCannotFit(const CompletionRequest& req, size_t bytes) const;
+  // How many tokens of a prompt to encode: the context's length (a prompt that reaches it
+  // is refused, so the rest is never encoded), or all of them when the context is unknown.
+  size_t TokenCap() const;
   CompletionResult BuildResult(Call* call, const GenerationResult& g);
   // What a finished call is answered with: its result, or the error sent instead.
   struct Answer {

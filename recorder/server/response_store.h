@@ -66,7 +66,7 @@ class ResponseStore {
   void EvictLocked();
 
   const size_t max_bytes_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // guards: responses_, items_, order_, bytes_
   std::map<std::string, std::shared_ptr<const Node>> responses_;
   std::map<std::string, Item> items_;
   std::deque<std::string> order_;  // response ids, oldest first

@@ -13,7 +13,6 @@ UpstreamPool::Lease UpstreamPool::Acquire() {
       idle_.pop_back();
       return Lease(this, std::move(client));
     }
-    ++created_;
   }
   auto client = std::make_unique<httplib::Client>(origin_);
   client->set_keep_alive(true);
@@ -29,11 +28,6 @@ UpstreamPool::Lease UpstreamPool::Acquire() {
 void UpstreamPool::Return(std::unique_ptr<httplib::Client> client) {
   std::lock_guard<std::mutex> lock(mu_);
   if (idle_.size() < max_idle_) idle_.push_back(std::move(client));
-}
-
-size_t UpstreamPool::clients_created() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return created_;
 }
 
 UpstreamPool::Lease::~Lease() {

@@ -40,18 +40,14 @@ class UpstreamPool {
   };
 
   Lease Acquire();
-  // Clients created so far (a reused client may also have reconnected on its own after the
-  // server closed an idle connection).
-  size_t clients_created() const;
 
  private:
   void Return(std::unique_ptr<httplib::Client> client);
 
   const std::string origin_;
   const size_t max_idle_;
-  mutable std::mutex mu_;
+  std::mutex mu_;  // guards: idle_
   std::vector<std::unique_ptr<httplib::Client>> idle_;
-  size_t created_ = 0;
 };
 
 }  // namespace trace::recorder

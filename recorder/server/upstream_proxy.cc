@@ -211,26 +211,8 @@ Result<uint64_t> UpstreamProxy::RecordProxiedCall(const Exchange& x) {
   auto parsed = format.Parse(x.request_body);
   if (auto* req = std::get_if<CompletionRequest>(&parsed)) {
     c.set_model(req->model);
-    proto::SamplingParams* p = c.mutable_params();
-    p->set_temperature(req->sampling.temperature);
-    p->set_top_p(req->sampling.top_p);
-    p->set_top_k(req->sampling.top_k);
-    if (req->max_tokens_given) p->set_max_tokens(req->sampling.max_tokens);
-    for (const std::string& s : req->sampling.stop) p->add_stop(s);
-    p->set_frequency_penalty(req->sampling.frequency_penalty);
-    p->set_presence_penalty(req->sampling.presence_penalty);
-    for (const auto& [id, bias] : req->sampling.logit_bias) {
-      proto::LogitBias* b = p->add_logit_bias();
-      b->set_id(id);
-      b->set_bias(bias);
-    }
-    if (req->seed) {
-      p->set_seed(static_cast<uint64_t>(*req->seed));
-      c.set_seed_used(static_cast<uint64_t>(*req->seed));
-    }
-    p->set_logprobs(req->logprobs);
-    p->set_top_logprobs(req->top_logprobs);
-    p->set_n(1);
+    SamplingParamsToProto(*req, /*max_tokens_as_run=*/false, c.mutable_params());
+    if (req->seed) c.set_seed_used(static_cast<uint64_t>(*req->seed));
   } else {
     json body = ParseJsonOrDiscarded(x.request_body);
     if (body.is_object() && body.contains("model") && body["model"].is_string()) {

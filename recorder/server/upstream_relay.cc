@@ -56,9 +56,11 @@ std::string StreamErrorEvent(const WireFormat& format, const std::string& reques
 
 // The upstream side of one streamed call, shared by the reading thread and the response.
 struct UpstreamStream {
+  // guards: answered, status, content_type, request_id, chunks, done, error, cancelled,
+  // client (reader and recorded are not shared)
   std::mutex mu;
-  std::condition_variable cv;
-  bool answered = false;  // status and headers known
+  std::condition_variable cv;  // answered, a chunk received, or done
+  bool answered = false;       // status and headers known
   int status = 0;
   std::string content_type;
   std::string request_id;

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "base/json_print.h"
+#include "testkit/temp_dir.h"
 #include "tests/common/shell.h"
-#include "tests/common/temp_dir.h"
 
 namespace trace {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "kernels/kernels.h"
-#include "tests/common/temp_dir.h"
+#include "testkit/temp_dir.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "testkit/temp_dir.h"
 #include "tests/common/shell.h"
-#include "tests/common/temp_dir.h"
 
 namespace trace::testing {
 

@@ -17,7 +17,7 @@
 
 #include "engine/engine.h"
 #include "engine/model_init.h"
-#include "tests/common/temp_dir.h"
+#include "testkit/temp_dir.h"
 
 namespace trace::engine::testing {
 

@@ -15,7 +15,7 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "store/store.h"
-#include "tests/common/temp_dir.h"
+#include "testkit/temp_dir.h"
 #include "tests/common/trace_cli.h"
 #include "tests/errors/hostile.h"
 #include "tests/tokenizer/test_util.h"

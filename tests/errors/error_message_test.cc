@@ -21,7 +21,7 @@
 #include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "store/store.h"
-#include "tests/common/temp_dir.h"
+#include "testkit/temp_dir.h"
 #include "tests/errors/hostile.h"
 #include "tests/tokenizer/test_util.h"
 

@@ -17,13 +17,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/model_init.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "exporters/otlp_trace.h"
 #include "store/export.h"
 #include "store/store.h"
+#include "tests/common/demo_model.h"
 #include "tests/common/shell.h"
-#include "tests/common/temp_dir.h"
 
 extern char** environ;
 
@@ -214,20 +213,19 @@ std::string Base64Decode(const std::string& in) {
   return out;
 }
 
-class ExportCliTest : public ::testing::Test {
+class ExportCliTest : public testing::DemoModelSuite {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::TempDir();
-    const std::string& d = dir_->path();
-    ASSERT_TRUE(
-        engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed, d + "/model").ok());
+    SetUpDemoModel();
+    if (HasFatalFailure()) return;
+    const std::string& d = demo().path();
     std::ofstream(d + "/agent.py") << kAgentScript;
     json planted = Planted();
     std::string cmd =
         "CLIENT_DIR=" + ShellQuote(kClientDir) + " PLANTED=" + ShellQuote(planted.dump()) +
         " TOKEN_FILE=" + ShellQuote(d + "/token") +
         " PLANTED_DB_PASSWORD=" + ShellQuote(Planted()["env"]) + " " + ShellQuote(kTrace) +
-        " --store " + ShellQuote(d + "/traces.db") + " record --model " + ShellQuote(d + "/model") +
+        " --store " + ShellQuote(d + "/traces.db") + " record --model " + ShellQuote(model_dir()) +
         " --seed 5 -- python3 " + ShellQuote(d + "/agent.py") + " >" + d + "/record.out 2>&1";
     int status = std::system(cmd.c_str());
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadWholeFile(d + "/record.out");
@@ -246,13 +244,13 @@ class ExportCliTest : public ::testing::Test {
     events_ = new std::vector<proto::Event>(std::move(*events));
   }
   static void TearDownTestSuite() {
-    delete dir_;
+    DemoModelSuite::TearDownTestSuite();
     delete secrets_;
     delete run_id_;
     delete events_;
   }
 
-  const std::string& Dir() const { return dir_->path(); }
+  const std::string& Dir() const { return demo().path(); }
   std::string Store() const { return Dir() + "/traces.db"; }
   // The environment `trace export` runs in: the secret variable is there as on the
   // recording machine.
@@ -292,12 +290,10 @@ class ExportCliTest : public ::testing::Test {
   void ReplayLevelsFromAReplayReport();
   void BadUsageIsAOneLineError();
 
-  static testing::TempDir* dir_;
   static std::map<std::string, std::string>* secrets_;
   static std::string* run_id_;
   static std::vector<proto::Event>* events_;
 };
-testing::TempDir* ExportCliTest::dir_ = nullptr;
 std::map<std::string, std::string>* ExportCliTest::secrets_ = nullptr;
 std::string* ExportCliTest::run_id_ = nullptr;
 std::vector<proto::Event>* ExportCliTest::events_ = nullptr;

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "base/escape.h"
+#include "base/splitmix64.h"
 #include "base/status.h"
 
 namespace trace::fuzz {
@@ -47,17 +48,8 @@ inline void RequireOneLine(const Status& status, const char* where,
   RequireOneLine(status.message(), where, must_name);
 }
 
-// splitmix64: the same sequence on every platform and standard library, so a fuzz run's
-// choices follow its seed and input only.
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t Next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  size_t Below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(Next() % n); }
-};
+// base/splitmix64.h: the same sequence on every platform and standard library, so a fuzz
+// run's choices follow its seed and input only.
+using SplitMix64 = ::trace::SplitMix64;
 
 }  // namespace trace::fuzz

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "store/codec.h"
+#include "testkit/store_test_util.h"
 #include "tests/fuzz/fuzz_checks.h"
 #include "tests/fuzz/fuzz_target.h"
-#include "tests/store/store_test_util.h"
 
 namespace {
 
@@ -48,7 +48,7 @@ std::string StoredRow(proto::Event event, uint64_t base_seq, int* encoding) {
   if (event.has_llm_call()) {
     auto* c = event.mutable_llm_call();
     if (!PackTokenColumns(*c, stored.mutable_tokens()).ok()) std::abort();
-    store::testing::ClearTokenArrays(c);
+    proto::ClearSampledTokenArrays(c);
     auto* p = stored.mutable_prompt();
     p->set_base_seq(base_seq);
     p->set_prefix_len(base_seq % 1000 / 2);

@@ -6,9 +6,9 @@
 #include <cstdlib>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "testkit/corpus.h"
 #include "tests/fuzz/fuzz_checks.h"
 #include "tests/fuzz/fuzz_target.h"
-#include "tests/tokenizer/corpus.h"
 #include "tests/tokenizer/test_util.h"
 
 namespace {

@@ -18,7 +18,7 @@
 #include "engine/cuda/cuda_engine.h"
 #include "engine/engine.h"
 #include "engine/model_init.h"
-#include "tests/common/temp_dir.h"
+#include "testkit/temp_dir.h"
 #include "tests/gpu/gpu_test.h"
 
 namespace trace::gputest::engine_util {

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/splitmix64.h"
 #include "engine/model_init.h"
 #include "kernels/canonical.h"
 #include "kernels/cuda/schedule/attention.h"
@@ -145,15 +146,10 @@ struct MatMulData {
 };
 
 MatMulData MakeMatMul(DType dtype, const shapes::MatMulShape& s, bool bias, int64_t x_offset) {
-  uint64_t state = static_cast<uint64_t>(s.M * 1000003 + s.N * 101 + s.K);
-  auto next = [&state]() {  // splitmix64
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
-  auto uniform = [&next](float scale) {  // [-scale, scale)
-    return static_cast<float>(static_cast<int32_t>(next() >> 40) - (1 << 23)) * 0x1p-23f * scale;
+  SplitMix64 rng(static_cast<uint64_t>(s.M * 1000003 + s.N * 101 + s.K));
+  auto uniform = [&rng](float scale) {  // [-scale, scale)
+    return static_cast<float>(static_cast<int32_t>(rng.Next() >> 40) - (1 << 23)) * 0x1p-23f *
+           scale;
   };
   MatMulData d;
   d.M = s.M;
@@ -178,7 +174,7 @@ MatMulData MakeMatMul(DType dtype, const shapes::MatMulShape& s, bool bias, int6
     const int mantissa_bits = dtype == DType::kBF16 ? 7 : 10;
     const int bias = dtype == DType::kBF16 ? 127 : 15;
     for (int64_t i = 0; i < s.N * s.K; i += 4) {
-      uint64_t z = next();
+      uint64_t z = rng.Next();
       for (int64_t j = i; j < std::min(i + 4, s.N * s.K); ++j, z >>= 16) {
         const uint16_t sign = static_cast<uint16_t>((z & 1u) << 15);
         const uint16_t mantissa = static_cast<uint16_t>((z >> 1) & ((1u << mantissa_bits) - 1));

@@ -24,6 +24,7 @@
 
 #include "engine/model_init.h"
 #include "store/store.h"
+#include "tests/common/demo_model.h"
 
 extern char** environ;
 
@@ -95,34 +96,22 @@ Proc Spawn(const std::vector<std::string>& args, const std::vector<std::string>&
   return p;
 }
 
-class RecordCliTest : public ::testing::Test {
+class RecordCliTest : public testing::DemoModelSuite {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(
-        (fs::temp_directory_path() / ("trace_rec_cli_" + std::to_string(getpid()))).string());
-    fs::create_directories(*dir_);
-    Status st =
-        engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed, *dir_ + "/model");
-    ASSERT_TRUE(st.ok()) << st.message();
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-
   std::string StorePath() {
-    return *dir_ + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+    return demo().file(
+        std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + ".db");
   }
 
   std::vector<std::string> Record(const std::vector<std::string>& cmd) {
-    std::vector<std::string> args = {kTrace,           "--store", StorePath(), "record", "--model",
-                                     *dir_ + "/model", "--seed",  "7",         "--"};
+    std::vector<std::string> args = {kTrace,      "--store", StorePath(), "record", "--model",
+                                     model_dir(), "--seed",  "7",         "--"};
     args.insert(args.end(), cmd.begin(), cmd.end());
     return args;
   }
 
   std::string Script(const std::string& name, const std::string& body) {
-    std::string path = *dir_ + "/" + name;
+    std::string path = demo().file(name);
     std::ofstream(path) << "import sys, os, time, json, urllib.request\nsys.path.insert(0, " +
                                json(kClientDir).dump() + ")\nimport trace_client as tc\n" + body;
     return path;
@@ -142,10 +131,7 @@ class RecordCliTest : public ::testing::Test {
     EXPECT_TRUE(events.ok()) << events.status().message();
     return {runs->front(), events.ok() ? *events : std::vector<proto::Event>{}};
   }
-
-  static std::string* dir_;
 };
-std::string* RecordCliTest::dir_ = nullptr;
 
 TEST_F(RecordCliTest, RecordsTheExampleAgentWithMatchingCounts) {
   Proc p = Spawn(Record({"python3", kAgent, "--turns", "3"}));
@@ -335,7 +321,7 @@ for content in ["hello there", "tell me a story"]:
     urllib.request.urlopen(req).read()
 )");
   json config;
-  std::ifstream(*dir_ + "/model/config.json") >> config;
+  std::ifstream(model_dir() + "/config.json") >> config;
   const int layers = config.at("num_hidden_layers").get<int>();
   ASSERT_GE(layers, 2);
 
@@ -344,9 +330,8 @@ for content in ["hello there", "tell me a story"]:
   std::string run_id;
   for (int r = 0; r < 2; ++r) {
     std::string store_path = StorePath() + std::to_string(r);
-    auto [code, out] =
-        RunToEnd({kTrace, "--store", store_path, "record", "--model", *dir_ + "/model", "--seed",
-                  "7", "--layer-digests", "--", "python3", script});
+    auto [code, out] = RunToEnd({kTrace, "--store", store_path, "record", "--model", model_dir(),
+                                 "--seed", "7", "--layer-digests", "--", "python3", script});
     ASSERT_EQ(code, 0) << out;
     store::StoreOptions o;
     o.create_if_missing = false;
@@ -380,8 +365,8 @@ for content in ["hello there", "tell me a story"]:
   EXPECT_EQ(same["level"], "bitwise") << same.dump(2);
 
   // A model with one weight of layer 1 changed: the replay names layer 1 first.
-  std::string changed = *dir_ + "/model-layer1";
-  ASSERT_TRUE(CopyModelChangingOneWeight(*dir_ + "/model", changed,
+  std::string changed = demo().file("model-layer1");
+  ASSERT_TRUE(CopyModelChangingOneWeight(model_dir(), changed,
                                          "model.layers.1.mlp.down_proj.weight", 5, 40.0f));
   auto [code, out] = RunToEnd(
       {kTrace, "--store", StorePath() + "0", "replay", run_id, "--model", changed, "--json"});
@@ -541,14 +526,13 @@ TEST_F(RecordCliTest, ServeTakesItsKeyFromAFileOrTheEnvironment) {
   EXPECT_NE(line.find("--api-key-file"), std::string::npos) << line;
   EXPECT_EQ(refused.Wait(), 2);
 
-  const std::string key_file = *dir_ + "/serve.key";
+  const std::string key_file = demo().file("serve.key");
   std::ofstream(key_file) << "file-key-42\n";
   for (bool from_file : {true, false}) {
     SCOPED_TRACE(from_file ? "--api-key-file" : "TRACE_API_KEY");
     const std::string key = from_file ? "file-key-42" : "env-key-43";
-    std::vector<std::string> args = {kTrace,     "--store",        StorePath(), "serve",
-                                     "--model",  *dir_ + "/model", "--port",    "0",
-                                     "--record", "keyed"};
+    std::vector<std::string> args = {kTrace,      "--store", StorePath(), "serve",    "--model",
+                                     model_dir(), "--port",  "0",         "--record", "keyed"};
     if (from_file) {
       args.push_back("--api-key-file");
       args.push_back(key_file);

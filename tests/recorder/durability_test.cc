@@ -24,8 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/model_init.h"
 #include "store/store.h"
+#include "tests/common/demo_model.h"
 
 namespace trace {
 namespace {
@@ -127,25 +127,11 @@ Proc Spawn(const std::vector<std::string>& args, rlim_t file_limit = 0) {
   return p;
 }
 
-class DurabilityTest : public ::testing::Test {
+class DurabilityTest : public testing::DemoModelSuite {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(
-        (fs::temp_directory_path() / ("trace_durability_" + std::to_string(getpid()))).string());
-    fs::create_directories(*dir_);
-    Status st =
-        engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed, *dir_ + "/model");
-    ASSERT_TRUE(st.ok()) << st.message();
-  }
-  static void TearDownTestSuite() {
-    std::error_code ec;
-    fs::remove_all(*dir_, ec);
-    delete dir_;
-  }
-
   std::string Path(const std::string& name) {
-    return *dir_ + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
-           name;
+    return demo().file(
+        std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" + name);
   }
 
   // `trace record` on the local engine, or (upstream non-empty) forwarding to that
@@ -154,7 +140,7 @@ class DurabilityTest : public ::testing::Test {
                                   const std::string& upstream = "") {
     std::vector<std::string> args = {kTrace, "--store", store, "record", "--seed", "7"};
     if (upstream.empty()) {
-      args.insert(args.end(), {"--model", *dir_ + "/model"});
+      args.insert(args.end(), {"--model", model_dir()});
     } else {
       args.insert(args.end(), {"--upstream", upstream});
     }
@@ -239,10 +225,7 @@ print("agent", os.getpid(), os.environ["TRACE_RUN_ID"], flush=True)
     }
     return checked;
   }
-
-  static std::string* dir_;
 };
-std::string* DurabilityTest::dir_ = nullptr;
 
 // 12 SIGKILLs of `trace record` at random moments while an agent sends model calls
 // and event batches from two threads: 0 acknowledged events missing, each run readable
@@ -251,7 +234,7 @@ std::string* DurabilityTest::dir_ = nullptr;
 // which keeps the test short) and so also cover the proxy's acknowledgements.
 TEST_F(DurabilityTest, KillLoopLosesNoAcknowledgedEvent) {
   std::string store_path = Path("traces.db");
-  Proc upstream = Spawn({kTrace, "serve", "--model", *dir_ + "/model", "--port", "0"});
+  Proc upstream = Spawn({kTrace, "serve", "--model", model_dir(), "--port", "0"});
   std::string serving = upstream.OutLine("serving on ");
   ASSERT_FALSE(serving.empty()) << upstream.ErrLine("trace:", 1);
   const std::string upstream_url = serving.substr(std::string("serving on ").size());

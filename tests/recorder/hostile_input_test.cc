@@ -561,7 +561,7 @@ TEST_F(HostileInputTest, ClockValuesOutOfRangeAreA400) {
 // A prompt that cannot fit the context is refused on its bytes, before tokenization (which
 // for tens of megabytes took seconds and gigabytes).
 TEST_F(HostileInputTest, HugePromptIsRefusedBeforeTokenizing) {
-  auto tok = engine::Tokenizer::Load(*model_dir_ + "/tokenizer.json");
+  auto tok = engine::Tokenizer::Load(model_dir() + "/tokenizer.json");
   ASSERT_TRUE(tok.ok());
   size_t longest = 1;
   for (int32_t id = 0; id < (*tok)->vocab_size(); ++id) {
@@ -590,6 +590,25 @@ TEST_F(HostileInputTest, HugePromptIsRefusedBeforeTokenizing) {
               std::string::npos)
         << err.dump();
   }
+}
+
+// A prompt under the byte bound but over the context is encoded only up to the context's
+// length (Tokenizer::Encode's cap): the answer says "at least" that many tokens, and the
+// count is exactly the context, not the prompt's whole length (about 100,000 tokens here).
+TEST_F(HostileInputTest, PromptOverTheContextIsEncodedOnlyToTheContext) {
+  auto server = StartServerWith(ServerOptions{});
+  ASSERT_TRUE(server);
+  std::string words;
+  for (int i = 0; i < 100000; ++i) words += " hello";
+  json body = {{"model", server->model_name()}, {"max_tokens", 1}, {"prompt", words}};
+  auto r = Post(*server, "/v1/completions", body);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  json err = json::parse(r->body);
+  EXPECT_EQ(err["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(err["error"]["message"].get<std::string>(),
+            "the prompt has at least 8192 tokens; the model's context is 8192")
+      << err.dump();
 }
 
 // An object of a million keys (17 MB, inside the body limit) cost nlohmann's ordered parse

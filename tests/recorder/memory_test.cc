@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/model_init.h"
-#include "tests/recorder/memory_probe.h"
+#include "testkit/memory_probe.h"
+#include "tests/common/demo_model.h"
 
 namespace trace::recorder {
 namespace {
@@ -55,27 +55,15 @@ constexpr bool kSanitized = false;
 constexpr bool kSanitized = false;
 #endif
 
-class ServerMemoryTest : public ::testing::Test {
+class ServerMemoryTest : public trace::testing::DemoModelSuite {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(
-        (fs::temp_directory_path() / ("trace_memory_" + std::to_string(getpid()))).string());
-    fs::create_directories(*dir_);
-    Status st =
-        engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed, *dir_ + "/model");
-    ASSERT_TRUE(st.ok()) << st.message();
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
   void SetUp() override {
     if (kSanitized) GTEST_SKIP() << "peak memory under a sanitizer is the sanitizer's";
   }
 
   // Sends `body` to a fresh server; checks the answer; returns the growth.
   static size_t Measure(const ProbeBody& body) {
-    Measurement m = MeasureInFreshServer(kTrace, *dir_ + "/model", *dir_ + "/s.db", body);
+    Measurement m = MeasureInFreshServer(kTrace, model_dir(), demo().file("s.db"), body);
     EXPECT_TRUE(m.error.empty()) << body.name << ": " << m.error;
     EXPECT_EQ(m.reply.status, body.status) << body.name << ": " << m.reply.body;
     const json err = json::parse(m.reply.body, nullptr, false);
@@ -89,8 +77,6 @@ class ServerMemoryTest : public ::testing::Test {
                 m.growth / double(m.body_bytes), m.peak_reset ? "" : "  [peak since start]");
     return m.growth;
   }
-
-  static inline std::string* dir_ = nullptr;
 };
 
 // The worst bodies at the size of the default body limit, one server each.
@@ -106,7 +92,7 @@ TEST_F(ServerMemoryTest, BodiesRefusedWhenReadCostAboutTheirSize) {
 TEST_F(ServerMemoryTest, TwoBodiesAtOnceCostTheirSizesEach) {
   const std::vector<ProbeBody> bodies = OversizedBodies(32 * kMiB - 4096);
   const ProbeBody& body = bodies.front();  // many tiny messages
-  ServeProcess server(kTrace, *dir_ + "/model", *dir_ + "/s2.db", "memory-probe-key");
+  ServeProcess server(kTrace, model_dir(), demo().file("s2.db"), "memory-probe-key");
   ASSERT_TRUE(server.ok()) << server.error();
   const bool reset = server.ResetPeak();
   const size_t base = server.Rss();

@@ -321,7 +321,7 @@ TEST_F(ServerTest, SystemPromptsReachThePromptInEverySpelling) {
   std::vector<proto::LlmCall> calls = run.Calls();
   ASSERT_EQ(calls.size(), replies.size());
 
-  auto tmpl = engine::ChatTemplate::FromTokenizerConfig(*model_dir_ + "/tokenizer_config.json");
+  auto tmpl = engine::ChatTemplate::FromTokenizerConfig(model_dir() + "/tokenizer_config.json");
   ASSERT_TRUE(tmpl.ok()) << tmpl.status().message();
   nlohmann::ordered_json cases = nlohmann::ordered_json::array(
       {{{"name", "system_then_user"},
@@ -353,12 +353,12 @@ TEST_F(ServerTest, SystemPromptsReachThePromptInEverySpelling) {
 TEST_F(ServerTest, TemplateRefusalNamesTheModelNotItsPath) {
   const fs::path dir = fs::path(TempDir("refusing")) / "refusing-model";
   fs::create_directories(dir);
-  for (const auto& f : fs::directory_iterator(*model_dir_)) {
+  for (const auto& f : fs::directory_iterator(model_dir())) {
     if (f.path().filename() != "tokenizer_config.json") {
       fs::create_symlink(f.path(), dir / f.path().filename());
     }
   }
-  std::ifstream in(*model_dir_ + "/tokenizer_config.json", std::ios::binary);
+  std::ifstream in(model_dir() + "/tokenizer_config.json", std::ios::binary);
   json config = json::parse(in);
   config["chat_template"] = "{{ raise_exception('refused: ' + messages[0].content) }}";
   std::ofstream(dir / "tokenizer_config.json", std::ios::binary) << config.dump();
@@ -522,7 +522,7 @@ class ProxyTest : public ServerTest {
   void SetUp() override {
     engine::EngineOptions eo;
     eo.threads = 2;
-    auto backend = LoadLocalBackend(*model_dir_, eo, {}, /*hash_weights=*/false);
+    auto backend = LoadLocalBackend(model_dir(), eo, {}, /*hash_weights=*/false);
     ASSERT_TRUE(backend.ok());
     ServerOptions opts;
     opts.api_key = kUpstreamKey;

@@ -298,7 +298,7 @@ TEST_F(ServerTest, SmallerOpenAiBehaviours) {
   ASSERT_EQ(a->status, 200) << a->body;
   json ids = json::array();
   auto enc = json::parse(a->body);
-  auto tok = engine::Tokenizer::Load(*model_dir_ + "/tokenizer.json");
+  auto tok = engine::Tokenizer::Load(model_dir() + "/tokenizer.json");
   ASSERT_TRUE(tok.ok());
   for (int32_t id : (*tok)->Encode("Once upon a time")) ids.push_back(id);
   json id_prompt = text_prompt;

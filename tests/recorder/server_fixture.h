@@ -17,10 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/model_init.h"
 #include "recorder/run_log.h"
 #include "recorder/server.h"
 #include "store/store.h"
+#include "tests/common/demo_model.h"
 
 namespace trace::recorder::testing {
 
@@ -93,17 +93,10 @@ struct FailableStore {
   std::unique_ptr<store::Store> store;
 };
 
-class ServerTest : public ::testing::Test {
+class ServerTest : public ::trace::testing::DemoModelSuite {
  public:
-  static void SetUpTestSuite() {
-    model_dir_ = new std::string(TempDir("model") + "/demo");
-    Status st = engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed, *model_dir_);
-    ASSERT_TRUE(st.ok()) << st.message();
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(fs::path(*model_dir_).parent_path());
-    delete model_dir_;
-  }
+  // The model's folder is named "demo": the model name the servers serve.
+  static void SetUpTestSuite() { SetUpDemoModel("demo"); }
 
   std::unique_ptr<Server> StartServer(SchedulerOptions so = {}, RunLog* log = nullptr,
                                       std::vector<std::string> served_names = {}) {
@@ -117,7 +110,7 @@ class ServerTest : public ::testing::Test {
                                           SchedulerOptions so = {}) {
     engine::EngineOptions eo;
     eo.threads = 2;
-    auto backend = LoadLocalBackend(*model_dir_, eo, so, /*hash_weights=*/false);
+    auto backend = LoadLocalBackend(model_dir(), eo, so, /*hash_weights=*/false);
     EXPECT_TRUE(backend.ok()) << backend.status().message();
     if (!backend.ok()) return nullptr;
     if (opts.api_key.empty()) opts.api_key = kKey;
@@ -206,8 +199,6 @@ class ServerTest : public ::testing::Test {
                        {"customer_id": {"type": "integer", "minimum": 1, "maximum": 9999}}}}}
     ])");
   }
-
-  static inline std::string* model_dir_ = nullptr;
 };
 
 }  // namespace trace::recorder::testing

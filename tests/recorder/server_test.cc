@@ -310,7 +310,7 @@ TEST_F(ServerTest, RenderedPromptKeepsClientKeyOrderLikeApplyChatTemplate) {
   ASSERT_FALSE(rendered.empty());
 
   // The reference: render_jinja.py over the model's own chat template and special tokens.
-  auto tmpl = engine::ChatTemplate::FromTokenizerConfig(*model_dir_ + "/tokenizer_config.json");
+  auto tmpl = engine::ChatTemplate::FromTokenizerConfig(model_dir() + "/tokenizer_config.json");
   ASSERT_TRUE(tmpl.ok()) << tmpl.status().message();
   ojson cases = ojson::array({{{"name", "key_order"},
                                {"template", (*tmpl)->source()},

@@ -9,7 +9,7 @@
 
 #include "redact/redactor.h"
 #include "redact/rules.h"
-#include "tests/common/temp_dir.h"
+#include "testkit/temp_dir.h"
 
 namespace trace::redact {
 namespace {

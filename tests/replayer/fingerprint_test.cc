@@ -10,7 +10,7 @@
 #include "kernels/kernels.h"
 #include "replayer/replayer.h"
 #include "replayer/report.h"
-#include "tests/replayer/replay_test_util.h"
+#include "testkit/replay_test_util.h"
 
 namespace trace::replayer {
 namespace {

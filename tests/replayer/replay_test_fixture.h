@@ -14,7 +14,7 @@
 #include <string>
 
 #include "store/store.h"
-#include "tests/replayer/replay_test_util.h"
+#include "testkit/replay_test_util.h"
 
 #ifndef TRACE_BINARY_DIR
 #error "tests/CMakeLists.txt defines TRACE_BINARY_DIR for every test"

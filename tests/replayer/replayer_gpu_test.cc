@@ -5,7 +5,7 @@
 
 #include "replayer/replayer.h"
 #include "replayer/report.h"
-#include "tests/replayer/replay_test_util.h"
+#include "testkit/replay_test_util.h"
 
 namespace trace::replayer {
 namespace {

@@ -14,8 +14,8 @@
 #include "replayer/diff.h"
 #include "replayer/replayer.h"
 #include "replayer/report.h"
+#include "testkit/replay_test_util.h"
 #include "tests/replayer/replay_test_fixture.h"
-#include "tests/replayer/replay_test_util.h"
 
 namespace trace::replayer {
 namespace {

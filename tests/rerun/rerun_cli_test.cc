@@ -18,9 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/model_init.h"
+#include "testkit/temp_dir.h"
+#include "tests/common/demo_model.h"
 #include "tests/common/shell.h"
-#include "tests/common/temp_dir.h"
 #include "tests/common/trace_cli.h"
 
 namespace trace {
@@ -29,7 +29,6 @@ namespace {
 using nlohmann::json;
 using testing::CliResult;
 using testing::RunTrace;
-using testing::TempDir;
 
 const std::string kAgent = std::string(TRACE_SOURCE_DIR) + "/examples/support_agent/agent.py";
 
@@ -60,9 +59,8 @@ size_t LineCount(const std::string& path) {
 class RerunCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = dir_.file("model");
-    Status st = engine::InitModel(engine::kDemoModelPreset, engine::kDemoModelSeed, model_);
-    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_TRUE(dir_.status().ok()) << dir_.status().message();
+    model_ = dir_.model();
     store_ = dir_.file("traces.db");
     tool_log_ = dir_.file("tools.log");
   }
@@ -121,7 +119,7 @@ class RerunCliTest : public ::testing::Test {
     return json::parse(r.out, nullptr, false);
   }
 
-  TempDir dir_;
+  testing::DemoModelFolder dir_;  // this test's folder, with the demo model in it
   std::string model_, store_, tool_log_, recorded_counts_;
 };
 

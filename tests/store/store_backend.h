@@ -16,8 +16,8 @@
 #include <map>
 #include <string>
 
-#include "tests/common/pg_server.h"
-#include "tests/common/temp_dir.h"
+#include "testkit/pg_server.h"
+#include "testkit/temp_dir.h"
 
 namespace trace::store::testing {
 

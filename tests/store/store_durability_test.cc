@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "store/store.h"
-#include "tests/store/store_test_util.h"
+#include "testkit/store_test_util.h"
 
 namespace trace::store {
 namespace {

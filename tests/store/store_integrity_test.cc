@@ -17,9 +17,9 @@
 
 #include "store/fsck.h"
 #include "store/store.h"
+#include "testkit/store_test_util.h"
 #include "tests/common/shell.h"
 #include "tests/store/sql_test_util.h"
-#include "tests/store/store_test_util.h"
 
 namespace trace::store {
 namespace {

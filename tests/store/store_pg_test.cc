@@ -16,8 +16,8 @@
 #include "store/copy.h"
 #include "store/store.h"
 #include "store/store_location.h"
+#include "testkit/store_test_util.h"
 #include "tests/store/store_backend.h"
-#include "tests/store/store_test_util.h"
 
 namespace trace::store {
 namespace {

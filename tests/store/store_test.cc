@@ -20,9 +20,9 @@
 
 #include "store/codec.h"
 #include "store/export.h"
+#include "testkit/store_test_util.h"
 #include "tests/store/sql_test_util.h"
 #include "tests/store/store_backend.h"
-#include "tests/store/store_test_util.h"
 
 namespace trace::store {
 namespace {

@@ -15,8 +15,8 @@
 
 #include "store/export.h"
 #include "store/store.h"
+#include "testkit/store_test_util.h"
 #include "tests/common/trace_cli.h"
-#include "tests/store/store_test_util.h"
 
 namespace trace::store {
 namespace {

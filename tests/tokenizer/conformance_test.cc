@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/tokenizer/tokenizer.h"
-#include "tests/tokenizer/corpus.h"
+#include "testkit/corpus.h"
 #include "tests/tokenizer/test_util.h"
 
 namespace trace::engine {

@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "tests/tokenizer/corpus.h"
+#include "testkit/corpus.h"
 #include "tests/tokenizer/test_util.h"
 
 namespace trace::engine {
@@ -162,6 +162,28 @@ TEST(TokenizerQwen3, ConcurrentEncodeIsDeterministic) {
   }
   for (auto& th : threads) th.join();
   for (int m : mismatches) EXPECT_EQ(m, 0);
+}
+
+// Encode(text, cap) stops once it holds `cap` ids (the recorder caps a prompt at the model's
+// context): it must give exactly the first `cap` ids of the whole encoding, whichever piece,
+// added token or pre-tokenizer stage the cap falls in.
+TEST(TokenizerQwen3, CappedEncodeIsThePrefixOfTheWholeEncoding) {
+  const Tokenizer& t = Qwen3();
+  const auto corpus = testing::GenerateCorpus(13, 300);
+  size_t checked = 0, cut_inside = 0;
+  for (const std::string& s : corpus) {
+    const std::vector<int32_t> all = t.Encode(s);
+    for (size_t cap : {size_t{0}, size_t{1}, size_t{2}, all.size() / 3, all.size() / 2,
+                       all.size() - std::min<size_t>(all.size(), 1), all.size(), all.size() + 1}) {
+      const std::vector<int32_t> head = t.Encode(s, cap);
+      const std::vector<int32_t> want(all.begin(), all.begin() + std::min(cap, all.size()));
+      ASSERT_EQ(head, want) << "cap " << cap << " of " << all.size();
+      ++checked;
+      cut_inside += cap > 0 && cap < all.size();
+    }
+  }
+  EXPECT_EQ(checked, corpus.size() * 8);
+  EXPECT_GT(cut_inside, corpus.size());  // most caps fall inside the text, not past it
 }
 
 TEST(TokenizerLlama3Style, IgnoreMergesAndPairMerges) {

@@ -9,22 +9,29 @@
 // chunking, the order of items in a batch) comes from a SplitMix64 stream keyed by the seed
 // and the run index, so an experiment is itself reproducible.
 //
-// Ownership: the caller owns the engine and the tokenizer (both outlive the call); the
-// experiment creates and frees its own sequences. Thread safety: none (one engine, one
-// caller). Errors: RunDeterminism returns the engine's, with the run it happened in.
+// `trace bench determinism` runs it in named steps: LoadModelFolder (perf/model_folder.h),
+// PrepareDeterminism, RunDeterminism, then prints the result with ViewStep and TokensBefore.
+//
+// Ownership: a DeterminismSetup owns its model, tokenizer and engine; the experiment creates
+// and frees its own sequences. Thread safety: none (one engine, one caller). Errors:
+// PrepareDeterminism names the missing tokenizer or the empty prompt, or returns the engine's;
+// RunDeterminism returns the engine's, with the run it happened in.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "engine/engine.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "perf/model_folder.h"
 
-namespace trace::bench {
+namespace trace::perf {
 
 // A candidate of a logits row, and one step of the measured request: the token it chose
 // (greedy: argmax, lowest id on ties) and the best few candidates (logit desc, id asc).
@@ -101,14 +108,43 @@ struct DeterminismResult {
 // The token a run chose at `step`, -1 when it had already stopped.
 int32_t TokenAt(const DeterminismResult& result, int run, size_t step);
 
-// Runs the reference (the prompt alone) and options.runs batched runs on `engine`.
-// `eos` ends a completion; other requests draw tokens in [0, token_upper) that the tokenizer
-// (may be null) does not mark special. `progress(run, seconds)` (may be empty) is called
-// before each run, with run -1 for the reference.
-Result<DeterminismResult> RunDeterminism(engine::Engine* engine, const DeterminismOptions& options,
-                                         const std::vector<int32_t>& prompt,
-                                         const std::vector<int32_t>& eos, int32_t token_upper,
-                                         const engine::Tokenizer* tokenizer,
+// The tokens `run` had produced before `step` (all of them when it stopped earlier).
+std::vector<int32_t> TokensBefore(const DeterminismResult& result, int run, size_t step);
+
+// One step of a run as a report shows it: what the run chose and, when `other_token` (what the
+// run it is compared with chose there) differs, that token among this step's candidates.
+struct StepView {
+  const StepRecord* record = nullptr;  // null: the run had stopped before this step
+  bool eos = false;                    // the chosen token ends a completion
+  const Candidate* other = nullptr;    // other_token in record->top (null: equal or not there)
+  // The best logit minus c's (the chosen token's lead over candidate c).
+  double MarginTo(const Candidate& c) const {
+    return static_cast<double>(record->top[0].logit) - c.logit;
+  }
+};
+StepView ViewStep(const DeterminismResult& result, const std::vector<int32_t>& eos, int run,
+                  size_t step, int32_t other_token);
+
+// Step 1: what the experiment runs on. The loaded model folder, `prompt_text` encoded by its
+// tokenizer (needed), the end-of-sequence ids (config and tokenizer), the range of random
+// tokens, and an engine with `engine_options` whose context fits the longest request.
+struct DeterminismSetup {
+  LoadedModel loaded;
+  std::unique_ptr<engine::Engine> engine;
+  std::vector<int32_t> prompt;  // the measured prompt's token ids
+  std::vector<int32_t> eos;     // ends a completion
+  int32_t token_upper = 0;      // other requests draw tokens in [0, token_upper)
+};
+Result<DeterminismSetup> PrepareDeterminism(LoadedModel loaded, const std::string& prompt_text,
+                                            engine::EngineOptions engine_options,
+                                            const DeterminismOptions& options);
+
+// Step 2: the reference (the prompt alone) and options.runs batched runs on setup's engine,
+// then the summary: distinct completions, where they diverged, logits per batch size. Other
+// requests draw tokens in [0, token_upper) that the tokenizer does not mark special.
+// `progress(run, seconds)` (may be empty) is called before each run, with run -1 for the
+// reference.
+Result<DeterminismResult> RunDeterminism(DeterminismSetup& setup, const DeterminismOptions& options,
                                          const std::function<void(int, double)>& progress = {});
 
-}  // namespace trace::bench
+}  // namespace trace::perf

@@ -26,8 +26,9 @@
 #include "engine/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "proto/trace.pb.h"
+#include "recorder/server/fingerprint.h"
 #include "store/store.h"
-#include "tests/common/temp_dir.h"
+#include "testkit/temp_dir.h"
 
 namespace trace::replayer::testing {
 
@@ -79,19 +80,10 @@ inline Status CopyModelWithChangedWeight(const std::string& from, const std::str
   return Status::Ok();
 }
 
+// The model fingerprint the recorder writes (recorder/server/fingerprint.h).
 inline proto::ModelFingerprint ModelFingerprintProto(const engine::Model& model) {
   proto::ModelFingerprint m;
-  const auto& f = model.fingerprint();
-  m.set_architecture(f.architecture);
-  m.set_dtype(f.dtype);
-  m.set_parameter_count(f.parameter_count);
-  m.set_weights_sha256(f.weights_sha256);
-  m.set_config_sha256(f.config_sha256);
-  m.set_tokenizer_sha256(f.tokenizer_sha256);
-  m.set_chat_template_sha256(f.chat_template_sha256);
-  m.set_model_dir(model.dir());
-  m.set_num_layers(static_cast<int32_t>(model.config().num_layers));
-  m.set_vocab_size(model.config().vocab_size);
+  recorder::FillModelFingerprint(model, &m);
   return m;
 }
 
@@ -101,9 +93,7 @@ inline proto::RunHeader HeaderFor(const engine::Engine& engine) {
   h.mutable_engine()->set_git_revision(TRACE_GIT_REVISION);
   h.mutable_engine()->set_compiler(TRACE_COMPILER);
   h.mutable_engine()->set_build_type(TRACE_BUILD_TYPE);
-  h.mutable_engine()->set_numerics(engine.options().numerics == kernels::Numerics::kCanonical
-                                       ? kernels::kNumericsVersion
-                                       : "fast");
+  h.mutable_engine()->set_numerics(kernels::VersionedNumericsName(engine.options().numerics));
   h.mutable_device()->set_device(engine.options().device);
   h.mutable_device()->set_description(engine.DeviceDescription());
   *h.mutable_model() = ModelFingerprintProto(engine.model());
@@ -135,9 +125,7 @@ inline Result<proto::LlmCall> GenerateCall(engine::Engine& engine,
   p->set_seed(seed);
   call.set_seed_used(seed);
   call.set_http_status(200);
-  call.set_numerics(engine.options().numerics == kernels::Numerics::kCanonical
-                        ? kernels::kNumericsVersion
-                        : "fast");
+  call.set_numerics(kernels::VersionedNumericsName(engine.options().numerics));
   const int layers = static_cast<int>(engine.model().config().num_layers);
   if (layer_digests) call.set_num_layers(layers);
   const auto& eos = engine.model().config().eos_token_ids;

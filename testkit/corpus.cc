@@ -1,32 +1,25 @@
 // Deterministic tokenizer corpus (see corpus.h). Only long-assigned code points are used
 // (nothing newer than Unicode 13), so ICU in node, PCRE2 and utf8proc agree on their
 // properties.
-#include "tests/tokenizer/corpus.h"
+#include "testkit/corpus.h"
 
 #include <array>
 #include <string_view>
 
+#include "base/splitmix64.h"
+
 namespace trace::engine::testing {
 namespace {
 
-class Rng {
+// base/splitmix64.h, with the draws the corpus makes.
+class Rng : public SplitMix64 {
  public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  size_t Below(size_t n) { return static_cast<size_t>(Next() % n); }
+  using SplitMix64::SplitMix64;
   bool Chance(int percent) { return Below(100) < static_cast<size_t>(percent); }
   template <typename T, size_t N>
   const T& Pick(const T (&items)[N]) {
     return items[Below(N)];
   }
-
- private:
-  uint64_t state_;
 };
 
 void AppendCodepoint(std::string* s, uint32_t cp) {

@@ -16,8 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "proto/llm_call_tokens.h"
 #include "proto/trace.pb.h"
-#include "tests/common/temp_dir.h"
+#include "testkit/temp_dir.h"
 
 namespace trace::store::testing {
 
@@ -92,18 +93,6 @@ inline void FillAllFields(google::protobuf::Message* msg, int salt, int repeat =
   }
 }
 
-// Empties the per-sampled-token arrays of `call` (what token columns hold).
-inline void ClearTokenArrays(proto::LlmCall* c) {
-  c->clear_token_ids();
-  c->clear_logits_digests();
-  c->clear_logits();
-  c->clear_logprobs();
-  c->clear_runner_up_ids();
-  c->clear_runner_up_logits();
-  c->clear_layer_digests();
-  c->clear_route_ids();
-}
-
 // An event of the given kind with every field set; LlmCall arrays are consistent
 // (`tokens` sampled tokens, 2 layer digests and a route of 2 experts each).
 inline proto::Event MakeFullEvent(proto::Event::KindCase kind, int salt, int tokens = 5) {
@@ -113,7 +102,7 @@ inline proto::Event MakeFullEvent(proto::Event::KindCase kind, int salt, int tok
   FillAllFields(sub, salt);
   if (kind == proto::Event::kLlmCall) {
     auto* c = e.mutable_llm_call();
-    ClearTokenArrays(c);
+    proto::ClearSampledTokenArrays(c);
     c->set_num_layers(2);
     c->set_route_width(2);
     std::mt19937_64 rng(salt);

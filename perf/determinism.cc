@@ -1,5 +1,5 @@
-// bench/common/determinism.h: the continuous-batching simulation and its summary.
-#include "bench/common/determinism.h"
+// perf/determinism.h: the continuous-batching simulation, its setup and its summary.
+#include "perf/determinism.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string>
 
-#include "bench/common/throughput.h"
+#include "perf/throughput.h"
 
-namespace trace::bench {
+namespace trace::perf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -252,15 +252,111 @@ int32_t TokenAt(const DeterminismResult& result, int run, size_t step) {
   return step < steps.size() ? steps[step].token : -1;
 }
 
-Result<DeterminismResult> RunDeterminism(engine::Engine* engine, const DeterminismOptions& options,
-                                         const std::vector<int32_t>& prompt,
-                                         const std::vector<int32_t>& eos, int32_t token_upper,
-                                         const engine::Tokenizer* tokenizer,
+std::vector<int32_t> TokensBefore(const DeterminismResult& result, int run, size_t step) {
+  const std::vector<int32_t>& tokens = result.runs[static_cast<size_t>(run)].tokens;
+  return std::vector<int32_t>(
+      tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(std::min(step, tokens.size())));
+}
+
+StepView ViewStep(const DeterminismResult& result, const std::vector<int32_t>& eos, int run,
+                  size_t step, int32_t other_token) {
+  StepView view;
+  const auto& steps = result.runs[static_cast<size_t>(run)].steps;
+  if (step >= steps.size()) return view;
+  view.record = &steps[step];
+  const int32_t token = view.record->token;
+  view.eos = std::find(eos.begin(), eos.end(), token) != eos.end();
+  if (other_token != token) {
+    for (const Candidate& c : view.record->top) {
+      if (c.id == other_token) view.other = &c;
+    }
+  }
+  return view;
+}
+
+Result<DeterminismSetup> PrepareDeterminism(LoadedModel loaded, const std::string& prompt_text,
+                                            engine::EngineOptions engine_options,
+                                            const DeterminismOptions& options) {
+  DeterminismSetup setup;
+  setup.loaded = std::move(loaded);
+  const engine::ModelConfig& config = setup.loaded.model->config();
+  const engine::Tokenizer* tokenizer = setup.loaded.tokenizer.get();
+  if (tokenizer == nullptr) {
+    return NotFound("no tokenizer.json in '" + setup.loaded.dir + "' (needed to encode --prompt)");
+  }
+  setup.prompt = tokenizer->Encode(prompt_text);
+  if (setup.prompt.empty()) return InvalidArgument("--prompt encodes to no tokens");
+  setup.eos = config.eos_token_ids;
+  if (auto id = tokenizer->eos_token_id()) setup.eos.push_back(*id);
+  setup.token_upper = static_cast<int32_t>(
+      std::min<int64_t>(config.vocab_size, std::max<int32_t>(tokenizer->vocab_size(), 1)));
+  // The longest request: the prompt or another one, then up to twice max_tokens decoded.
+  engine_options.max_context = std::min<int64_t>(
+      config.max_position_embeddings,
+      std::max<int64_t>(static_cast<int64_t>(setup.prompt.size()), options.other_max_len) +
+          2 * options.max_tokens + 2);
+  TRACE_ASSIGN_OR_RETURN(setup.engine, engine::Engine::Create(setup.loaded.model, engine_options));
+  return setup;
+}
+
+namespace {
+
+// The distinct completions of the runs, in order of first appearance.
+std::vector<CompletionVariant> GroupCompletions(const std::vector<RunResult>& runs) {
+  std::vector<CompletionVariant> variants;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& t = runs[i].tokens;
+    auto it = std::find_if(variants.begin(), variants.end(),
+                           [&](const CompletionVariant& v) { return v.tokens == t; });
+    if (it == variants.end()) {
+      variants.push_back({t, {static_cast<int>(i)}});
+    } else {
+      it->runs.push_back(static_cast<int>(i));
+    }
+  }
+  return variants;
+}
+
+// Where each later variant left the first one: the first step whose token differs.
+std::vector<Divergence> LocateDivergences(const DeterminismResult& result) {
+  std::vector<Divergence> divergences;
+  for (size_t v = 1; v < result.variants.size(); ++v) {
+    const int a = result.variants[0].runs[0], b = result.variants[v].runs[0];
+    const auto& sa = result.runs[static_cast<size_t>(a)].steps;
+    const auto& sb = result.runs[static_cast<size_t>(b)].steps;
+    size_t step = 0;
+    while (step < sa.size() && step < sb.size() && sa[step].token == sb[step].token) ++step;
+    divergences.push_back({v, a, b, step});
+  }
+  return divergences;
+}
+
+// The range of the runs' largest batches, and the logits statistics over every batch size.
+void SummariseBatches(const std::map<int64_t, BatchStat>& stats, DeterminismResult* result) {
+  int64_t batch_lo = 1 << 30, batch_hi = 0;
+  for (const auto& r : result->runs) {
+    batch_lo = std::min(batch_lo, r.max_batch);
+    batch_hi = std::max(batch_hi, r.max_batch);
+  }
+  result->largest_batch_min = batch_lo;
+  result->largest_batch_max = batch_hi;
+  result->by_batch = stats;
+  for (const auto& [b, s] : result->by_batch) {
+    result->max_diff_first = std::max(result->max_diff_first, s.max_diff_first);
+    result->max_diff = std::max(result->max_diff, s.max_diff);
+    result->bitwise = result->bitwise && s.bitwise;
+  }
+}
+
+}  // namespace
+
+Result<DeterminismResult> RunDeterminism(DeterminismSetup& setup, const DeterminismOptions& options,
                                          const std::function<void(int, double)>& progress) {
   const auto start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   DeterminismResult result;
-  DeterminismBench bench(engine, options, prompt, eos, token_upper, tokenizer);
+  DeterminismBench bench(setup.engine.get(), options, setup.prompt, setup.eos, setup.token_upper,
+                         setup.loaded.tokenizer.get());
   if (progress) progress(-1, elapsed());
   if (Status st = bench.RunReference(&result.reference); !st.ok()) {
     return st.WithContext("reference run");
@@ -273,41 +369,10 @@ Result<DeterminismResult> RunDeterminism(engine::Engine* engine, const Determini
     }
   }
   result.seconds = elapsed();
-
-  // Distinct completions in order of first appearance.
-  for (int i = 0; i < options.runs; ++i) {
-    const auto& t = result.runs[static_cast<size_t>(i)].tokens;
-    auto it = std::find_if(result.variants.begin(), result.variants.end(),
-                           [&](const CompletionVariant& v) { return v.tokens == t; });
-    if (it == result.variants.end()) {
-      result.variants.push_back({t, {i}});
-    } else {
-      it->runs.push_back(i);
-    }
-  }
-  // Where each later variant left the first one: the first step whose token differs.
-  for (size_t v = 1; v < result.variants.size(); ++v) {
-    const int a = result.variants[0].runs[0], b = result.variants[v].runs[0];
-    const auto& sa = result.runs[static_cast<size_t>(a)].steps;
-    const auto& sb = result.runs[static_cast<size_t>(b)].steps;
-    size_t step = 0;
-    while (step < sa.size() && step < sb.size() && sa[step].token == sb[step].token) ++step;
-    result.divergences.push_back({v, a, b, step});
-  }
-  int64_t batch_lo = 1 << 30, batch_hi = 0;
-  for (const auto& r : result.runs) {
-    batch_lo = std::min(batch_lo, r.max_batch);
-    batch_hi = std::max(batch_hi, r.max_batch);
-  }
-  result.largest_batch_min = batch_lo;
-  result.largest_batch_max = batch_hi;
-  result.by_batch = bench.stats();
-  for (const auto& [b, s] : result.by_batch) {
-    result.max_diff_first = std::max(result.max_diff_first, s.max_diff_first);
-    result.max_diff = std::max(result.max_diff, s.max_diff);
-    result.bitwise = result.bitwise && s.bitwise;
-  }
+  result.variants = GroupCompletions(result.runs);
+  result.divergences = LocateDivergences(result);
+  SummariseBatches(bench.stats(), &result);
   return result;
 }
 
-}  // namespace trace::bench
+}  // namespace trace::perf

@@ -19,7 +19,7 @@
 #include <string>
 #include <system_error>
 
-#include "tests/common/temp_dir.h"
+#include "testkit/temp_dir.h"
 
 namespace trace::testing {
 

@@ -1,12 +1,12 @@
-// bench/common/throughput.h: the timed prefill + decode loop and the model's cost model.
-#include "bench/common/throughput.h"
+// perf/throughput.h: the timed prefill + decode loop and the model's cost model.
+#include "perf/throughput.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
 
-namespace trace::bench {
+namespace trace::perf {
 
 using Clock = std::chrono::steady_clock;
 
@@ -137,4 +137,4 @@ ModelCost CostOf(const engine::Model& model) {
   return cost;
 }
 
-}  // namespace trace::bench
+}  // namespace trace::perf

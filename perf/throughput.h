@@ -12,30 +12,26 @@
 #include <string>
 #include <vector>
 
+#include "base/splitmix64.h"
 #include "base/status.h"
 #include "engine/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 
-namespace trace::bench {
+namespace trace::perf {
 
-// SplitMix64: a portable, seedable stream (std:: distributions differ between libraries), so
-// a bench run is itself reproducible from its seed.
+// The seeded stream every experiment draws from (base/splitmix64.h: std:: distributions differ
+// between libraries), so a bench run is itself reproducible from its seed.
 class Rng {
  public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  uint64_t Next() { return gen_.Next(); }
   // Uniform in [lo, hi] (hi >= lo); the modulo bias is irrelevant here.
   int64_t Uniform(int64_t lo, int64_t hi) {
     return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
   }
 
  private:
-  uint64_t state_;
+  SplitMix64 gen_;
 };
 
 // The first index of the largest logit (-1 for an empty row; NaN never wins).
@@ -83,4 +79,4 @@ struct ModelCost {
 };
 ModelCost CostOf(const engine::Model& model);
 
-}  // namespace trace::bench
+}  // namespace trace::perf

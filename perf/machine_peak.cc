@@ -1,8 +1,8 @@
-// Peak measurements of bench/common/machine_peak.h. The FMA loops keep 12 independent
+// Peak measurements of perf/machine_peak.h. The FMA loops keep 12 independent
 // accumulators per thread (more than latency x ports on current x86 cores) and are compiled
 // for their instruction set by target attributes, so this file needs no special flags; they
 // run only when kernels::AvailableCpuIsaPaths() lists that set.
-#include "bench/common/machine_peak.h"
+#include "perf/machine_peak.h"
 
 // GCC 12's AVX-512 intrinsics warn about their own dummy operand once inlined (GCC PR
 // 105593, fixed in GCC 13): silenced for that header.
@@ -24,7 +24,7 @@
 
 #include "kernels/thread_pool.h"
 
-namespace trace::bench {
+namespace trace::perf {
 namespace {
 
 constexpr int kChains = 12;
@@ -205,4 +205,4 @@ Bandwidth MeasureBandwidth(int threads, int64_t bytes, int repeats) {
   return out;
 }
 
-}  // namespace trace::bench
+}  // namespace trace::perf

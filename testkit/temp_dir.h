@@ -1,5 +1,5 @@
 // TempDir: a fresh folder under $TMPDIR for one test, removed with its contents on
-// destruction. Shared by every test folder (include "tests/common/temp_dir.h").
+// destruction. Shared by every test folder (include "testkit/temp_dir.h").
 //
 // Ownership: owns the folder. Thread safety: one instance per test. Errors: if the folder
 // cannot be made, path() is empty and the test's own file operations fail loudly.

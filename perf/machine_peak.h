@@ -13,7 +13,7 @@
 
 #include "kernels/kernels.h"
 
-namespace trace::bench {
+namespace trace::perf {
 
 // fp32 GFLOP/s of independent fused multiply-adds (2 flops each) on `threads` threads, with
 // the registers of `isa` (kernels::Impl::kAvx2: 8 floats, kAvx512: 16; kReference: scalar
@@ -40,4 +40,4 @@ kernels::Impl BestCpuIsa();
 // The path kernels::Impl::kAuto runs now (TRACE_CPU_ISA applied), as the Impl forcing it.
 kernels::Impl ActiveCpuIsa();
 
-}  // namespace trace::bench
+}  // namespace trace::perf
