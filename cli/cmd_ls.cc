@@ -3,12 +3,15 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/escape.h"
 #include "base/json_print.h"
 #include "cli/command.h"
+#include "cli/verdicts.h"
 #include "store/store.h"
+#include "store/verify_queue.h"
 
 namespace trace::cli::cmd_ls {
 namespace {
@@ -79,6 +82,15 @@ int Run(const Options& options) {
   if (!st.ok()) return ReportError(st.status());
   auto runs = (*st)->ListRuns(options.limit);
   if (!runs.ok()) return ReportError(runs.status());
+  // The newest verdict of `trace verify` per run and machine kind (none before any verify).
+  std::map<std::string, std::vector<store::Verification>> verdicts;
+  {
+    auto queue = (*st)->OpenVerifyQueue();
+    if (!queue.ok()) return ReportError(queue.status());
+    auto latest = (*queue)->LatestVerdicts();
+    if (!latest.ok()) return ReportError(latest.status());
+    verdicts = std::move(*latest);
+  }
   if (options.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : *runs) {
@@ -101,12 +113,24 @@ int Run(const Options& options) {
                      {"parent_run", r.parent_run_id},
                      {"rerun_mode", r.rerun_mode},
                      {"diverged_at_call", r.diverged_at_call}});
+      nlohmann::json& row = out.back();
+      row["verifications"] = nlohmann::json::array();
+      if (auto v = verdicts.find(r.run_id); v != verdicts.end()) {
+        for (const store::Verification& x : v->second) {
+          row["verifications"].push_back(VerificationJson(x));
+        }
+      }
     }
     PrintJson(std::cout, out, 2);
     return ReportDamaged(*runs);
   }
-  std::printf("%-26s  %-20s  %8s  %5s  %7s  %-10s  %9s  %s\n", "RUN", "STARTED", "DURATION",
-              "CALLS", "TOKENS", "STATUS", "SIZE", "COMMAND");
+  // A VERIFIED column once `trace verify` has run on this store: the newest verdict per
+  // machine kind, comma-separated in machine order.
+  const bool verified_column = !verdicts.empty();
+  std::printf("%-26s  %-20s  %8s  %5s  %7s  %-10s  %9s  ", "RUN", "STARTED", "DURATION", "CALLS",
+              "TOKENS", "STATUS", "SIZE");
+  if (verified_column) std::printf("%-13s  ", "VERIFIED");
+  std::printf("%s\n", "COMMAND");
   for (const auto& r : *runs) {
     std::string status(store::RunStatusName(r.status));
     if (!r.problem.empty()) {
@@ -125,11 +149,22 @@ int Run(const Options& options) {
               ": " + r.command;
     }
     const std::string command = EscapeForDisplay(shown, 80);  // one table row, always
-    std::printf("%-26s  %-20s  %8s  %5lld  %7lld  %-10s  %9s  %s\n",
+    std::printf("%-26s  %-20s  %8s  %5lld  %7lld  %-10s  %9s  ",
                 EscapeForDisplay(r.run_id, 40).c_str(), FormatTime(r.start_time_ns).c_str(),
                 FormatDuration(DurationNs(r)).c_str(), static_cast<long long>(r.model_calls),
                 static_cast<long long>(r.sampled_tokens), status.c_str(),
-                FormatBytes(r.stored_bytes).c_str(), command.c_str());
+                FormatBytes(r.stored_bytes).c_str());
+    if (verified_column) {
+      std::string shown_verdicts = "-";
+      if (auto v = verdicts.find(r.run_id); v != verdicts.end()) {
+        shown_verdicts.clear();
+        for (const store::Verification& x : v->second) {
+          shown_verdicts += (shown_verdicts.empty() ? "" : ",") + x.verdict;
+        }
+      }
+      std::printf("%-13s  ", EscapeForDisplay(shown_verdicts, 40).c_str());
+    }
+    std::printf("%s\n", command.c_str());
   }
   return ReportDamaged(*runs);
 }

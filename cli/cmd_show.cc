@@ -8,6 +8,8 @@
 #include "base/escape.h"
 #include "base/hash.h"
 #include "base/json_print.h"
+#include "cli/verdicts.h"
+#include "store/verify_queue.h"
 
 #include "cli/command.h"
 #include "recorder/api/json_body.h"
@@ -274,6 +276,15 @@ int Run(const Options& options) {
   auto it = (*st)->ReadEvents(*id);
   if (!it.ok()) return ReportError(it.status());
 
+  std::vector<store::Verification> verifications;  // every verdict of the run, newest first
+  {
+    auto queue = (*st)->OpenVerifyQueue();
+    if (!queue.ok()) return ReportError(queue.status());
+    auto rows = (*queue)->RunVerifications(*id);
+    if (!rows.ok()) return ReportError(rows.status());
+    verifications = std::move(*rows);
+  }
+
   const int64_t start = header->start_time_ns();
   std::vector<Status> bad_rows;
   nlohmann::json events = nlohmann::json::array();
@@ -316,10 +327,17 @@ int Run(const Options& options) {
     add("numerics ", eng.numerics());
     add("device ", header->device().description());
     if (!engine.empty()) std::printf("engine: %s\n", shown(engine).c_str());
-    std::printf("events: %lld, model calls: %lld, sampled tokens: %lld\n\n",
+    std::printf("events: %lld, model calls: %lld, sampled tokens: %lld\n",
                 static_cast<long long>(summary->events),
                 static_cast<long long>(summary->model_calls),
                 static_cast<long long>(summary->sampled_tokens));
+    // The newest verdict of `trace verify` per machine kind.
+    for (const store::Verification& v : NewestPerMachine(verifications)) {
+      std::printf("verified: %s on %s, %s by trace %s%s\n", shown(v.verdict).c_str(),
+                  shown(v.machine).c_str(), FormatTime(v.time_ns).c_str(), shown(v.build).c_str(),
+                  v.first_divergence.empty() ? "" : ("; " + shown(v.first_divergence)).c_str());
+    }
+    std::printf("\n");
   }
   store::EventRecord rec;
   while ((*it)->Next(&rec)) {
@@ -370,6 +388,10 @@ int Run(const Options& options) {
         {"model_calls", summary->model_calls},
         {"sampled_tokens", summary->sampled_tokens},
         {"events", events}};
+    out["verifications"] = nlohmann::json::array();
+    for (const store::Verification& v : verifications) {
+      out["verifications"].push_back(VerificationJson(v));
+    }
     PrintJson(std::cout, out, 2);
   } else if (summary->end_time_ns == 0) {
     const std::string recorder = "pid " + std::to_string(summary->recorder_pid) + " on " +

@@ -1,6 +1,6 @@
 // Every engine flag of the commands that run a model (record, rerun, serve, generate, logits,
-// bench determinism and throughput, replay), in one place: which flags each command takes
-// and their help (AddEngineFlags), and what they resolve to (ResolveEngineFlags: the model
+// bench determinism and throughput, replay, verify, worker), in one place: which flags each command
+// takes and their help (AddEngineFlags), and what they resolve to (ResolveEngineFlags: the model
 // folder or the built-in demo model, numerics, device, threads; SessionFromEngineFlags: the
 // options of a recording server). Presentation only: the engine and the recorder do the work.
 //
@@ -37,6 +37,8 @@ enum class EngineUse {
   kBench,       // bench determinism
   kBenchSweep,  // bench throughput: runs both numerics modes (no --numerics)
   kReplay,      // replay: --model and --numerics default to what the run recorded
+  kVerify,      // verify, worker: every run in its recorded model and numerics (only
+                // --device and --threads; their --model selects runs, it is no engine flag)
 };
 
 struct EngineFlags {
@@ -106,7 +108,9 @@ inline Status CheckDevice(const std::string& device) {
 inline void AddEngineFlags(CLI::App* cmd, EngineUse use, EngineFlags* f) {
   using engine_flags::Serves;
   const bool serve = use == EngineUse::kServe;
-  cmd->add_option("--model", f->model_dir, engine_flags::ModelHelp(use))->type_name("DIR");
+  if (use != EngineUse::kVerify) {
+    cmd->add_option("--model", f->model_dir, engine_flags::ModelHelp(use))->type_name("DIR");
+  }
   if (Serves(use)) {
     cmd->add_option(
            "--upstream", f->upstream,
@@ -119,7 +123,9 @@ inline void AddEngineFlags(CLI::App* cmd, EngineUse use, EngineFlags* f) {
   if (use != EngineUse::kPrompt) {
     cmd->add_option("--device", f->device, "cpu | cuda | cuda:N (default cpu)");
   }
-  if (use == EngineUse::kReplay) {
+  if (use == EngineUse::kVerify) {
+    f->numerics.clear();
+  } else if (use == EngineUse::kReplay) {
     f->numerics.clear();
     cmd->add_option("--numerics", f->numerics,
                     "canonical | fast (default: the mode the run was recorded in)");
@@ -164,7 +170,8 @@ struct EngineSetup {
 // folder, writing the demo model when the use needs it and it is not there yet.
 inline Result<EngineSetup> ResolveEngineFlags(const EngineFlags& f, EngineUse use) {
   EngineSetup s;
-  const bool numerics_as_recorded = use == EngineUse::kReplay && f.numerics.empty();
+  const bool numerics_as_recorded =
+      (use == EngineUse::kReplay || use == EngineUse::kVerify) && f.numerics.empty();
   if (!numerics_as_recorded && !kernels::ParseNumerics(f.numerics, &s.engine.numerics)) {
     return InvalidArgument("--numerics must be canonical or fast, got '" + f.numerics + "'");
   }

@@ -210,6 +210,61 @@ Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
   return out;
 }
 
+EngineCache::EngineCache() = default;
+EngineCache::~EngineCache() = default;
+
+// What EngineCache's key is made of: the folder's files (name, size, modification time: a
+// model file replaced or edited in place changes it) and the engine's options.
+struct EngineCacheAccess {
+  static const engine::Model* ModelOf(EngineCache& c) { return c.model_.get(); }
+  static engine::Engine* EngineOf(EngineCache& c) { return c.engine_.get(); }
+  static const engine::Tokenizer* TokenizerOf(EngineCache& c) { return c.tokenizer_.get(); }
+  static Result<std::string> Key(const std::string& dir, const engine::EngineOptions& o) {
+    std::string key = dir + "\n" + o.device + "\n" + std::to_string(static_cast<int>(o.numerics)) +
+                      "\n" + std::to_string(o.threads) + "\n" + std::to_string(o.max_context);
+    std::error_code ec;
+    std::filesystem::directory_iterator it(dir, ec), end;
+    std::vector<std::string> files;
+    for (; !ec && it != end; it.increment(ec)) {
+      std::error_code fec;
+      const auto size = it->file_size(fec);
+      const auto mtime = it->last_write_time(fec);
+      files.push_back(it->path().filename().string() + " " + std::to_string(fec ? 0 : size) + " " +
+                      std::to_string(mtime.time_since_epoch().count()));
+    }
+    if (ec) return IOError("model folder " + dir + ": " + ec.message());
+    std::sort(files.begin(), files.end());
+    for (const std::string& f : files) key += "\n" + f;
+    return key;
+  }
+
+  static Status Load(EngineCache& cache, const std::string& dir, const engine::EngineOptions& o,
+                     const std::string& run_id) {
+    TRACE_ASSIGN_OR_RETURN(std::string key, Key(dir, o));
+    if (cache.engine_ && key == cache.key_) return Status::Ok();
+    cache.key_.clear();
+    cache.engine_.reset();
+    cache.tokenizer_.reset();
+    cache.model_.reset();
+    auto model = engine::Model::Load(dir, /*hash_weights=*/true);
+    if (!model.ok()) return model.status().WithContext("loading model for run " + run_id);
+    TRACE_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng, engine::Engine::Create(*model, o));
+    std::unique_ptr<engine::Tokenizer> tokenizer;
+    TRACE_ASSIGN_OR_RETURN(bool has_tokenizer, PathExists(dir + "/tokenizer.json"));
+    if (has_tokenizer) {
+      auto tok = engine::Tokenizer::Load(dir + "/tokenizer.json");
+      if (!tok.ok()) return tok.status().WithContext("run " + run_id);
+      tokenizer = std::move(*tok);
+    }
+    cache.model_ = std::move(*model);
+    cache.engine_ = std::move(eng);
+    cache.tokenizer_ = std::move(tokenizer);
+    cache.key_ = std::move(key);
+    ++cache.loads_;
+    return Status::Ok();
+  }
+};
+
 Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_prefix,
                             const ReplayOptions& options) {
   auto started = std::chrono::steady_clock::now();
@@ -300,10 +355,23 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
         "model folder " + report.model_dir + " (run " + run_id + ") has no config.json" +
         (options.model_dir.empty() ? "; pass --model DIR to replay against another" : ""));
   }
-  auto model = engine::Model::Load(report.model_dir, /*hash_weights=*/true);
-  if (!model.ok()) return model.status().WithContext("loading model for run " + run_id);
+  // The engine, in the recorded numerics unless told otherwise.
+  engine::EngineOptions eopts;
+  std::string numerics_text =
+      options.numerics.empty() ? header.engine().numerics() : options.numerics;
+  if (numerics_text.empty()) numerics_text = "canonical";
+  TRACE_ASSIGN_OR_RETURN(eopts.numerics, ParseNumerics(numerics_text));
+  eopts.device = options.device;
+  eopts.threads = options.threads;
+  if (header.engine().max_context() > 0) eopts.max_context = header.engine().max_context();
+  EngineCache own;  // without a cache: this call's alone
+  EngineCache& cache = options.cache ? *options.cache : own;
+  TRACE_RETURN_IF_ERROR(EngineCacheAccess::Load(cache, report.model_dir, eopts, run_id));
+  const engine::Model* model = EngineCacheAccess::ModelOf(cache);
+  engine::Engine* eng = EngineCacheAccess::EngineOf(cache);
+  const engine::Tokenizer* tokenizer = EngineCacheAccess::TokenizerOf(cache);
   report.model_differences =
-      ModelDifferences(header.model(), (*model)->fingerprint(), report.model_dir);
+      ModelDifferences(header.model(), model->fingerprint(), report.model_dir);
   if (!report.model_differences.empty()) {
     if (options.model_dir.empty()) {
       const auto& d = report.model_differences.front();
@@ -314,29 +382,10 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
     }
     report.model_override = true;
   }
-
-  // The engine, in the recorded numerics unless told otherwise.
-  engine::EngineOptions eopts;
-  std::string numerics_text =
-      options.numerics.empty() ? header.engine().numerics() : options.numerics;
-  if (numerics_text.empty()) numerics_text = "canonical";
-  TRACE_ASSIGN_OR_RETURN(eopts.numerics, ParseNumerics(numerics_text));
-  eopts.device = options.device;
-  eopts.threads = options.threads;
-  if (header.engine().max_context() > 0) eopts.max_context = header.engine().max_context();
-  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
-                         engine::Engine::Create(*model, eopts));
   report.numerics = kernels::VersionedNumericsName(eopts.numerics);
   report.device = eng->DeviceDescription();
+  report.device_fingerprint = engine::DescribeEngineDevice(*eng);
   report.fingerprint_differences = FingerprintDifferences(header, *eng, report.numerics);
-
-  std::unique_ptr<engine::Tokenizer> tokenizer;
-  TRACE_ASSIGN_OR_RETURN(bool has_tokenizer, PathExists(report.model_dir + "/tokenizer.json"));
-  if (has_tokenizer) {
-    auto tok = engine::Tokenizer::Load(report.model_dir + "/tokenizer.json");
-    if (!tok.ok()) return tok.status().WithContext("run " + run_id);
-    tokenizer = std::move(*tok);
-  }
 
   std::vector<RecordedCall> calls;
   for (const auto& [call_number, event] : to_verify) {
@@ -348,7 +397,7 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
   VerifyOptions vopts;
   vopts.batch = report.batch;
   // The recorder's end tokens: the model's eos ids, the tokenizer's eos and <|im_end|>.
-  vopts.eos_token_ids = (*model)->config().eos_token_ids;
+  vopts.eos_token_ids = model->config().eos_token_ids;
   if (tokenizer) {
     if (auto id = tokenizer->TokenId("<|im_end|>")) vopts.eos_token_ids.push_back(*id);
     if (auto id = tokenizer->eos_token_id()) vopts.eos_token_ids.push_back(*id);
@@ -358,7 +407,7 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
   progress.calls_total = static_cast<int>(calls.size());
   for (const auto& c : calls) progress.tokens_total += static_cast<int64_t>(c.output.size());
   for (const auto& c : calls) {
-    auto call_report = VerifyCall(*eng, tokenizer.get(), c, vopts);
+    auto call_report = VerifyCall(*eng, tokenizer, c, vopts);
     if (!call_report.ok()) return call_report.status().WithContext("run " + run_id);
     report.tokens_verified += call_report->tokens_verified;
     report.routes_checked += call_report->routes_checked;

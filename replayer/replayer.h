@@ -13,10 +13,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "engine/engine.h"
+#include "engine/fingerprint.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "kernels/kernels.h"
 #include "proto/trace.pb.h"
 #include "replayer/verifier.h"
@@ -39,6 +43,25 @@ struct ReplayProgress {
   double seconds = 0.0;
 };
 
+// Keeps the last model folder's model, engine and tokenizer between ReplayRun calls, so
+// that a worker replaying many runs of one model (trace verify) loads and hashes it once.
+// Reused while the folder's files (names, sizes, modification times) and the engine's
+// options are what they were; anything else loads anew. One thread at a time.
+class EngineCache {
+ public:
+  EngineCache();
+  ~EngineCache();
+  int loads() const { return loads_; }  // models loaded so far
+
+ private:
+  friend struct EngineCacheAccess;
+  std::string key_;
+  std::shared_ptr<const engine::Model> model_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<engine::Tokenizer> tokenizer_;
+  int loads_ = 0;
+};
+
 struct ReplayOptions {
   std::string device = "cpu";  // "cpu" | "cuda" | "cuda:N"
   // Empty: the numerics mode the run was recorded in; else "canonical" or "fast".
@@ -51,6 +74,7 @@ struct ReplayOptions {
   int threads = 0;         // engine threads; 0: all cores
   std::function<void(const ReplayProgress&)> progress;  // called after each call
   ConstraintFactory constraints;  // rebuilds constrained calls' masks (the CLI sets it)
+  EngineCache* cache = nullptr;   // keep the model loaded between calls (null: load each time)
 };
 
 struct SkippedCall {
@@ -68,6 +92,7 @@ struct RunReport {
   std::vector<FieldDifference> fingerprint_differences;
   std::string numerics;  // what the replay ran: "canonical-v2" | "fast"
   std::string device;    // Engine::DeviceDescription()
+  engine::EngineDeviceFingerprint device_fingerprint;  // this machine, as replayed on
   int batch = 1;
   int calls_in_run = 0;  // model calls recorded
   std::vector<CallReport> calls;

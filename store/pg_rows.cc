@@ -7,6 +7,7 @@
 
 #include "store/pg_conn.h"
 #include "store/schema.h"
+#include "store/verify_rows.h"
 
 namespace trace::store {
 namespace {
@@ -63,6 +64,46 @@ CREATE TABLE IF NOT EXISTS blob_refs(
   sha256 TEXT COLLATE "C" NOT NULL,
   PRIMARY KEY(run_id, sha256)
 );
+)sql";
+
+// Version 3 (schema.cc kSchemaV2ToV3 in PostgreSQL types): the verdicts and job queue of
+// `trace verify`. The open jobs' index serves the claim's scan (state, model, job order).
+constexpr const char* kPgSchemaV3 = R"sql(
+CREATE TABLE IF NOT EXISTS verifications(
+  id BIGSERIAL PRIMARY KEY,
+  run_id TEXT COLLATE "C" NOT NULL,
+  batch_id TEXT COLLATE "C" NOT NULL,
+  verdict TEXT NOT NULL,
+  first_divergence TEXT NOT NULL,
+  report_json TEXT NOT NULL,
+  machine TEXT COLLATE "C" NOT NULL,
+  fingerprint_json TEXT NOT NULL,
+  build TEXT NOT NULL,
+  worker TEXT NOT NULL,
+  time_ns BIGINT NOT NULL,
+  seconds_us BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS verifications_by_run ON verifications(run_id, machine, id);
+CREATE TABLE IF NOT EXISTS verify_batches(
+  batch_id TEXT COLLATE "C" PRIMARY KEY,
+  created_ns BIGINT NOT NULL,
+  description TEXT NOT NULL,
+  total BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS verify_jobs(
+  job_id BIGSERIAL PRIMARY KEY,
+  batch_id TEXT COLLATE "C" NOT NULL,
+  run_id TEXT COLLATE "C" NOT NULL,
+  model TEXT COLLATE "C" NOT NULL,
+  state BIGINT NOT NULL DEFAULT 0,
+  worker TEXT NOT NULL DEFAULT '',
+  claim TEXT COLLATE "C" NOT NULL DEFAULT '',
+  lease_until_ns BIGINT NOT NULL DEFAULT 0,
+  attempts BIGINT NOT NULL DEFAULT 0,
+  verification_id BIGINT
+);
+CREATE INDEX IF NOT EXISTS verify_jobs_open ON verify_jobs(state, model, job_id);
+CREATE INDEX IF NOT EXISTS verify_jobs_by_batch ON verify_jobs(batch_id, job_id);
 )sql";
 
 // pg_advisory_xact_lock key of the store: shared by writers, exclusive for creating the
@@ -194,6 +235,10 @@ class PgRowConn final : public RowConn {
   Result<std::unique_ptr<RowConn>> NewConnection() const override {
     TRACE_ASSIGN_OR_RETURN(auto conn, ConnectPg(config_));
     return std::unique_ptr<RowConn>(new PgRowConn(std::move(conn), config_));
+  }
+  Result<std::unique_ptr<VerifyQueue>> NewVerifyQueue() const override {
+    TRACE_ASSIGN_OR_RETURN(auto conn, ConnectPg(config_));
+    return NewPgVerifyQueue(std::move(conn), config_.schema_version, config_.read_only);
   }
   void SetLockWait(int ms) override {
     (void)conn_->Exec("SET lock_timeout = " + std::to_string(std::max(1, ms)));
@@ -391,7 +436,8 @@ class PgRowConn final : public RowConn {
         PgResult del, conn_->Query("DELETE FROM runs WHERE run_id=$1", PgParams().Text(run_id)));
     if (del.affected() == 0) return NotFound("no run matches '" + run_id + "' in " + name());
     for (const char* sql :
-         {"DELETE FROM events WHERE run_id=$1", "DELETE FROM blob_refs WHERE run_id=$1"}) {
+         {"DELETE FROM events WHERE run_id=$1", "DELETE FROM blob_refs WHERE run_id=$1",
+          "DELETE FROM verifications WHERE run_id=$1", "DELETE FROM verify_jobs WHERE run_id=$1"}) {
       TRACE_RETURN_IF_ERROR(conn_->Query(sql, PgParams().Text(run_id)).status());
     }
     return conn_->Exec(std::string(kPgLiveBlobsCte) +
@@ -432,14 +478,15 @@ Result<int> ReadPgSchemaVersion(PgConn& conn) {
   return static_cast<int>(n);
 }
 
-// Migrations from version v, indexed by v: a PostgreSQL store starts at version 2 (the
-// first layout with checksums); 0 is a database without trace tables.
+// Migrations from version v: a PostgreSQL store starts at version 2 (the first layout
+// with checksums); 0 is a database without trace tables; 2 gains the verify tables (3).
 Status MigratePg(PgConn& conn, int version) {
-  if (version != 0) {
+  if (version != 0 && version != 2) {
     return Internal(conn.display() + ": no migration from schema version " +
                     std::to_string(version));
   }
-  TRACE_RETURN_IF_ERROR(conn.Exec(kPgSchemaV2));
+  if (version == 0) TRACE_RETURN_IF_ERROR(conn.Exec(kPgSchemaV2));
+  TRACE_RETURN_IF_ERROR(conn.Exec(kPgSchemaV3));
   return conn.Exec("INSERT INTO meta(key, value) VALUES('schema_version', '" +
                    std::to_string(kSchemaVersion) +
                    "') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value");

@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "store/checksum.h"
 #include "store/store.h"
+#include "store/verify_queue.h"
 
 namespace trace::store {
 
@@ -119,6 +120,9 @@ class RowConn {
   virtual Result<std::vector<std::string>> RunIdsWithPrefix(const std::string& prefix,
                                                             size_t limit) = 0;
   virtual Result<StoreStats> Stats() = 0;
+
+  // A connection of its own to the verify tables (verify_queue.h), with the same settings.
+  virtual Result<std::unique_ptr<VerifyQueue>> NewVerifyQueue() const = 0;
 };
 
 }  // namespace trace::store

@@ -77,6 +77,46 @@ UPDATE runs SET checksum = trace_run_checksum(run_id, start_time_ns, header_enco
     end_time_ns, end_how, exit_code, signal);
 )sql";
 
+// Version 3: what `trace verify` keeps (store/verify_queue.h): the verdicts of replays,
+// and the batches and jobs of its queue.
+constexpr const char* kSchemaV2ToV3 = R"sql(
+CREATE TABLE IF NOT EXISTS verifications(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL,
+  batch_id TEXT NOT NULL,
+  verdict TEXT NOT NULL,
+  first_divergence TEXT NOT NULL,
+  report_json TEXT NOT NULL,
+  machine TEXT NOT NULL,
+  fingerprint_json TEXT NOT NULL,
+  build TEXT NOT NULL,
+  worker TEXT NOT NULL,
+  time_ns INTEGER NOT NULL,
+  seconds_us INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS verifications_by_run ON verifications(run_id, machine, id);
+CREATE TABLE IF NOT EXISTS verify_batches(
+  batch_id TEXT PRIMARY KEY,
+  created_ns INTEGER NOT NULL,
+  description TEXT NOT NULL,
+  total INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS verify_jobs(
+  job_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  batch_id TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  model TEXT NOT NULL,
+  state INTEGER NOT NULL DEFAULT 0,
+  worker TEXT NOT NULL DEFAULT '',
+  claim TEXT NOT NULL DEFAULT '',
+  lease_until_ns INTEGER NOT NULL DEFAULT 0,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  verification_id INTEGER
+);
+CREATE INDEX IF NOT EXISTS verify_jobs_open ON verify_jobs(state, model, job_id);
+CREATE INDEX IF NOT EXISTS verify_jobs_by_batch ON verify_jobs(batch_id, job_id);
+)sql";
+
 std::string_view ArgBytes(sqlite3_value* v) {
   const void* p = sqlite3_value_blob(v);
   int n = sqlite3_value_bytes(v);
@@ -131,6 +171,8 @@ Status MigrateFrom(Db& db, int version) {
     case 1:
       TRACE_RETURN_IF_ERROR(RegisterChecksumFunctions(db));
       return db.Exec(kSchemaV1ToV2);
+    case 2:
+      return db.Exec(kSchemaV2ToV3);
     default:
       return Internal(db.path() + ": no migration from schema version " + std::to_string(version));
   }

@@ -1,4 +1,5 @@
 #include "store/sqlite_rows.h"
+#include "store/verify_rows.h"
 
 #include <filesystem>
 
@@ -98,6 +99,10 @@ class SqliteRowConn final : public RowConn {
     TRACE_ASSIGN_OR_RETURN(auto db, OpenConnection(db_->config(), sync_full_));
     return NewSqliteRowConn(std::move(db), schema_version_, sync_full_);
   }
+  Result<std::unique_ptr<VerifyQueue>> NewVerifyQueue() const override {
+    TRACE_ASSIGN_OR_RETURN(auto db, OpenConnection(db_->config(), sync_full_));
+    return NewSqliteVerifyQueue(std::move(db), schema_version_, db_->config().read_only);
+  }
   void SetLockWait(int ms) override { sqlite3_busy_timeout(db_->get(), std::max(1, ms)); }
 
   Status BeginWrite() override { return db_->Exec("BEGIN IMMEDIATE"); }
@@ -190,7 +195,8 @@ class SqliteRowConn final : public RowConn {
       return NotFound("no run matches '" + run_id + "' in " + name());
     }
     for (const char* sql :
-         {"DELETE FROM events WHERE run_id=?", "DELETE FROM blob_refs WHERE run_id=?"}) {
+         {"DELETE FROM events WHERE run_id=?", "DELETE FROM blob_refs WHERE run_id=?",
+          "DELETE FROM verifications WHERE run_id=?", "DELETE FROM verify_jobs WHERE run_id=?"}) {
       TRACE_ASSIGN_OR_RETURN(Stmt d, db_->Prepare(sql));
       d.Bind(1, run_id);
       TRACE_RETURN_IF_ERROR(db_->Run(d));

@@ -158,6 +158,8 @@ class StoreImpl final : public Store {
     return db_->DeleteRun(run_id);
   }
 
+  Result<std::unique_ptr<VerifyQueue>> OpenVerifyQueue() override { return db_->NewVerifyQueue(); }
+
   Result<StoreStats> Stats() override {
     std::lock_guard<std::mutex> lock(mu_);
     return db_->Stats();

@@ -33,12 +33,15 @@
 
 namespace trace::store {
 
+class VerifyQueue;  // store/verify_queue.h
+
 // Version of the SQLite table layout (meta table, key 'schema_version'). Bump when a
 // table or column changes; add a migration from the previous version in schema.cc.
 // A store with a newer version is refused before anything in it is changed; an older one
 // is migrated when opened writable and read as it is when opened read-only.
-// 1: the first layout. 2: a checksum column on events and runs rows.
-inline constexpr int kSchemaVersion = 2;
+// 1: the first layout. 2: a checksum column on events and runs rows. 3: the verdicts and
+// job queue of `trace verify` (verifications, verify_batches, verify_jobs; verify_queue.h).
+inline constexpr int kSchemaVersion = 3;
 
 struct StoreOptions {
   bool create_if_missing = true;  // else a missing (or empty) file is an error
@@ -252,6 +255,10 @@ class Store {
   virtual Status DeleteRun(const std::string& run_id, const DeleteOptions& options = {}) = 0;
 
   virtual Result<StoreStats> Stats() = 0;
+
+  // The verdicts of `trace verify` and its job queue (store/verify_queue.h), on a
+  // connection of their own.
+  virtual Result<std::unique_ptr<VerifyQueue>> OpenVerifyQueue() = 0;
 };
 
 // A new time-ordered ULID: 48-bit Unix ms + 80 random bits, monotonic within a process.

@@ -1,5 +1,6 @@
 // Store tests: round trip, dedupe, durability and crash, corruption, concurrency.
 #include "store/store.h"
+#include "store/verify_queue.h"
 
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
@@ -49,6 +50,7 @@ TRACE_BACKEND_SUITE(StoreIds);
 TRACE_BACKEND_SUITE(StoreDelete);
 TRACE_BACKEND_SUITE(StoreDedupe);
 TRACE_BACKEND_SUITE(StoreList);
+TRACE_BACKEND_SUITE(StoreVerifyQueue);
 
 const proto::Event::KindCase kAllKinds[] = {
     proto::Event::kLlmCall,      proto::Event::kToolCall,    proto::Event::kToolResult,
@@ -782,6 +784,187 @@ TEST_P(StoreList, SummariesNewestFirstWithLimit) {
   EXPECT_EQ((*runs)[1].sampled_tokens, 20);
   EXPECT_GT((*runs)[1].stored_bytes, 0);
   EXPECT_EQ(store->ListRuns(2)->size(), 2u);
+}
+
+}  // namespace
+}  // namespace trace::store
+
+namespace trace::store {
+namespace {
+
+Verification VerdictFor(const VerifyJob& job, const std::string& verdict) {
+  Verification v;
+  v.run_id = job.run_id;
+  v.verdict = verdict;
+  v.machine = "cpu test";
+  v.worker = "test:1";
+  v.time_ns = 1;
+  v.seconds = 0.25;
+  return v;
+}
+
+// Claim order: the model the worker has loaded, then by model, then as enqueued; a claim
+// holds until finished; the verdict is written with the job's end, once.
+TEST_P(StoreVerifyQueue, ClaimsGroupByModelAndFinishWritesOneVerdict) {
+  auto store = OpenOrDie(Location("q.db"));
+  ASSERT_TRUE(store);
+  auto q = store->OpenVerifyQueue();
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  auto batch =
+      (*q)->Enqueue({{"R1", "/m/b"}, {"R2", "/m/a"}, {"R3", "/m/b"}, {"R4", "/m/a"}}, "four runs");
+  ASSERT_TRUE(batch.ok()) << batch.status().message();
+  ClaimOptions c;
+  c.worker = "w:1";
+  c.batch_id = *batch;
+  c.prefer_model = "/m/b";
+  std::vector<std::string> order;
+  std::vector<VerifyJob> held;
+  for (int i = 0; i < 4; ++i) {
+    auto job = (*q)->Claim(c);
+    ASSERT_TRUE(job.ok() && job->has_value()) << job.status().message();
+    order.push_back((*job)->run_id);
+    held.push_back(**job);
+    EXPECT_EQ((*job)->attempts, 1);
+    c.prefer_model = (*job)->model;
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"R1", "R3", "R2", "R4"}));
+  auto none = (*q)->Claim(c);  // all four held under live leases
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  auto p = (*q)->Progress(*batch);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->total, 4);
+  EXPECT_EQ(p->claimed, 4);
+  EXPECT_EQ(p->description, "four runs");
+  auto renewed = (*q)->Renew(held[0], 60000);
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_TRUE(*renewed);
+  for (size_t i = 0; i < held.size(); ++i) {
+    auto done = (*q)->Finish(held[i], VerdictFor(held[i], i == 2 ? "diverged" : "bitwise"));
+    ASSERT_TRUE(done.ok()) << done.status().message();
+    EXPECT_TRUE(*done);
+  }
+  auto again = (*q)->Finish(held[0], VerdictFor(held[0], "bitwise"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);  // finished already: nothing written twice
+  p = (*q)->Progress(*batch);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->done, 4);
+  EXPECT_EQ(p->claimed + p->queued, 0);
+  auto results = (*q)->BatchResults(*batch);
+  ASSERT_TRUE(results.ok());
+  ASSERT_EQ(results->size(), 4u);
+  EXPECT_EQ((*results)[0].run_id, "R1");  // in the order of the jobs, not of the claims
+  EXPECT_EQ((*results)[1].run_id, "R2");
+  EXPECT_EQ((*results)[1].verdict, "diverged");
+  EXPECT_EQ((*results)[2].verdict, "bitwise");
+  EXPECT_EQ((*results)[2].batch_id, *batch);
+  EXPECT_DOUBLE_EQ((*results)[2].seconds, 0.25);
+  auto r2 = (*q)->RunVerifications("R2");
+  ASSERT_TRUE(r2.ok());
+  ASSERT_EQ(r2->size(), 1u);
+  EXPECT_EQ((*r2)[0].verdict, "diverged");
+  auto latest = (*q)->LatestVerdicts();
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->size(), 4u);
+  auto unknown = (*q)->Progress("NOSUCHBATCH");
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+}
+
+// A claim whose lease ended is taken by the next worker; the first claim can then neither
+// renew nor finish, and a released job is claimable at once.
+TEST_P(StoreVerifyQueue, AnEndedLeaseIsClaimedAgainAndTheOldClaimWritesNothing) {
+  auto store = OpenOrDie(Location("lease.db"));
+  ASSERT_TRUE(store);
+  auto q = store->OpenVerifyQueue();
+  ASSERT_TRUE(q.ok());
+  auto batch = (*q)->Enqueue({{"R1", "/m"}, {"R2", "/m"}}, "two");
+  ASSERT_TRUE(batch.ok());
+  ClaimOptions dead;
+  dead.worker = "dead:1";
+  dead.batch_id = *batch;
+  dead.lease_ms = -60000;  // a lease that ended a minute ago: the worker died
+  auto first = (*q)->Claim(dead);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  ClaimOptions live = dead;
+  live.worker = "live:2";
+  live.lease_ms = 60000;
+  auto second = (*q)->Claim(live);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->job_id, (*first)->job_id);  // the ended claim first, as enqueued
+  EXPECT_EQ((*second)->attempts, 2);
+  auto renewed = (*q)->Renew(**first, 60000);
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_FALSE(*renewed);
+  auto late = (*q)->Finish(**first, VerdictFor(**first, "diverged"));
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(*late);
+  auto done = (*q)->Finish(**second, VerdictFor(**second, "bitwise"));
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(*done);
+  auto rows = (*q)->RunVerifications("R1");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].verdict, "bitwise");
+  // Released: claimable again at once, by anyone.
+  auto third = (*q)->Claim(live);
+  ASSERT_TRUE(third.ok() && third->has_value());
+  ASSERT_TRUE((*q)->Release(**third).ok());
+  auto fourth = (*q)->Claim(live);
+  ASSERT_TRUE(fourth.ok() && fourth->has_value());
+  EXPECT_EQ((*fourth)->job_id, (*third)->job_id);
+  auto p = (*q)->Progress(*batch);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->reclaimed, 2);
+}
+
+// Read-only: verdicts readable, writes refused; `trace rm` takes a run's verdicts along.
+TEST_P(StoreVerifyQueue, ReadOnlyStoresReadVerdictsAndDeletedRunsTakeTheirsAlong) {
+  const std::string loc = Location("ro.db");
+  std::string run_id;
+  {
+    auto store = OpenOrDie(loc);
+    ASSERT_TRUE(store);
+    auto w = store->BeginRun({});
+    ASSERT_TRUE(w.ok());
+    run_id = (*w)->run_id();
+    ASSERT_TRUE((*w)->End({}).ok());
+    auto q = store->OpenVerifyQueue();
+    ASSERT_TRUE(q.ok());
+    auto batch = (*q)->Enqueue({{run_id, "/m"}}, "one");
+    ASSERT_TRUE(batch.ok());
+    ClaimOptions c;
+    c.worker = "w:1";
+    auto job = (*q)->Claim(c);
+    ASSERT_TRUE(job.ok() && job->has_value());
+    ASSERT_TRUE((*q)->Finish(**job, VerdictFor(**job, "tokens")).ok());
+  }
+  {
+    StoreOptions ro;
+    ro.read_only = true;
+    auto store = Store::Open(loc, ro);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    auto q = (*store)->OpenVerifyQueue();
+    ASSERT_TRUE(q.ok());
+    auto rows = (*q)->RunVerifications(run_id);
+    ASSERT_TRUE(rows.ok());
+    ASSERT_EQ(rows->size(), 1u);
+    EXPECT_EQ((*rows)[0].verdict, "tokens");
+    auto refused = (*q)->Enqueue({{run_id, "/m"}}, "x");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("read-only"), std::string::npos);
+  }
+  auto store = OpenOrDie(loc);
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->DeleteRun(run_id).ok());
+  auto q = store->OpenVerifyQueue();
+  ASSERT_TRUE(q.ok());
+  auto rows = (*q)->RunVerifications(run_id);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_TRUE(rows->empty());
+  auto latest = (*q)->LatestVerdicts();
+  ASSERT_TRUE(latest.ok());
+  EXPECT_TRUE(latest->empty());
 }
 
 }  // namespace
