@@ -68,6 +68,16 @@ int RunInfo(const InfoArgs& args) {
   j["head_dim"] = c.head_dim;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling.type == kernels::RopeScaling::Type::kLlama3) {
+    j["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", c.rope_scaling.factor},
+        {"low_freq_factor", c.rope_scaling.low_freq_factor},
+        {"high_freq_factor", c.rope_scaling.high_freq_factor},
+        {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
   j["rms_norm_eps"] = std::stod(ShortestFloatText(c.rms_norm_eps));
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;
@@ -118,7 +128,15 @@ int RunInfo(const InfoArgs& args) {
               static_cast<long long>(c.num_heads), static_cast<long long>(c.num_kv_heads),
               static_cast<long long>(c.head_dim), c.attention_bias ? ", q/k/v bias" : "",
               c.qk_norm ? ", q/k norm" : "");
-  std::printf("rope           theta %g, max positions %lld\n", c.rope_theta,
+  std::string scaling;
+  if (c.rope_scaling.type == kernels::RopeScaling::Type::kLlama3) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, ", llama3 scaling (factor %g, low %g, high %g, original %g)",
+                  c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
+                  c.rope_scaling.high_freq_factor, c.rope_scaling.original_max_position_embeddings);
+    scaling = buf;
+  }
+  std::printf("rope           theta %g%s, max positions %lld\n", c.rope_theta, scaling.c_str(),
               static_cast<long long>(c.max_position_embeddings));
   std::printf("rms norm eps   %g\n", static_cast<double>(c.rms_norm_eps));
   std::printf("tied embedding %s\n", c.tie_word_embeddings ? "yes" : "no");
@@ -142,10 +160,12 @@ void Setup(CLI::App& app, int* exit_code) {
   auto init_args = std::make_shared<InitArgs>();
   auto* init = model->add_subcommand(
       "init", "Write a model folder with seeded random weights in the real formats");
-  init->add_option("--preset", init_args->preset,
-                   "tiny | qwen3-0.6b | qwen2.5-0.5b | qwen3-moe-tiny | "
-                   "qwen3-moe-a3b-narrow (128 experts, 8 per token) | mixtral-tiny |\n"
-                   "qwen2-moe-tiny (top 4 + a shared expert)")
+  init->add_option(
+          "--preset", init_args->preset,
+          "tiny | qwen3-0.6b | qwen2.5-0.5b | qwen3-moe-tiny | "
+          "qwen3-moe-a3b-narrow (128 experts, 8 per token) | mixtral-tiny |\n"
+          "qwen2-moe-tiny (top 4 + a shared expert) | llama3.2-1b | llama3-tiny (Llama 3's\n"
+          "layout, RoPE scaling, tokenizer and chat template)")
       ->check(CLI::IsMember(engine::ModelPresetNames()));
   init->add_option("--seed", init_args->seed, "Seed of the random weights");
   init->add_option("--shards", init_args->shards,

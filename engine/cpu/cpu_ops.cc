@@ -39,7 +39,7 @@ CpuOps::CpuOps(std::shared_ptr<const Model> model, const EngineOptions& options)
   cos_.resize(static_cast<size_t>(options_.max_context * half));
   sin_.resize(cos_.size());
   kernels::MakeRopeTables(options_.max_context, config_.head_dim, config_.rope_theta, cos_.data(),
-                          sin_.data());
+                          sin_.data(), config_.rope_scaling);
   RepackWeights();
 }
 

@@ -140,7 +140,7 @@ Status CudaOps::Init() {
   std::vector<float> cos_host(static_cast<size_t>(options_.max_context * half));
   std::vector<float> sin_host(cos_host.size());
   kernels::MakeRopeTables(options_.max_context, config_.head_dim, config_.rope_theta,
-                          cos_host.data(), sin_host.data());
+                          cos_host.data(), sin_host.data(), config_.rope_scaling);
   TRACE_ASSIGN_OR_RETURN(cos_, kc::DeviceBuffer::Allocate(cos_host.size() * 4, "rope cos table"));
   TRACE_ASSIGN_OR_RETURN(sin_, kc::DeviceBuffer::Allocate(sin_host.size() * 4, "rope sin table"));
   TRACE_RETURN_IF_ERROR(kc::CopyToDevice(cos_.data(), cos_host.data(), cos_host.size() * 4));

@@ -10,12 +10,25 @@
 
 namespace trace::kernels {
 
+double RopeFrequency(int64_t i, int64_t head_dim, double theta, const RopeScaling& scaling) {
+  const double f =
+      1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+  if (scaling.type != RopeScaling::Type::kLlama3) return f;
+  constexpr double kPi = 3.14159265358979323846;
+  const double wavelength = 2.0 * kPi / f;
+  const double old_len = scaling.original_max_position_embeddings;
+  if (wavelength < old_len / scaling.high_freq_factor) return f;  // high frequencies: kept
+  if (wavelength > old_len / scaling.low_freq_factor) return f / scaling.factor;
+  const double smooth = (old_len / wavelength - scaling.low_freq_factor) /
+                        (scaling.high_freq_factor - scaling.low_freq_factor);
+  return (1.0 - smooth) * f / scaling.factor + smooth * f;
+}
+
 void MakeRopeTables(int64_t max_pos, int64_t head_dim, double theta, float* cos_table,
-                    float* sin_table) {
+                    float* sin_table, const RopeScaling& scaling) {
   const int64_t half = head_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const double inv_freq =
-        1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+    const double inv_freq = RopeFrequency(i, head_dim, theta, scaling);
     for (int64_t p = 0; p < max_pos; ++p) {
       const double angle = static_cast<double>(p) * inv_freq;
       cos_table[p * half + i] = static_cast<float>(std::cos(angle));

@@ -27,8 +27,11 @@ LocalEngineApi::LocalEngineApi(LocalBackend backend, HttpFrontend* frontend,
   for (int32_t id : backend_.model->config().eos_token_ids) end_tokens_.push_back(id);
   std::sort(end_tokens_.begin(), end_tokens_.end());
   end_tokens_.erase(std::unique(end_tokens_.begin(), end_tokens_.end()), end_tokens_.end());
+  // The end of a turn: ChatML's <|im_end|>, else the tokenizer's eos token (Llama 3's
+  // <|eot_id|>), else the model's first end token.
   turn_end_token_ =
-      tok.TokenId("<|im_end|>").value_or(end_tokens_.empty() ? 0 : end_tokens_.front());
+      tok.TokenId("<|im_end|>")
+          .value_or(tok.eos_token_id().value_or(end_tokens_.empty() ? 0 : end_tokens_.front()));
   const auto& eo = backend_.scheduler->engine().options();
   max_context_ = eo.max_context;  // the engine's, already clamped to the model's maximum
   numerics_ = kernels::VersionedNumericsName(eo.numerics);

@@ -151,6 +151,48 @@ TEST(ErrorMessages, ModelConfigEveryNode) {
   EXPECT_GT(g.errors, 2);
 }
 
+// Llama 3's rope_scaling: written by `trace model init` and read back the same; every node of
+// it hostile gives a clean one-line error; other scalings and missing fields are named.
+TEST(ErrorMessages, ModelConfigLlama3RopeScaling) {
+  auto preset = engine::PresetConfig("llama3-tiny");
+  ASSERT_TRUE(preset.ok());
+  const std::string text = engine::ModelConfigToJson(*preset);
+  auto back = engine::ParseModelConfig(text, kOddPath);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->rope_scaling.type, kernels::RopeScaling::Type::kLlama3);
+  EXPECT_EQ(back->rope_scaling.factor, 32.0);
+  EXPECT_EQ(back->rope_scaling.low_freq_factor, 1.0);
+  EXPECT_EQ(back->rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(back->rope_scaling.original_max_position_embeddings, 8192.0);
+  EXPECT_EQ(back->rope_theta, 500000.0);
+  const Tally t = CheckAll(HostileDocuments(ojson::parse(text)), [](const std::string& doc) {
+    auto r = engine::ParseModelConfig(doc, kOddPath);
+    return r.ok() ? Status::Ok() : r.status();
+  });
+  EXPECT_GT(t.errors, 15);
+  struct Case {
+    const char* edit;
+    const char* says;
+  } cases[] = {
+      {R"({"rope_type": "yarn", "factor": 4.0})",
+       "field 'rope_scaling' (yarn) is not supported (supported: llama3, default)"},
+      {R"({"rope_type": "llama3", "low_freq_factor": 1, "high_freq_factor": 4,
+           "original_max_position_embeddings": 8192})",
+       "rope_scaling (llama3): field 'factor' is missing or not a finite number"},
+      {R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1,
+           "original_max_position_embeddings": 8192})",
+       "0 < low_freq_factor < high_freq_factor"},
+  };
+  for (const Case& c : cases) {
+    ojson doc = ojson::parse(text);
+    doc["rope_scaling"] = ojson::parse(c.edit);
+    auto r = engine::ParseModelConfig(doc.dump(), kOddPath);
+    ASSERT_FALSE(r.ok()) << c.edit;
+    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << r.status().message();
+    ExpectCleanError(r.status(), /*echoes_hostile_value=*/false);
+  }
+}
+
 // ---- safetensors -------------------------------------------------------------------------
 
 std::string SafetensorsFile(const std::string& header, size_t data_bytes) {

@@ -451,6 +451,67 @@ TEST(KernelsRope, TablesAgainstLongDouble) {
   }
 }
 
+// Llama 3.1's frequency scaling (rope_type "llama3", as transformers'
+// _compute_llama3_parameters defines it), recomputed here in long double from that
+// definition: each frequency kept, divided by the factor, or blended, by its wavelength;
+// the tables within one float ulp of the long double rotation. Llama 3.2 1B's numbers.
+TEST(KernelsRope, Llama3ScalingAgainstLongDouble) {
+  const int64_t max_pos = 20000, head_dim = 64;
+  const double theta = 500000.0;
+  RopeScaling scaling;
+  scaling.type = RopeScaling::Type::kLlama3;
+  scaling.factor = 32.0;
+  scaling.low_freq_factor = 1.0;
+  scaling.high_freq_factor = 4.0;
+  scaling.original_max_position_embeddings = 8192.0;
+  const long double pi = 3.141592653589793238462643383279502884L;
+  int kept = 0, divided = 0, blended = 0;
+  std::vector<long double> want(head_dim / 2);
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const long double f = 1.0L / std::pow(static_cast<long double>(theta),
+                                          static_cast<long double>(2 * i) / head_dim);
+    const long double wavelen = 2 * pi / f;
+    const long double low_wavelen = 8192.0L / 1.0L, high_wavelen = 8192.0L / 4.0L;
+    if (wavelen < high_wavelen) {
+      want[i] = f;
+      ++kept;
+    } else if (wavelen > low_wavelen) {
+      want[i] = f / 32.0L;
+      ++divided;
+    } else {
+      const long double smooth = (8192.0L / wavelen - 1.0L) / (4.0L - 1.0L);
+      want[i] = (1 - smooth) * f / 32.0L + smooth * f;
+      ++blended;
+    }
+    const double got = RopeFrequency(i, head_dim, theta, scaling);
+    ASSERT_LE(std::fabs(static_cast<long double>(got) - want[i]), want[i] * 1e-14L) << i;
+    // Without scaling: the plain frequency.
+    ASSERT_LE(std::fabs(static_cast<long double>(RopeFrequency(i, head_dim, theta, {})) - f),
+              f * 1e-14L)
+        << i;
+  }
+  EXPECT_GT(kept, 0);  // all three bands occur at these numbers
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(blended, 0);
+  std::vector<float> cos_t(max_pos * head_dim / 2), sin_t(cos_t.size());
+  MakeRopeTables(max_pos, head_dim, theta, cos_t.data(), sin_t.data(), scaling);
+  for (int64_t p = 0; p < max_pos; p += 13) {
+    for (int64_t i = 0; i < head_dim / 2; ++i) {
+      const long double angle = static_cast<long double>(p) * want[i];
+      ASSERT_LE(std::fabs(cos_t[p * head_dim / 2 + i] - std::cos(angle)), std::ldexp(1.0, -23))
+          << p << " " << i;
+      ASSERT_LE(std::fabs(sin_t[p * head_dim / 2 + i] - std::sin(angle)), std::ldexp(1.0, -23))
+          << p << " " << i;
+    }
+  }
+  // The default scaling leaves the tables bit for bit as they were.
+  std::vector<float> a(64 * 32), b(a.size()), c(a.size()), d(a.size());
+  MakeRopeTables(64, 64, theta, a.data(), b.data());
+  MakeRopeTables(64, 64, theta, c.data(), d.data(), RopeScaling{});
+  EXPECT_EQ(FirstBitDifference(a.data(), c.data(), a.size()), "");
+  EXPECT_EQ(FirstBitDifference(b.data(), d.data(), b.size()), "");
+}
+
 TEST(KernelsRope, Avx2EqualsReferenceAndRotates) {
   std::mt19937_64 rng(8);
   for (int64_t head_dim : {2, 14, 64, 128}) {

