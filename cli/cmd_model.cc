@@ -165,7 +165,8 @@ void Setup(CLI::App& app, int* exit_code) {
           "tiny | qwen3-0.6b | qwen2.5-0.5b | qwen3-moe-tiny | "
           "qwen3-moe-a3b-narrow (128 experts, 8 per token) | mixtral-tiny |\n"
           "qwen2-moe-tiny (top 4 + a shared expert) | llama3.2-1b | llama3-tiny (Llama 3's\n"
-          "layout, RoPE scaling, tokenizer and chat template)")
+          "layout, RoPE scaling, tokenizer and chat template) | mistral-tiny (a SentencePiece\n"
+          "tokenizer; completions only)")
       ->check(CLI::IsMember(engine::ModelPresetNames()));
   init->add_option("--seed", init_args->seed, "Seed of the random weights");
   init->add_option("--shards", init_args->shards,

@@ -24,7 +24,8 @@ namespace trace::engine {
 
 // config.json, as far as the engine needs it.
 struct ModelConfig {
-  std::string architecture;  // "qwen3" | "qwen2" | "llama" | "qwen3_moe" | "qwen2_moe" | "mixtral"
+  std::string architecture;  // "qwen3" | "qwen2" | "llama" | "mistral" | "qwen3_moe" |
+                             // "qwen2_moe" | "mixtral"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;

@@ -207,11 +207,11 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
   }
   c.architecture = mt->get<std::string>();
   if (c.architecture != "qwen3" && c.architecture != "qwen2" && c.architecture != "llama" &&
-      c.architecture != "qwen3_moe" && c.architecture != "qwen2_moe" &&
-      c.architecture != "mixtral") {
+      c.architecture != "mistral" && c.architecture != "qwen3_moe" &&
+      c.architecture != "qwen2_moe" && c.architecture != "mixtral") {
     return Unsupported(
         path + ": unknown architecture '" + EscapeForDisplay(c.architecture) +
-        "' (model_type; supported: qwen3, qwen2, llama, qwen3_moe, qwen2_moe, mixtral)");
+        "' (model_type; supported: qwen3, qwen2, llama, mistral, qwen3_moe, qwen2_moe, mixtral)");
   }
   TRACE_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, "vocab_size", path, kMaxVocab));
   TRACE_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, "hidden_size", path, kMaxWidth));
@@ -250,6 +250,24 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
                          GetInt(j, "max_position_embeddings", path, kMaxPositions, int64_t{4096}));
   if (c.max_position_embeddings <= 0) {
     return InvalidArgument(path + ": field 'max_position_embeddings' must be positive");
+  }
+  // Mistral names a sliding attention window; one shorter than the context would change what
+  // a token attends to, which the canonical attention does not do (yet): refused. One at
+  // least as long as the context changes nothing. (Mixtral's: ParseMoe, only null.)
+  if (c.architecture == "mistral") {
+    auto sw = j.find("sliding_window");
+    if (sw != j.end() && !sw->is_null()) {
+      if (!sw->is_number_integer()) {
+        return InvalidArgument(path + ": field 'sliding_window' must be an integer or null");
+      }
+      if (sw->get<int64_t>() < c.max_position_embeddings) {
+        return Unsupported(path + ": field 'sliding_window' (" +
+                           std::to_string(sw->get<int64_t>()) +
+                           ") is shorter than max_position_embeddings (" +
+                           std::to_string(c.max_position_embeddings) +
+                           "): sliding-window attention is not supported yet");
+      }
+    }
   }
   TRACE_ASSIGN_OR_RETURN(c.rope_theta, GetNumber(j, "rope_theta", path, 10000.0));
   TRACE_ASSIGN_OR_RETURN(double eps, GetNumber(j, "rms_norm_eps", path, 1e-6));
@@ -327,6 +345,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
                      : c.architecture == "qwen3_moe" ? "Qwen3MoeForCausalLM"
                      : c.architecture == "qwen2_moe" ? "Qwen2MoeForCausalLM"
                      : c.architecture == "mixtral"   ? "MixtralForCausalLM"
+                     : c.architecture == "mistral"   ? "MistralForCausalLM"
                                                      : "LlamaForCausalLM";
   j["architectures"] = {arch};
   j["model_type"] = c.architecture;
@@ -370,6 +389,8 @@ std::string ModelConfigToJson(const ModelConfig& c) {
     }
     j["output_router_logits"] = false;
     j["router_aux_loss_coef"] = 0.001;
+  } else if (c.architecture == "mistral") {
+    j["sliding_window"] = nullptr;
   } else if (c.architecture == "mixtral") {
     j["num_local_experts"] = c.num_experts;
     j["num_experts_per_tok"] = c.num_experts_per_tok;

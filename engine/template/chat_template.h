@@ -51,6 +51,10 @@ class ChatTemplate {
   // where the model lives on the server's disk.
   static Result<std::unique_ptr<ChatTemplate>> FromTokenizerConfig(
       const std::string& tokenizer_config_json_path, const std::string& shown_dir = "");
+  // The same, with nullptr (not an error) when the model has no chat template at all: no
+  // `chat_template` field and no chat_template.jinja (a base model served for completions).
+  static Result<std::unique_ptr<ChatTemplate>> FromTokenizerConfigIfAny(
+      const std::string& tokenizer_config_json_path, const std::string& shown_dir = "");
 
   // Parses template text. `origin` names it in error messages (e.g. a file path).
   // bos_token / eos_token are empty strings unless set with SetSpecialTokens.

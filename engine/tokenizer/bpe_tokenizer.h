@@ -49,6 +49,9 @@ struct AddedToken {
   bool rstrip = false;
 };
 
+// The byte a SentencePiece byte-fallback token names ("<0x41>" -> 0x41), or -1.
+int ByteFallbackByte(std::string_view key);
+
 class BpeTokenizer final : public Tokenizer {
  public:
   using Tokenizer::Encode;
@@ -125,6 +128,26 @@ class BpeTokenizer final : public Tokenizer {
   size_t added_tokens_listed_ = 0;  // tokenizer.json's added_tokens entries
   std::optional<int32_t> unk_;
   bool nfc_ = false;
+  // SentencePiece-style BPE (model.byte_fallback: Llama 2, Mistral): vocabulary keys are text
+  // with U+2581 for spaces, words start as characters (a character not in the vocabulary as
+  // its bytes' <0xXX> tokens), the normalizer steps below run on each section, there is no
+  // pre-tokenizer, and Decode strips `strip_start_` leading spaces (the Strip decoder).
+  bool sp_ = false;
+  bool fuse_unk_ = false;
+  int strip_start_ = 0;
+  std::array<int32_t, 256> byte_fallback_id_{};  // "<0xXX>" tokens (-1: none)
+  struct NormStep {
+    enum class Kind { kNfc, kPrepend, kReplace };
+    Kind kind;
+    std::string text;  // kPrepend: what is prepended; kReplace: the pattern
+    std::string with;  // kReplace: its replacement
+  };
+  std::vector<NormStep> norm_steps_;  // in order (empty: NFC alone, or nothing)
+  // The section's normalized text when it differs from `section` (true), per norm_steps_.
+  bool NormalizeSection(std::string_view section, std::string* out) const;
+  Status BuildSpDecoder(const nlohmann::json& decoder, const std::string& name);
+  void SpBpe(std::string_view piece, std::vector<int32_t>* ids) const;
+  void MergeIds(std::vector<int32_t>* symbols) const;
   bool byte_level_ = false;  // the pre-tokenizer has a ByteLevel step
   // Pre-tokenizer steps in order; each applies to every piece the previous one produced.
   struct PreStage {

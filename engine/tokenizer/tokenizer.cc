@@ -143,7 +143,11 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view raw, size_t max_token
     } else if (!s.text.empty()) {
       std::string normalized;
       std::string_view section = s.text;
-      if (nfc_ && NfcSpans(s.text, &normalized)) section = normalized;
+      if (!norm_steps_.empty()) {
+        if (NormalizeSection(s.text, &normalized)) section = normalized;
+      } else if (nfc_ && NfcSpans(s.text, &normalized)) {
+        section = normalized;
+      }
       if (!section.empty()) EncodeStages(0, section, max_tokens, &ids);
     }
   }
@@ -198,14 +202,132 @@ void BpeTokenizer::EncodePiece(std::string_view piece, std::vector<int32_t>* ids
     }
   }
   if (piece.size() > PieceCache::kMaxPieceBytes) {
-    Bpe(piece, ids);
+    sp_ ? SpBpe(piece, ids) : Bpe(piece, ids);
     return;
   }
   const size_t hash = std::hash<std::string_view>()(piece);
   if (cache_.Get(piece, hash, ids)) return;
   const size_t before = ids->size();
-  Bpe(piece, ids);
+  sp_ ? SpBpe(piece, ids) : Bpe(piece, ids);
   cache_.Put(piece, hash, std::span<const int32_t>(ids->data() + before, ids->size() - before));
+}
+
+bool BpeTokenizer::NormalizeSection(std::string_view section, std::string* out) const {
+  std::string text(section);
+  for (const NormStep& step : norm_steps_) {
+    switch (step.kind) {
+      case NormStep::Kind::kNfc: {
+        std::string nfc;
+        if (NfcSpans(text, &nfc)) text = std::move(nfc);
+        break;
+      }
+      case NormStep::Kind::kPrepend:
+        if (!text.empty()) text.insert(0, step.text);  // tokenizers: never onto nothing
+        break;
+      case NormStep::Kind::kReplace: {
+        std::string replaced;
+        size_t from = 0;
+        for (size_t at; (at = text.find(step.text, from)) != std::string::npos;
+             from = at + step.text.size()) {
+          replaced.append(text, from, at - from).append(step.with);
+        }
+        replaced.append(text, from, std::string::npos);
+        text = std::move(replaced);
+        break;
+      }
+    }
+  }
+  if (text == section) return false;
+  *out = std::move(text);
+  return true;
+}
+
+// SentencePiece-style BPE: the word starts as its characters (a character outside the
+// vocabulary as the <0xXX> tokens of its bytes, or the unknown token, consecutive unknowns
+// fused when fuse_unk), then the same merging as byte-level BPE, on token ids.
+void BpeTokenizer::SpBpe(std::string_view piece, std::vector<int32_t>* ids) const {
+  std::vector<int32_t> sym;
+  sym.reserve(piece.size());
+  bool last_unk = false;
+  for (size_t i = 0; i < piece.size();) {
+    size_t len = 1;
+    const uint8_t lead = static_cast<uint8_t>(piece[i]);
+    if (lead >= 0xF0) {
+      len = 4;
+    } else if (lead >= 0xE0) {
+      len = 3;
+    } else if (lead >= 0xC0) {
+      len = 2;
+    }
+    len = std::min(len, piece.size() - i);  // valid UTF-8 (Encode sanitises first)
+    const std::string_view ch = piece.substr(i, len);
+    i += len;
+    if (auto it = text_to_id_.find(ch); it != text_to_id_.end()) {
+      sym.push_back(it->second);
+      last_unk = false;
+      continue;
+    }
+    bool all_bytes = true;
+    for (char c : ch) all_bytes = all_bytes && byte_fallback_id_[static_cast<uint8_t>(c)] >= 0;
+    if (all_bytes) {
+      for (char c : ch) sym.push_back(byte_fallback_id_[static_cast<uint8_t>(c)]);
+      last_unk = false;
+    } else if (unk_ && !(fuse_unk_ && last_unk)) {
+      sym.push_back(*unk_);
+      last_unk = true;
+    }
+  }
+  MergeIds(&sym);
+  ids->insert(ids->end(), sym.begin(), sym.end());
+}
+
+// Merges adjacent ids in place, lowest rank first (leftmost on ties): byte-level BPE's long
+// word path, on any starting symbols.
+void BpeTokenizer::MergeIds(std::vector<int32_t>* symbols) const {
+  std::vector<int32_t>& sym = *symbols;
+  const size_t n = sym.size();
+  if (n < 2) return;
+  std::vector<int32_t> prev(n), next(n);
+  for (size_t i = 0; i < n; ++i) {
+    prev[i] = static_cast<int32_t>(i) - 1;
+    next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
+  }
+  struct Candidate {
+    int32_t rank;
+    int32_t pos;
+    int32_t left_id;
+    int32_t right_id;
+    int32_t merged_id;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  auto push = [&](int32_t pos) {
+    const int32_t nx = next[pos];
+    if (pos < 0 || nx < 0 || sym[pos] < 0 || sym[nx] < 0) return;
+    const MergeTable::Entry* e = merges_.Find(sym[pos], sym[nx]);
+    if (e != nullptr) heap.push({e->rank, pos, sym[pos], sym[nx], e->merged_id});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    // Stale: a merge changed either side since this candidate was pushed. A symbol's id
+    // only ever grows into a longer token, so an unchanged id means an unchanged symbol.
+    if (sym[c.pos] != c.left_id) continue;
+    const int32_t right = next[c.pos];
+    if (right < 0 || sym[right] != c.right_id) continue;
+    sym[c.pos] = c.merged_id;
+    sym[right] = -2;  // dead
+    next[c.pos] = next[right];
+    if (next[right] >= 0) prev[next[right]] = c.pos;
+    if (prev[c.pos] >= 0) push(prev[c.pos]);
+    push(c.pos);
+  }
+  size_t out = 0;
+  for (int32_t i = 0; i >= 0; i = next[i]) sym[out++] = sym[i];
+  sym.resize(out);
 }
 
 // Byte-pair merging: repeatedly merge the adjacent pair of lowest rank (leftmost on ties).
@@ -257,45 +379,8 @@ void BpeTokenizer::Bpe(std::string_view piece, std::vector<int32_t>* ids) const 
 
   std::vector<int32_t> sym(n);
   for (size_t i = 0; i < n; ++i) sym[i] = byte_id_[static_cast<uint8_t>(piece[i])];
-  std::vector<int32_t> prev(n), next(n);
-  for (size_t i = 0; i < n; ++i) {
-    prev[i] = static_cast<int32_t>(i) - 1;
-    next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
-  }
-  struct Candidate {
-    int32_t rank;
-    int32_t pos;
-    int32_t left_id;
-    int32_t right_id;
-    int32_t merged_id;
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
-  auto push = [&](int32_t pos) {
-    const int32_t nx = next[pos];
-    if (pos < 0 || nx < 0 || sym[pos] < 0 || sym[nx] < 0) return;
-    const MergeTable::Entry* e = merges_.Find(sym[pos], sym[nx]);
-    if (e != nullptr) heap.push({e->rank, pos, sym[pos], sym[nx], e->merged_id});
-  };
-  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
-  while (!heap.empty()) {
-    const Candidate c = heap.top();
-    heap.pop();
-    // Stale: a merge changed either side since this candidate was pushed. A symbol's id
-    // only ever grows into a longer token, so an unchanged id means an unchanged symbol.
-    if (sym[c.pos] != c.left_id) continue;
-    const int32_t right = next[c.pos];
-    if (right < 0 || sym[right] != c.right_id) continue;
-    sym[c.pos] = c.merged_id;
-    sym[right] = -2;  // dead
-    next[c.pos] = next[right];
-    if (next[right] >= 0) prev[next[right]] = c.pos;
-    if (prev[c.pos] >= 0) push(prev[c.pos]);
-    push(c.pos);
-  }
-  for (int32_t i = 0; i >= 0; i = next[i]) emit(sym[i]);
+  MergeIds(&sym);
+  for (int32_t id : sym) emit(id);
 }
 
 std::string BpeTokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
@@ -313,6 +398,12 @@ std::string BpeTokenizer::Decode(std::span<const int32_t> ids, bool skip_special
     bytes += token_bytes_[id];
   }
   out += SanitizeUtf8(bytes);
+  // SentencePiece's Strip decoder: the leading spaces the normalizer's Prepend added.
+  size_t strip = 0;
+  while (strip < static_cast<size_t>(strip_start_) && strip < out.size() && out[strip] == ' ') {
+    ++strip;
+  }
+  if (strip > 0) out.erase(0, strip);
   return out;
 }
 

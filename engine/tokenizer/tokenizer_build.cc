@@ -57,6 +57,73 @@ void BpeTokenizer::SetToken(int32_t id, std::string text, std::string bytes) {
   token_text_[id] = std::move(text);
 }
 
+namespace {
+
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+// A SentencePiece token's bytes as Decode gives them: U+2581 as a space, "<0xXX>" as that
+// byte, anything else as it is.
+std::string SpTokenBytes(std::string_view key) {
+  if (const int b = ByteFallbackByte(key); b >= 0) return std::string(1, static_cast<char>(b));
+  std::string out;
+  for (size_t i = 0; i < key.size();) {
+    if (key.substr(i, kSpaceMark.size()) == kSpaceMark) {
+      out += ' ';
+      i += kSpaceMark.size();
+    } else {
+      out += key[i++];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int ByteFallbackByte(std::string_view key) {
+  if (key.size() != 6 || key.substr(0, 3) != "<0x" || key[5] != '>') return -1;
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  };
+  const int hi = hex(key[3]), lo = hex(key[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+// The SentencePiece decoder as tokenizers writes it: Replace(U+2581 -> " "), ByteFallback,
+// Fuse, then optionally Strip(" ", start N, stop 0); anything else is refused.
+Status BpeTokenizer::BuildSpDecoder(const json& decoder, const std::string& name) {
+  const std::string shape =
+      "is not the SentencePiece decoder (Sequence of Replace \"\u2581\" -> \" \", ByteFallback, "
+      "Fuse, optionally Strip of leading spaces)";
+  if (decoder.value("type", std::string()) != "Sequence" || !decoder.contains("decoders") ||
+      !decoder["decoders"].is_array()) {
+    return Unsupported(Field(name, "decoder", shape));
+  }
+  const json& steps = decoder["decoders"];
+  auto type_of = [&](size_t i) {
+    return i < steps.size() && steps[i].is_object() ? steps[i].value("type", std::string())
+                                                    : std::string();
+  };
+  const bool replace = type_of(0) == "Replace" && steps[0].contains("pattern") &&
+                       steps[0]["pattern"].is_object() &&
+                       steps[0]["pattern"].value("String", std::string()) == kSpaceMark &&
+                       steps[0].value("content", std::string()) == " ";
+  if (!replace || type_of(1) != "ByteFallback" || type_of(2) != "Fuse" ||
+      (steps.size() != 3 && steps.size() != 4)) {
+    return Unsupported(Field(name, "decoder", shape));
+  }
+  if (steps.size() == 4) {
+    const json& strip = steps[3];
+    const json start = strip.value("start", json(0));
+    if (type_of(3) != "Strip" || strip.value("content", std::string()) != " " ||
+        !start.is_number_integer() || start.get<int64_t>() < 0 || start.get<int64_t>() > 16 ||
+        strip.value("stop", json(0)) != json(0)) {
+      return Unsupported(Field(name, "decoder.decoders[3]", shape));
+    }
+    strip_start_ = static_cast<int>(start.get<int64_t>());
+  }
+  return Status::Ok();
+}
+
 Result<bool> BpeTokenizer::BuildVocab(const FlatVocabAndMerges& flat,
                                       const std::vector<uint32_t>* order, const std::string& name) {
   const size_t n = order != nullptr ? order->size() : flat.vocab.size();
@@ -67,6 +134,7 @@ Result<bool> BpeTokenizer::BuildVocab(const FlatVocabAndMerges& flat,
   tokens_defined_ = n + added_tokens_listed_;
   std::string bytes;
   byte_id_.fill(-1);
+  byte_fallback_id_.fill(-1);
   token_bytes_.reserve(n + 1024);
   token_text_.reserve(n + 1024);
   if (ignore_merges_) bytes_to_id_.reserve(n);
@@ -86,7 +154,13 @@ Result<bool> BpeTokenizer::BuildVocab(const FlatVocabAndMerges& flat,
       return InvalidArgument(Field(name, "model.vocab[\"" + EscapeForDisplay(key) + "\"]",
                                    TooSparse(id, tokens_defined_)));
     }
-    if (!ByteLevelToBytes(key, &bytes)) {
+    if (sp_) {
+      bytes = SpTokenBytes(key);
+      if (const int b = ByteFallbackByte(key); b >= 0) {
+        if (order == nullptr && byte_fallback_id_[b] >= 0) return false;
+        byte_fallback_id_[b] = id;
+      }
+    } else if (!ByteLevelToBytes(key, &bytes)) {
       if (order == nullptr) return false;
       return Unsupported(Field(name, "model.vocab[\"" + EscapeForDisplay(key) + "\"]",
                                "is not in the byte-level alphabet (not a byte-level BPE)"));
@@ -100,7 +174,7 @@ Result<bool> BpeTokenizer::BuildVocab(const FlatVocabAndMerges& flat,
     } else {
       text_to_id_.emplace(key, id);  // keys are unique in this order
     }
-    if (bytes.size() == 1) {
+    if (!sp_ && bytes.size() == 1) {
       // (Distinct valid UTF-8 keys name distinct bytes; checked all the same, as the
       // order would matter otherwise.)
       if (order == nullptr && byte_id_[static_cast<uint8_t>(bytes[0])] >= 0) return false;
@@ -138,11 +212,10 @@ Status BpeTokenizer::BuildModel(const json& model, const FlatVocabAndMerges& fla
   if (truthy_string("end_of_word_suffix")) {
     return Unsupported(Field(name, "model.end_of_word_suffix", "is not supported"));
   }
-  if (model.contains("byte_fallback") && model["byte_fallback"].is_boolean() &&
-      model["byte_fallback"].get<bool>()) {
-    return Unsupported(
-        Field(name, "model.byte_fallback", "true is not supported (byte-level BPE only)"));
-  }
+  sp_ = model.contains("byte_fallback") && model["byte_fallback"].is_boolean() &&
+        model["byte_fallback"].get<bool>();
+  fuse_unk_ =
+      model.contains("fuse_unk") && model["fuse_unk"].is_boolean() && model["fuse_unk"].get<bool>();
   if (model.contains("dropout") && model["dropout"].is_number() &&
       model["dropout"].get<double>() > 0) {
     return Unsupported(Field(name, "model.dropout", "> 0 is not supported (not deterministic)"));
@@ -309,31 +382,58 @@ Status BpeTokenizer::Build(const json& root, const FlatVocabAndMerges& flat,
     }
     for (const json* p : parts) {
       const std::string t = p->is_object() ? p->value("type", std::string()) : std::string();
-      if (t != "NFC") {
+      if (t == "NFC") {
+        nfc_ = true;
+        norm_steps_.push_back({NormStep::Kind::kNfc, "", ""});
+      } else if (sp_ && t == "Prepend" && p->contains("prepend") && (*p)["prepend"].is_string()) {
+        norm_steps_.push_back({NormStep::Kind::kPrepend, (*p)["prepend"].get<std::string>(), ""});
+      } else if (sp_ && t == "Replace" && p->contains("pattern") && (*p)["pattern"].is_object() &&
+                 (*p)["pattern"].contains("String") && (*p)["pattern"]["String"].is_string() &&
+                 !(*p)["pattern"]["String"].get<std::string>().empty() && p->contains("content") &&
+                 (*p)["content"].is_string()) {
+        norm_steps_.push_back({NormStep::Kind::kReplace,
+                               (*p)["pattern"]["String"].get<std::string>(),
+                               (*p)["content"].get<std::string>()});
+      } else {
         return Unsupported(Field(name, "normalizer.type",
-                                 "\"" + EscapeForDisplay(t) + "\" is not supported (only NFC)"));
+                                 "\"" + EscapeForDisplay(t) +
+                                     "\" is not supported (NFC; with byte_fallback also Prepend "
+                                     "and Replace of a String)"));
       }
-      nfc_ = true;
     }
+    // NFC alone keeps the fast path (NfcSpans) without steps.
+    if (norm_steps_.size() == 1 && norm_steps_[0].kind == NormStep::Kind::kNfc) norm_steps_.clear();
   }
 
-  if (!root.contains("pre_tokenizer") || root["pre_tokenizer"].is_null()) {
-    return Unsupported(
-        Field(name, "pre_tokenizer", "is missing (a ByteLevel pre-tokenizer is required)"));
-  }
-  TRACE_RETURN_IF_ERROR(BuildPreTokenizer(root["pre_tokenizer"], name, "pre_tokenizer"));
-  if (!byte_level_) {
-    return Unsupported(Field(name, "pre_tokenizer", "has no ByteLevel step (byte-level BPE only)"));
-  }
-
-  if (!root.contains("decoder") || !root["decoder"].is_object()) {
-    return Unsupported(Field(name, "decoder", "is missing (a ByteLevel decoder is required)"));
-  }
-  const std::string decoder = root["decoder"].value("type", std::string());
-  if (decoder != "ByteLevel") {
-    return Unsupported(
-        Field(name, "decoder.type",
-              "\"" + EscapeForDisplay(decoder) + "\" is not supported (only ByteLevel)"));
+  if (sp_) {
+    if (root.contains("pre_tokenizer") && !root["pre_tokenizer"].is_null()) {
+      return Unsupported(Field(name, "pre_tokenizer",
+                               "is not supported with byte_fallback (a SentencePiece-style BPE "
+                               "takes each section whole: null)"));
+    }
+    if (!root.contains("decoder") || !root["decoder"].is_object()) {
+      return Unsupported(Field(name, "decoder", "is missing"));
+    }
+    TRACE_RETURN_IF_ERROR(BuildSpDecoder(root["decoder"], name));
+  } else {
+    if (!root.contains("pre_tokenizer") || root["pre_tokenizer"].is_null()) {
+      return Unsupported(
+          Field(name, "pre_tokenizer", "is missing (a ByteLevel pre-tokenizer is required)"));
+    }
+    TRACE_RETURN_IF_ERROR(BuildPreTokenizer(root["pre_tokenizer"], name, "pre_tokenizer"));
+    if (!byte_level_) {
+      return Unsupported(
+          Field(name, "pre_tokenizer", "has no ByteLevel step (byte-level BPE only)"));
+    }
+    if (!root.contains("decoder") || !root["decoder"].is_object()) {
+      return Unsupported(Field(name, "decoder", "is missing (a ByteLevel decoder is required)"));
+    }
+    const std::string decoder = root["decoder"].value("type", std::string());
+    if (decoder != "ByteLevel") {
+      return Unsupported(
+          Field(name, "decoder.type",
+                "\"" + EscapeForDisplay(decoder) + "\" is not supported (only ByteLevel)"));
+    }
   }
 
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {

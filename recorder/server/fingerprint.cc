@@ -31,7 +31,7 @@ void FillFingerprints(const LocalBackend& backend, proto::RunHeader* header) {
   proto::ModelFingerprint* m = header->mutable_model();
   FillModelFingerprint(model, m);
   // No template in the model's files: the hash of the one the server renders with.
-  if (model.fingerprint().chat_template_sha256.empty()) {
+  if (model.fingerprint().chat_template_sha256.empty() && backend.chat_template != nullptr) {
     m->set_chat_template_sha256(Sha256Hex(backend.chat_template->source()));
   }
   m->set_model_name(backend.model_name);

