@@ -261,6 +261,82 @@ nlohmann::json EventSummaryJson(const proto::Event& e, int64_t start_ns) {
   return j;
 }
 
+// The text view's opening lines: the run, its command and folder, what made it, the model
+// and engine it recorded, its counts and the newest verdict per machine kind.
+void PrintRunHeader(const std::string& id, const store::RunSummary& summary,
+                    const proto::RunHeader& header,
+                    const std::vector<store::Verification>& verifications) {
+  const int64_t start = header.start_time_ns();
+  std::string status(store::RunStatusName(summary.status));
+  std::printf("run %s  %s  started %s\n", EscapeForDisplay(id).c_str(), status.c_str(),
+              FormatTime(start).c_str());
+  std::string command;
+  for (const auto& a : header.argv()) command += (command.empty() ? "" : " ") + a;
+  // Everything printed from the run goes through EscapeForDisplay: an agent's argv, output
+  // or tool names must not be able to move the cursor or recolour the terminal.
+  auto shown = [](const std::string& s) { return EscapeForDisplay(s, kNoLimit); };
+  if (!command.empty()) std::printf("command: %s\n", shown(command).c_str());
+  if (!header.cwd().empty()) std::printf("cwd: %s\n", shown(header.cwd()).c_str());
+  if (!header.label().empty()) std::printf("label: %s\n", shown(header.label()).c_str());
+  if (header.has_rerun()) {
+    const auto& r = header.rerun();
+    std::string line =
+        (r.mode() == "fork" ? "fork of run " : "rerun of run ") + r.parent_run_id() +
+        (r.live_from_call() ? ", live from call " + std::to_string(r.live_from_call())
+                            : std::string()) +
+        (r.strict() ? ", strict" : "") +
+        (r.divergence().empty() ? ", followed the recording" : "; diverged: " + r.divergence());
+    std::printf("%s\n", shown(line).c_str());
+  }
+  const auto& m = header.model();
+  if (!m.architecture().empty() || !m.weights_sha256().empty()) {
+    std::printf("model: %s\n", shown(m.model_name() + " " + m.architecture() + " " + m.dtype() +
+                                     ", weights sha256 " + m.weights_sha256().substr(0, 16))
+                                   .c_str());
+  }
+  const auto& eng = header.engine();
+  std::string engine;
+  auto add = [&engine](const std::string& label, const std::string& value) {
+    if (!value.empty()) engine += (engine.empty() ? "" : ", ") + label + value;
+  };
+  add("trace ", eng.version());
+  add("revision ", eng.git_revision());
+  add("", eng.compiler());
+  add("numerics ", eng.numerics());
+  add("device ", header.device().description());
+  if (!engine.empty()) std::printf("engine: %s\n", shown(engine).c_str());
+  std::printf("events: %lld, model calls: %lld, sampled tokens: %lld\n",
+              static_cast<long long>(summary.events), static_cast<long long>(summary.model_calls),
+              static_cast<long long>(summary.sampled_tokens));
+  // The newest verdict of `trace verify` per machine kind.
+  for (const store::Verification& v : NewestPerMachine(verifications)) {
+    std::printf("verified: %s on %s, %s by trace %s%s\n", shown(v.verdict).c_str(),
+                shown(v.machine).c_str(), FormatTime(v.time_ns).c_str(), shown(v.build).c_str(),
+                v.first_divergence.empty() ? "" : ("; " + shown(v.first_divergence)).c_str());
+  }
+  std::printf("\n");
+}
+
+// After the text view of a run without a RunEnd: whether it is being recorded still, or
+// its recorder died.
+void PrintNoRunEnd(const store::RunSummary& summary) {
+  const std::string recorder = "pid " + std::to_string(summary.recorder_pid) + " on " +
+                               EscapeForDisplay(summary.recorder_host);
+  if (summary.status == store::RunStatus::kRecording) {
+    std::printf("\n(no RunEnd yet: still being recorded by %s)\n", recorder.c_str());
+  } else if (summary.status == store::RunStatus::kCrashed) {
+    std::printf(
+        "\n(no RunEnd: the recorder, %s, died; the run holds every event it "
+        "committed)\n",
+        recorder.c_str());
+  } else {
+    std::printf("\n(no RunEnd: still being recorded, or the recorder died%s)\n",
+                summary.recorder_host.empty()
+                    ? ""
+                    : ("; " + recorder + " cannot be checked from here").c_str());
+  }
+}
+
 int Run(const Options& options) {
   SilenceProtobufLog();
   store::StoreOptions open;
@@ -288,57 +364,7 @@ int Run(const Options& options) {
   const int64_t start = header->start_time_ns();
   std::vector<Status> bad_rows;
   nlohmann::json events = nlohmann::json::array();
-  if (!options.json) {
-    std::string status(store::RunStatusName(summary->status));
-    std::printf("run %s  %s  started %s\n", EscapeForDisplay(*id).c_str(), status.c_str(),
-                FormatTime(start).c_str());
-    std::string command;
-    for (const auto& a : header->argv()) command += (command.empty() ? "" : " ") + a;
-    // Everything printed from the run goes through EscapeForDisplay: an agent's argv, output
-    // or tool names must not be able to move the cursor or recolour the terminal.
-    auto shown = [](const std::string& s) { return EscapeForDisplay(s, kNoLimit); };
-    if (!command.empty()) std::printf("command: %s\n", shown(command).c_str());
-    if (!header->cwd().empty()) std::printf("cwd: %s\n", shown(header->cwd()).c_str());
-    if (!header->label().empty()) std::printf("label: %s\n", shown(header->label()).c_str());
-    if (header->has_rerun()) {
-      const auto& r = header->rerun();
-      std::string line =
-          (r.mode() == "fork" ? "fork of run " : "rerun of run ") + r.parent_run_id() +
-          (r.live_from_call() ? ", live from call " + std::to_string(r.live_from_call())
-                              : std::string()) +
-          (r.strict() ? ", strict" : "") +
-          (r.divergence().empty() ? ", followed the recording" : "; diverged: " + r.divergence());
-      std::printf("%s\n", shown(line).c_str());
-    }
-    const auto& m = header->model();
-    if (!m.architecture().empty() || !m.weights_sha256().empty()) {
-      std::printf("model: %s\n", shown(m.model_name() + " " + m.architecture() + " " + m.dtype() +
-                                       ", weights sha256 " + m.weights_sha256().substr(0, 16))
-                                     .c_str());
-    }
-    const auto& eng = header->engine();
-    std::string engine;
-    auto add = [&engine](const std::string& label, const std::string& value) {
-      if (!value.empty()) engine += (engine.empty() ? "" : ", ") + label + value;
-    };
-    add("trace ", eng.version());
-    add("revision ", eng.git_revision());
-    add("", eng.compiler());
-    add("numerics ", eng.numerics());
-    add("device ", header->device().description());
-    if (!engine.empty()) std::printf("engine: %s\n", shown(engine).c_str());
-    std::printf("events: %lld, model calls: %lld, sampled tokens: %lld\n",
-                static_cast<long long>(summary->events),
-                static_cast<long long>(summary->model_calls),
-                static_cast<long long>(summary->sampled_tokens));
-    // The newest verdict of `trace verify` per machine kind.
-    for (const store::Verification& v : NewestPerMachine(verifications)) {
-      std::printf("verified: %s on %s, %s by trace %s%s\n", shown(v.verdict).c_str(),
-                  shown(v.machine).c_str(), FormatTime(v.time_ns).c_str(), shown(v.build).c_str(),
-                  v.first_divergence.empty() ? "" : ("; " + shown(v.first_divergence)).c_str());
-    }
-    std::printf("\n");
-  }
+  if (!options.json) PrintRunHeader(*id, *summary, *header, verifications);
   store::EventRecord rec;
   while ((*it)->Next(&rec)) {
     if (!rec.status.ok()) {
@@ -394,21 +420,7 @@ int Run(const Options& options) {
     }
     PrintJson(std::cout, out, 2);
   } else if (summary->end_time_ns == 0) {
-    const std::string recorder = "pid " + std::to_string(summary->recorder_pid) + " on " +
-                                 EscapeForDisplay(summary->recorder_host);
-    if (summary->status == store::RunStatus::kRecording) {
-      std::printf("\n(no RunEnd yet: still being recorded by %s)\n", recorder.c_str());
-    } else if (summary->status == store::RunStatus::kCrashed) {
-      std::printf(
-          "\n(no RunEnd: the recorder, %s, died; the run holds every event it "
-          "committed)\n",
-          recorder.c_str());
-    } else {
-      std::printf("\n(no RunEnd: still being recorded, or the recorder died%s)\n",
-                  summary->recorder_host.empty()
-                      ? ""
-                      : ("; " + recorder + " cannot be checked from here").c_str());
-    }
+    PrintNoRunEnd(*summary);
   }
   std::fflush(stdout);
   for (const auto& s : bad_rows) ReportError(s);
