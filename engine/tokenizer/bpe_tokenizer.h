@@ -146,6 +146,8 @@ class BpeTokenizer final : public Tokenizer {
   // The section's normalized text when it differs from `section` (true), per norm_steps_.
   bool NormalizeSection(std::string_view section, std::string* out) const;
   Status BuildSpDecoder(const nlohmann::json& decoder, const std::string& name);
+  bool SplitsNothingAfterNormalizing(const nlohmann::json& pre) const;
+  std::string AddedTokenBytes(const std::string& content) const;
   void SpBpe(std::string_view piece, std::vector<int32_t>* ids) const;
   void MergeIds(std::vector<int32_t>* symbols) const;
   bool byte_level_ = false;  // the pre-tokenizer has a ByteLevel step

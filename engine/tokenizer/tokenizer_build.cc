@@ -88,6 +88,39 @@ int ByteFallbackByte(std::string_view key) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
+// An added token's bytes as Decode gives them: its content, with U+2581 as a space for a
+// SentencePiece-style BPE (whose decoder's Replace step applies to every token: Gemma lists
+// its runs of spaces as added tokens).
+std::string BpeTokenizer::AddedTokenBytes(const std::string& content) const {
+  if (!sp_ || ByteFallbackByte(content) >= 0) return content;
+  return SpTokenBytes(content);
+}
+
+// Gemma's pre-tokenizer: a Split on " " after a normalizer that replaced every " " (with
+// "▁"): it never finds its pattern, so the section stays whole, as with none.
+bool BpeTokenizer::SplitsNothingAfterNormalizing(const json& pre) const {
+  if (!pre.is_object() || pre.value("type", std::string()) != "Split" || !pre.contains("pattern") ||
+      !pre["pattern"].is_object() || !pre["pattern"].contains("String") ||
+      !pre["pattern"]["String"].is_string()) {
+    return false;
+  }
+  const std::string pattern = pre["pattern"]["String"].get<std::string>();
+  if (pattern.empty()) return false;
+  for (const NormStep& step : norm_steps_) {
+    if (step.kind == NormStep::Kind::kReplace && step.text == pattern &&
+        step.with.find(pattern) == std::string::npos) {
+      // Replaced everywhere; later steps must not bring it back.
+      bool later_adds = false;
+      for (const NormStep* t = &step + 1; t != norm_steps_.data() + norm_steps_.size(); ++t) {
+        later_adds = later_adds || t->text.find(pattern) != std::string::npos ||
+                     t->with.find(pattern) != std::string::npos;
+      }
+      return !later_adds;
+    }
+  }
+  return false;
+}
+
 // The SentencePiece decoder as tokenizers writes it: Replace(U+2581 -> " "), ByteFallback,
 // Fuse, then optionally Strip(" ", start N, stop 0); anything else is refused.
 Status BpeTokenizer::BuildSpDecoder(const json& decoder, const std::string& name) {
@@ -406,10 +439,12 @@ Status BpeTokenizer::Build(const json& root, const FlatVocabAndMerges& flat,
   }
 
   if (sp_) {
-    if (root.contains("pre_tokenizer") && !root["pre_tokenizer"].is_null()) {
+    if (root.contains("pre_tokenizer") && !root["pre_tokenizer"].is_null() &&
+        !SplitsNothingAfterNormalizing(root["pre_tokenizer"])) {
       return Unsupported(Field(name, "pre_tokenizer",
                                "is not supported with byte_fallback (a SentencePiece-style BPE "
-                               "takes each section whole: null)"));
+                               "takes each section whole: null, or a Split on a String the "
+                               "normalizer has replaced everywhere)"));
     }
     if (!root.contains("decoder") || !root["decoder"].is_object()) {
       return Unsupported(Field(name, "decoder", "is missing"));
@@ -463,7 +498,7 @@ Status BpeTokenizer::Build(const json& root, const FlatVocabAndMerges& flat,
     }
   }
   for (const AddedToken& t : added_) {
-    SetToken(t.id, t.content, t.content);
+    SetToken(t.id, t.content, AddedTokenBytes(t.content));
     flags_[t.id] = kAdded | (t.special ? kSpecial : 0);
     text_to_id_[t.content] = t.id;
   }
@@ -501,7 +536,7 @@ Status BpeTokenizer::ApplyConfig(const json& config, const std::string& name) {
       token.special = it.value().value("special", false);
       token.lstrip = it.value().value("lstrip", false);
       token.rstrip = it.value().value("rstrip", false);
-      SetToken(token.id, token.content, token.content);
+      SetToken(token.id, token.content, AddedTokenBytes(token.content));
       flags_[token.id] = kAdded | (token.special ? kSpecial : 0);
       text_to_id_[token.content] = token.id;
       added_.push_back(std::move(token));

