@@ -9,16 +9,11 @@
 
 #include "base/build_info.h"
 #include "base/escape.h"
+#include "base/wall_clock.h"
 #include "replayer/report.h"
 
 namespace trace::replayer {
 namespace {
-
-int64_t WallNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The machine kind verdicts are grouped by: the kernel path and the processor that ran it
 // ("cpu avx512 AMD EPYC", "cuda NVIDIA H100 80GB HBM3"), not the thread count.
@@ -113,7 +108,7 @@ store::Verification VerifyRun(store::Store& store, const std::string& run_id,
     return ReplayRun(store, run_id, replay);
   }();
   v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  v.time_ns = WallNs();
+  v.time_ns = WallClockNs();
   if (!report.ok()) {
     v.verdict = "error";
     v.first_divergence = report.status().message();

@@ -502,12 +502,6 @@ class RunWriterImpl final : public RunWriter {
 
 }  // namespace
 
-int64_t WallClockNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 RunRow NewRunRow(const proto::RunHeader& header, int zstd_level) {
   RunRow row;
   row.run_id = header.run_id();

@@ -13,6 +13,8 @@
 // Errors: as above.
 #pragma once
 
+#include "base/wall_clock.h"  // WallClockNs: what Append stamps, BeginRun starts a run at
+
 #include <memory>
 
 #include "store/checksum.h"
@@ -20,9 +22,6 @@
 #include "store/store.h"
 
 namespace trace::store {
-
-// Unix epoch nanoseconds now (what Append stamps and BeginRun starts a run at).
-int64_t WallClockNs();
 
 // The runs row BeginRun inserts for `header`: its columns from the header (stored zstd
 // when smaller, argv joined as the command, the label), no events yet.

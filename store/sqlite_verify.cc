@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 
+#include "base/wall_clock.h"
 #include "store/sqlite_db.h"
 #include "store/store.h"
 #include "store/verify_queue.h"
@@ -13,12 +14,6 @@
 
 namespace trace::store {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Verification VerificationFrom(const Stmt& q) {
   Verification v;
@@ -52,7 +47,7 @@ class SqliteVerifyQueue final : public VerifyQueue {
       TRACE_ASSIGN_OR_RETURN(Stmt b, db_->Prepare("INSERT INTO verify_batches(batch_id, "
                                                   "created_ns, description, total) "
                                                   "VALUES(?,?,?,?)"));
-      b.Bind(1, batch).Bind(2, NowNs()).Bind(3, description).Bind(4, int64_t(jobs.size()));
+      b.Bind(1, batch).Bind(2, WallClockNs()).Bind(3, description).Bind(4, int64_t(jobs.size()));
       TRACE_RETURN_IF_ERROR(db_->Run(b));
       TRACE_ASSIGN_OR_RETURN(
           Stmt j, db_->Prepare("INSERT INTO verify_jobs(batch_id, run_id, model) VALUES(?,?,?)"));
@@ -70,7 +65,7 @@ class SqliteVerifyQueue final : public VerifyQueue {
     TRACE_RETURN_IF_ERROR(Writable());
     std::optional<VerifyJob> job;
     TRACE_RETURN_IF_ERROR(InWrite([&]() -> Status {
-      const int64_t now = NowNs();
+      const int64_t now = WallClockNs();
       TRACE_ASSIGN_OR_RETURN(
           Stmt q, db_->Prepare("SELECT job_id, batch_id, run_id, model, attempts FROM verify_jobs "
                                "WHERE (state=0 OR (state=1 AND lease_until_ns<?1)) "
@@ -99,7 +94,7 @@ class SqliteVerifyQueue final : public VerifyQueue {
     TRACE_RETURN_IF_ERROR(Writable());
     TRACE_ASSIGN_OR_RETURN(Stmt u, db_->Prepare("UPDATE verify_jobs SET lease_until_ns=? "
                                                 "WHERE job_id=? AND claim=? AND state=1"));
-    u.Bind(1, NowNs() + lease_ms * 1000000).Bind(2, job.job_id).Bind(3, job.claim);
+    u.Bind(1, WallClockNs() + lease_ms * 1000000).Bind(2, job.job_id).Bind(3, job.claim);
     TRACE_RETURN_IF_ERROR(db_->Run(u));
     return sqlite3_changes(db_->get()) == 1;
   }
@@ -158,7 +153,7 @@ class SqliteVerifyQueue final : public VerifyQueue {
                      "lease_until_ns<?1)), count(*) FILTER (WHERE state=1 AND "
                      "lease_until_ns>=?1), count(*) FILTER (WHERE state=2), count(*) "
                      "FILTER (WHERE attempts>1), count(*) FROM verify_jobs WHERE batch_id=?2"));
-    c.Bind(1, NowNs()).Bind(2, batch_id);
+    c.Bind(1, WallClockNs()).Bind(2, batch_id);
     TRACE_ASSIGN_OR_RETURN(row, db_->Step(c));
     p.queued = c.Int(0);
     p.claimed = c.Int(1);

@@ -1,15 +1,15 @@
 #include "store/verify_queue.h"
 
-#include <unistd.h>
-
 #include <string>
+
+#include "base/process_identity.h"
 
 namespace trace::store {
 
 std::string ThisWorkerName() {
-  char host[256] = {0};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return std::string(host[0] ? host : "localhost") + ":" + std::to_string(getpid());
+  const ProcessIdentity self = CurrentProcess();
+  return (self.host.empty() ? std::string("localhost") : self.host) + ":" +
+         std::to_string(self.pid);
 }
 
 }  // namespace trace::store

@@ -21,16 +21,11 @@
 
 #include "engine/model_init.h"
 #include "testkit/replay_test_util.h"
+#include "testkit/shell.h"
 
 using namespace trace;
 
 namespace {
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 int WriteRuns(const std::string& store_loc, const std::vector<std::string>& models, int n,
               int tokens) {
@@ -113,9 +108,9 @@ int main(int argc, char** argv) {
   for (int workers : {1, 2, 4}) {
     std::vector<double> secs;
     for (int r = 0; r < repeat; ++r) {
-      const std::string cmd = Quote(trace_bin) + " --quiet --store " + Quote(store_loc) +
-                              " verify --workers " + std::to_string(workers) +
-                              " --threads 1 > /dev/null";
+      const std::string cmd = trace::testing::ShellQuote(trace_bin) + " --quiet --store " +
+                              trace::testing::ShellQuote(store_loc) + " verify --workers " +
+                              std::to_string(workers) + " --threads 1 > /dev/null";
       const auto t0 = std::chrono::steady_clock::now();
       const int status = std::system(cmd.c_str());
       secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -15,7 +15,7 @@ namespace {
 void StampAnsweredNow(proto::Timings* t, int64_t start_ns) {
   t->Clear();
   t->set_start_ns(start_ns);
-  t->set_end_ns(NowNs());
+  t->set_end_ns(WallClockNs());
   t->set_total_ms(static_cast<double>(t->end_ns() - start_ns) / 1e6);
 }
 
@@ -129,7 +129,7 @@ CallGate::Decision CassetteGate::Admit(const RequestIdentity& identity, const Wi
 void CassetteGate::AnswerFromRecording(const RecordedCall& recorded, const WireFormat& format,
                                        const CompletionRequest& request,
                                        const httplib::Request& req, httplib::Response& res) {
-  const int64_t start_ns = NowNs();
+  const int64_t start_ns = WallClockNs();
   RecordedReply reply = RenderRecordedAnswer(recorded, format, request);
   Result<uint64_t> last = uint64_t{0};
   if (RunLog* log = frontend_->log()) {
@@ -173,7 +173,7 @@ void CassetteGate::AnswerFromRecording(const RecordedCall& recorded, const WireF
 void CassetteGate::AnswerEmbeddingsFromRecording(const RecordedCall& recorded,
                                                  const httplib::Request& req,
                                                  httplib::Response& res) {
-  const int64_t start_ns = NowNs();
+  const int64_t start_ns = WallClockNs();
   const proto::LlmCall& rc = recorded.call;
   Result<uint64_t> last = uint64_t{0};
   if (RunLog* log = frontend_->log()) {

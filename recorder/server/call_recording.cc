@@ -92,7 +92,7 @@ Result<uint64_t> RecordLocalCall(RunLog* log, Call& call, const GenerationResult
   t->set_total_ms(
       std::chrono::duration<double, std::milli>(SteadyClock::now() - call.start).count());
   t->set_start_ns(call.start_ns);
-  t->set_end_ns(NowNs());
+  t->set_end_ns(WallClockNs());
   c.set_model(req.model);
   c.set_request_id(call.request_id);
   c.set_http_status(status);

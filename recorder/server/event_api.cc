@@ -48,7 +48,7 @@ void EventApi::HandleFlush(const httplib::Request&, httplib::Response& res) {
 
 void EventApi::HandleClock(const httplib::Request& req, httplib::Response& res) {
   RunLog* log = frontend_->log();
-  int64_t wall = NowNs();
+  int64_t wall = WallClockNs();
   int64_t mono =
       std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
           .count();

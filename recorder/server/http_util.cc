@@ -12,12 +12,6 @@
 
 namespace trace::recorder {
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string Iso8601(int64_t ns) {
   time_t secs = static_cast<time_t>(ns / 1000000000);
   struct tm tm {};

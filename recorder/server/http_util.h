@@ -12,15 +12,14 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/wall_clock.h"
 #include "recorder/api/model_call.h"
 
 namespace trace::recorder {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// Nanoseconds since the Unix epoch (system clock).
-int64_t NowNs();
-// "2026-11-29T10:00:00.123456Z" for a NowNs() value.
+// "2026-11-29T10:00:00.123456Z" for a WallClockNs() value (base/wall_clock.h).
 std::string Iso8601(int64_t ns);
 
 // Writes e as the response: its HTTP status and OpenAI error body.

@@ -183,7 +183,7 @@ void LocalEngineApi::HandleCompletion(const WireFormat& format, const httplib::R
   auto call = std::make_shared<Call>(backend_.tokenizer.get());
   call->format = &format;
   call->start = SteadyClock::now();
-  call->start_ns = NowNs();
+  call->start_ns = WallClockNs();
   call->body = gate.live_body ? *gate.live_body : http_req.body;
   if (gate.run_position) call->run_position = *gate.run_position;
   call->endpoint = http_req.path;

@@ -21,7 +21,7 @@ void UpstreamProxy::ForwardEmbeddings(const httplib::Request& req, httplib::Resp
   x.endpoint = req.path;
   x.request_body = gate.live_body ? *gate.live_body : req.body;
   x.start = SteadyClock::now();
-  x.start_ns = NowNs();
+  x.start_ns = WallClockNs();
   std::string content_type = "application/json";
   {
     UpstreamPool::Lease lease = pool_.Acquire();
@@ -75,7 +75,7 @@ Result<uint64_t> UpstreamProxy::RecordEmbeddingsCall(const Exchange& x) {
   proto::Timings* t = c.mutable_timings();
   t->set_total_ms(std::chrono::duration<double, std::milli>(SteadyClock::now() - x.start).count());
   t->set_start_ns(x.start_ns);
-  t->set_end_ns(NowNs());
+  t->set_end_ns(WallClockNs());
   return log->RecordLlmCall(std::move(c));
 }
 

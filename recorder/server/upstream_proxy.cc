@@ -144,7 +144,7 @@ void UpstreamProxy::ForwardCall(const WireFormat& format, const httplib::Request
   x->endpoint = req.path;
   x->request_body = gate.live_body ? *gate.live_body : req.body;
   x->start = SteadyClock::now();
-  x->start_ns = NowNs();
+  x->start_ns = WallClockNs();
   json body = ParseJsonOrDiscarded(x->request_body);
   x->stream = body.is_object() && body.contains("stream") && body["stream"].is_boolean() &&
               body["stream"].get<bool>();
@@ -248,7 +248,7 @@ Result<uint64_t> UpstreamProxy::RecordProxiedCall(const Exchange& x) {
   proto::Timings* t = c.mutable_timings();
   t->set_total_ms(std::chrono::duration<double, std::milli>(SteadyClock::now() - x.start).count());
   t->set_start_ns(x.start_ns);
-  t->set_end_ns(NowNs());
+  t->set_end_ns(WallClockNs());
   TRACE_ASSIGN_OR_RETURN(uint64_t seq, log->RecordLlmCall(std::move(c)));
   return RecordModelToolCalls(log, seq, s.tool_calls);
 }

@@ -19,7 +19,7 @@
 
 #include "base/json_print.h"
 #include "testkit/temp_dir.h"
-#include "tests/common/shell.h"
+#include "testkit/shell.h"
 
 namespace trace {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "testkit/temp_dir.h"
-#include "tests/common/shell.h"
+#include "testkit/shell.h"
 
 namespace trace::testing {
 

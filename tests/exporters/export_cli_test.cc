@@ -22,7 +22,7 @@
 #include "store/export.h"
 #include "store/store.h"
 #include "tests/common/demo_model.h"
-#include "tests/common/shell.h"
+#include "testkit/shell.h"
 
 extern char** environ;
 

@@ -18,7 +18,7 @@
 
 #include "store/store.h"
 #include "testkit/temp_dir.h"
-#include "tests/common/shell.h"
+#include "testkit/shell.h"
 #include "tests/common/trace_cli.h"
 
 namespace trace {

@@ -20,7 +20,7 @@
 
 #include "testkit/temp_dir.h"
 #include "tests/common/demo_model.h"
-#include "tests/common/shell.h"
+#include "testkit/shell.h"
 #include "tests/common/trace_cli.h"
 
 namespace trace {

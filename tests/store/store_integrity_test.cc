@@ -18,7 +18,7 @@
 #include "store/fsck.h"
 #include "store/store.h"
 #include "testkit/store_test_util.h"
-#include "tests/common/shell.h"
+#include "testkit/shell.h"
 #include "tests/store/sql_test_util.h"
 
 namespace trace::store {

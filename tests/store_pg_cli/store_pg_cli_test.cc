@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "tests/common/shell.h"
+#include "testkit/shell.h"
 #include "tests/store/store_backend.h"
 
 namespace trace::store {

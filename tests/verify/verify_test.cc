@@ -21,7 +21,7 @@
 #include "replayer/verify_worker.h"
 #include "store/verify_queue.h"
 #include "testkit/replay_test_util.h"
-#include "tests/common/shell.h"
+#include "testkit/shell.h"
 #include "tests/store/store_backend.h"
 
 extern char** environ;

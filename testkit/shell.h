@@ -1,6 +1,5 @@
 // Small helpers for tests that run the `trace` binary through the shell: read a whole
-// file, quote an argument for /bin/sh. Shared by every test folder
-// (include "tests/common/shell.h").
+// file, quote an argument for /bin/sh. Shared by the tests and the benchmarks that run it.
 //
 // Ownership: values only. Thread safety: reentrant. Errors: ReadWholeFile returns "" for a
 // file that cannot be read; the test's own assertions then fail.
