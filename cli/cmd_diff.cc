@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "replayer/diff.h"
 #include "store/store.h"
+#include "ui/snapshot.h"
 
 namespace trace::cli::cmd_diff {
 namespace {
@@ -35,8 +36,10 @@ int Run(const DiffArgs& args) {
   auto diff = replayer::DiffRuns(**store, args.run_a, args.run_b, options);
   if (!diff.ok()) return ReportError(diff.status());
   if (!args.html.empty()) {
+    Result<std::string> page = ui::DiffPage(store->get(), diff->run_a, diff->run_b);
+    if (!page.ok()) return ReportError(page.status());
     std::ofstream out(args.html, std::ios::binary | std::ios::trunc);
-    out << replayer::RenderDiffHtml(*diff);
+    out << *page;
     if (!out.good()) return ReportError(IOError("cannot write --html file " + args.html));
   }
   if (args.json) {
@@ -57,7 +60,8 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("run_b", args->run_b, "Run B: id or unique prefix")->required();
   cmd->add_option("--call", args->call, "Show model call K (1-based) token by token");
   cmd->add_flag("--json", args->json, "Print the diff as JSON");
-  cmd->add_option("--html", args->html, "Also write a self-contained HTML page to FILE");
+  cmd->add_option("--html", args->html,
+                  "Also write the diff as trace ui shows it, a self-contained HTML page, to FILE");
   cmd->callback([args, exit_code] { *exit_code = Run(*args); });
 }
 

@@ -8,21 +8,17 @@
 
 #include "base/escape.h"
 #include "base/json_print.h"
+#include "base/wall_clock.h"
 #include "cli/command.h"
-#include "cli/verdicts.h"
 #include "store/store.h"
 #include "store/verify_queue.h"
+#include "ui/run_json.h"
 
 namespace trace::cli::cmd_ls {
 namespace {
 
 std::string FormatTime(int64_t ns) {
-  std::time_t secs = static_cast<std::time_t>(ns / 1'000'000'000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buf;
+  return UtcTimeText(ns);
 }
 
 std::string FormatDuration(int64_t ns) {
@@ -94,30 +90,12 @@ int Run(const Options& options) {
   if (options.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : *runs) {
-      out.push_back({{"run_id", r.run_id},
-                     {"started_ns", r.start_time_ns},
-                     {"started", FormatTime(r.start_time_ns)},
-                     {"duration_ns", DurationNs(r)},
-                     {"command", r.command},
-                     {"label", r.label},
-                     {"events", r.events},
-                     {"model_calls", r.model_calls},
-                     {"sampled_tokens", r.sampled_tokens},
-                     {"status", std::string(store::RunStatusName(r.status))},
-                     {"exit_code", r.exit_code},
-                     {"signal", r.signal},
-                     {"stored_bytes", r.stored_bytes},
-                     {"recorder_pid", r.recorder_pid},
-                     {"recorder_host", r.recorder_host},
-                     {"problem", r.problem},
-                     {"parent_run", r.parent_run_id},
-                     {"rerun_mode", r.rerun_mode},
-                     {"diverged_at_call", r.diverged_at_call}});
+      out.push_back(ui::RunSummaryJson(r));
       nlohmann::json& row = out.back();
       row["verifications"] = nlohmann::json::array();
       if (auto v = verdicts.find(r.run_id); v != verdicts.end()) {
         for (const store::Verification& x : v->second) {
-          row["verifications"].push_back(VerificationJson(x));
+          row["verifications"].push_back(ui::VerificationJson(x));
         }
       }
     }

@@ -14,6 +14,7 @@
 #include "replayer/replayer.h"
 #include "replayer/report.h"
 #include "store/store.h"
+#include "ui/snapshot.h"
 
 namespace trace::cli::cmd_replay {
 namespace {
@@ -72,8 +73,11 @@ int Run(const ReplayArgs& args) {
   if (!report.ok()) return ReportError(report.status());
 
   if (!args.html.empty()) {
+    Result<std::string> page =
+        ui::ReplayPage(store->get(), report->run_id, replayer::ReplayJson(*report));
+    if (!page.ok()) return ReportError(page.status());
     std::ofstream out(args.html, std::ios::binary | std::ios::trunc);
-    out << replayer::RenderReplayHtml(*report);
+    out << *page;
     if (!out.good()) return ReportError(IOError("cannot write --html file " + args.html));
   }
   if (args.json) {
@@ -99,7 +103,9 @@ void Setup(CLI::App& app, int* exit_code) {
   cmd->add_option("--calls", args->calls, "Model calls to replay, 1-based: 1,3,5-7");
   cmd->add_option("--require", args->require, "Level for exit 0: bitwise (default) | tokens");
   cmd->add_flag("--json", args->json, "Print the report as JSON");
-  cmd->add_option("--html", args->html, "Also write a self-contained HTML report to FILE");
+  cmd->add_option("--html", args->html,
+                  "Also write the run and this replay as trace ui shows them, a "
+                  "self-contained\nHTML page, to FILE");
   cmd->callback([args, exit_code] { *exit_code = Run(*args); });
 }
 

@@ -14,10 +14,7 @@ namespace {
 
 struct ServeArgs {
   EngineFlags engine;  // cli/engine_flags.h
-  std::string host = "127.0.0.1";
-  int port = 8000;
-  std::string api_key_file;
-  std::string api_key_on_command_line;  // refused: `ps` shows it to every user
+  ListenFlags listen;  // --host, --port, --api-key-file (cli/server_flags.h)
   HttpFlags http;
   std::optional<std::string> record_label;
   std::optional<uint64_t> seed;
@@ -27,14 +24,9 @@ int Run(const ServeArgs& a) {
   Result<recorder::SessionOptions> session = SessionFromEngineFlags(a.engine, EngineUse::kServe);
   if (!session.ok()) return ReportError(session.status());
   recorder::SessionOptions& o = *session;
-  o.host = a.host;
-  o.port = a.port;
-  if (!a.api_key_on_command_line.empty()) {
-    return ReportError(InvalidArgument(
-        "--api-key puts the key in `ps` output, shell history and the recorded command line; "
-        "use --api-key-file FILE or the TRACE_API_KEY environment variable"));
-  }
-  Result<std::string> key = recorder::ResolveApiKey(a.api_key_file);
+  o.host = a.listen.host;
+  o.port = a.listen.port;
+  Result<std::string> key = ListenKey(a.listen);
   if (!key.ok()) return ReportError(key.status());
   o.api_key = *key;
   Result<recorder::HttpLimits> limits = HttpLimitsFrom(a.http);
@@ -57,15 +49,7 @@ void Setup(CLI::App& app, int* exit_code) {
       "Serve the model API (OpenAI Chat Completions, Completions and Responses; Anthropic\n"
       "Messages) and the trace event API until Ctrl-C.");
   AddEngineFlags(cmd, EngineUse::kServe, &args->engine);
-  cmd->add_option("--host", args->host,
-                  "Address to listen on (default 127.0.0.1). Requests must name a loopback\n"
-                  "host or this one in their Host header (0.0.0.0: any)");
-  cmd->add_option("--port", args->port, "Port (default 8000; 0: a free one)");
-  cmd->add_option("--api-key-file", args->api_key_file,
-                  "Require 'Authorization: Bearer KEY' (or 'x-api-key: KEY'), KEY being this\n"
-                  "file's first line; else $TRACE_API_KEY; neither: no check")
-      ->type_name("FILE");
-  cmd->add_option("--api-key", args->api_key_on_command_line)->group("");  // refused, see Run
+  AddListenFlags(cmd, &args->listen, 8000);
   AddHttpFlags(cmd, &args->http);
   cmd->add_option("--record", args->record_label,
                   "Record everything served as one run with this label");

@@ -8,7 +8,7 @@
 #include "base/escape.h"
 #include "base/hash.h"
 #include "base/json_print.h"
-#include "cli/verdicts.h"
+#include "base/wall_clock.h"
 #include "store/verify_queue.h"
 
 #include "cli/command.h"
@@ -16,6 +16,7 @@
 #include "recorder/api/openai_embeddings.h"
 #include "store/export.h"
 #include "store/store.h"
+#include "ui/run_json.h"
 
 namespace trace::cli::cmd_show {
 namespace {
@@ -39,14 +40,7 @@ std::string Quote(std::string_view text, size_t max, bool tail = false) {
 }
 
 std::string FormatTime(int64_t ns) {
-  std::time_t secs = static_cast<std::time_t>(ns / 1'000'000'000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  char ms[8];
-  std::snprintf(ms, sizeof ms, ".%03dZ", static_cast<int>((ns / 1'000'000) % 1000));
-  return std::string(buf) + ms;
+  return UtcTimeText(ns, /*millis=*/true);
 }
 
 std::string HowName(const proto::RunEnd& end) {
@@ -176,91 +170,6 @@ std::vector<std::string> Describe(const proto::Event& e, size_t width) {
   return lines;
 }
 
-nlohmann::json EventSummaryJson(const proto::Event& e, int64_t start_ns) {
-  nlohmann::json j = {{"seq", e.seq()},
-                      {"kind", store::EventKindName(e)},
-                      {"wall_time_ns", e.wall_time_ns()},
-                      {"offset_ms", (e.wall_time_ns() - start_ns) / 1e6}};
-  switch (e.kind_case()) {
-    case proto::Event::kLlmCall: {
-      const auto& c = e.llm_call();
-      j["endpoint"] = c.endpoint();
-      j["api"] = c.api();
-      j["upstream"] = c.upstream();
-      j["usage"] = {{"input_tokens", c.usage().input_tokens()},
-                    {"output_tokens", c.usage().output_tokens()},
-                    {"cached_input_tokens", c.usage().cached_input_tokens()}};
-      // What the model saw, whole: the text the prompt tokens encode.
-      j["rendered_prompt"] = c.rendered_prompt();
-      j["prompt_tokens"] = c.prompt_token_ids_size();
-      j["sampled_tokens"] = c.token_ids_size();
-      j["finish_reason"] = c.finish_reason();
-      j["seed_used"] = c.seed_used();
-      j["temperature"] = c.params().temperature();
-      // Only when set, so the output of a call without them is unchanged.
-      if (c.params().frequency_penalty() != 0) {
-        j["frequency_penalty"] = c.params().frequency_penalty();
-      }
-      if (c.params().presence_penalty() != 0) {
-        j["presence_penalty"] = c.params().presence_penalty();
-      }
-      if (c.params().logit_bias_size() > 0) {
-        nlohmann::json bias = nlohmann::json::object();
-        for (const auto& b : c.params().logit_bias()) bias[std::to_string(b.id())] = b.bias();
-        j["logit_bias"] = std::move(bias);
-      }
-      j["numerics"] = c.numerics();
-      j["batch_size"] = c.batch_size();
-      j["output_text"] = c.output_text();
-      j["http_status"] = c.http_status();
-      j["cassette_seq"] = c.cassette_seq();
-      break;
-    }
-    case proto::Event::kToolCall:
-      j["name"] = e.tool_call().name();
-      j["call_id"] = e.tool_call().call_id();
-      j["arguments_json"] = e.tool_call().arguments_json();
-      break;
-    case proto::Event::kToolResult:
-      j["name"] = e.tool_result().name();
-      j["call_id"] = e.tool_result().call_id();
-      j["content"] = e.tool_result().content();
-      j["is_error"] = e.tool_result().is_error();
-      break;
-    case proto::Event::kContextChunk:
-      j["source"] = e.context_chunk().source();
-      j["chunk_id"] = e.context_chunk().chunk_id();
-      j["content"] = e.context_chunk().content();
-      break;
-    case proto::Event::kTemplateVar:
-      j["name"] = e.template_var().name();
-      j["value"] = e.template_var().value();
-      break;
-    case proto::Event::kClockRead:
-      j["clock"] = e.clock_read().clock();
-      j["value_ns"] = e.clock_read().value_ns();
-      j["text"] = e.clock_read().text();
-      break;
-    case proto::Event::kOutput:
-      j["stream"] = e.output().stream() == proto::Output::STDERR ? "stderr" : "stdout";
-      j["bytes"] = e.output().data().size();
-      break;
-    case proto::Event::kNote:
-      j["topic"] = e.note().topic();
-      j["text"] = e.note().text();
-      break;
-    case proto::Event::kRunEnd:
-      j["how"] = proto::RunEnd::How_Name(e.run_end().how());
-      j["exit_code"] = e.run_end().exit_code();
-      j["signal"] = e.run_end().signal();
-      j["reason"] = e.run_end().reason();
-      break;
-    default:
-      break;
-  }
-  return j;
-}
-
 // The text view's opening lines: the run, its command and folder, what made it, the model
 // and engine it recorded, its counts and the newest verdict per machine kind.
 void PrintRunHeader(const std::string& id, const store::RunSummary& summary,
@@ -309,7 +218,7 @@ void PrintRunHeader(const std::string& id, const store::RunSummary& summary,
               static_cast<long long>(summary.events), static_cast<long long>(summary.model_calls),
               static_cast<long long>(summary.sampled_tokens));
   // The newest verdict of `trace verify` per machine kind.
-  for (const store::Verification& v : NewestPerMachine(verifications)) {
+  for (const store::Verification& v : ui::NewestPerMachine(verifications)) {
     std::printf("verified: %s on %s, %s by trace %s%s\n", shown(v.verdict).c_str(),
                 shown(v.machine).c_str(), FormatTime(v.time_ns).c_str(), shown(v.build).c_str(),
                 v.first_divergence.empty() ? "" : ("; " + shown(v.first_divergence)).c_str());
@@ -379,7 +288,7 @@ int Run(const Options& options) {
     }
     const auto& e = rec.event;
     if (options.json) {
-      events.push_back(EventSummaryJson(e, start));
+      events.push_back(ui::EventSummaryJson(e, start));
       continue;
     }
     auto lines = Describe(e, options.width);
@@ -391,32 +300,11 @@ int Run(const Options& options) {
   }
   if (!(*it)->status().ok()) return ReportError((*it)->status());
   if (options.json) {
-    nlohmann::json out = {
-        {"run_id", *id},
-        {"status", std::string(store::RunStatusName(summary->status))},
-        {"start_time_ns", start},
-        {"argv", std::vector<std::string>(header->argv().begin(), header->argv().end())},
-        {"cwd", header->cwd()},
-        {"label", header->label()},
-        {"parent_run", summary->parent_run_id},
-        {"rerun", header->has_rerun()
-                      ? nlohmann::json{{"parent_run", header->rerun().parent_run_id()},
-                                       {"mode", header->rerun().mode()},
-                                       {"live_from_call", header->rerun().live_from_call()},
-                                       {"strict", header->rerun().strict()},
-                                       {"tools", header->rerun().tools()},
-                                       {"edit_call", header->rerun().edit_call()},
-                                       {"diverged_at_call", header->rerun().diverged_at_call()},
-                                       {"divergence", header->rerun().divergence()}}
-                      : nlohmann::json()},
-        {"recorder_pid", summary->recorder_pid},
-        {"recorder_host", summary->recorder_host},
-        {"model_calls", summary->model_calls},
-        {"sampled_tokens", summary->sampled_tokens},
-        {"events", events}};
+    nlohmann::json out = ui::RunJson(*id, *summary, *header);
+    out["events"] = std::move(events);
     out["verifications"] = nlohmann::json::array();
     for (const store::Verification& v : verifications) {
-      out["verifications"].push_back(VerificationJson(v));
+      out["verifications"].push_back(ui::VerificationJson(v));
     }
     PrintJson(std::cout, out, 2);
   } else if (summary->end_time_ns == 0) {

@@ -1,6 +1,8 @@
-// The HTTP-limit flags `trace record` and `trace serve` share (docs/recorder.md,
+// The HTTP-limit flags `trace record`, `trace serve` and `trace ui` share (docs/recorder.md,
 // "Security"): --max-body-bytes, --max-connections, --header-timeout, --read-timeout and
-// --allowed-origin. Presentation only: the limits are enforced by recorder/server.
+// --allowed-origin; and the listening flags of `trace serve` and `trace ui` (--host, --port,
+// --api-key-file, and --api-key refused). Presentation only: the limits and the key are
+// enforced by recorder/server.
 //
 // Ownership: the flags write into an HttpFlags the command owns. Thread safety: CLI
 // parsing is single-threaded. Errors: a value out of range is a Status naming the flag.
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "recorder/secrets.h"
 #include "recorder/server.h"
 
 namespace trace::cli {
@@ -46,6 +49,38 @@ inline void AddHttpFlags(CLI::App* cmd, HttpFlags* f) {
                   "(repeatable; '*': any). Default: browser requests are refused")
       ->type_name("ORIGIN")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+struct ListenFlags {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string api_key_file;
+  std::string api_key_on_command_line;  // refused: `ps` shows it to every user
+};
+
+inline void AddListenFlags(CLI::App* cmd, ListenFlags* f, int default_port) {
+  f->port = default_port;
+  cmd->add_option("--host", f->host,
+                  "Address to listen on (default 127.0.0.1). Requests must name a loopback\n"
+                  "host or this one in their Host header (0.0.0.0: any)");
+  cmd->add_option("--port", f->port,
+                  "Port (default " + std::to_string(default_port) + "; 0: a free one)");
+  cmd->add_option("--api-key-file", f->api_key_file,
+                  "Require 'Authorization: Bearer KEY' (or 'x-api-key: KEY'), KEY being this\n"
+                  "file's first line; else $TRACE_API_KEY; neither: no check")
+      ->type_name("FILE");
+  cmd->add_option("--api-key", f->api_key_on_command_line)->group("");  // refused: ListenKey
+}
+
+// The key the server requires ("" for none): --api-key-file, else $TRACE_API_KEY. A key
+// given on the command line is refused.
+inline Result<std::string> ListenKey(const ListenFlags& f) {
+  if (!f.api_key_on_command_line.empty()) {
+    return InvalidArgument(
+        "--api-key puts the key in `ps` output, shell history and the recorded command line; "
+        "use --api-key-file FILE or the TRACE_API_KEY environment variable");
+  }
+  return recorder::ResolveApiKey(f.api_key_file);
 }
 
 inline Result<recorder::HttpLimits> HttpLimitsFrom(const HttpFlags& f) {

@@ -5,11 +5,24 @@
 namespace trace::exporters {
 
 Result<RunData> LoadRun(store::Store& store, const std::string& run_id,
-                        const redact::RuleSet* rules) {
+                        const redact::RuleSet* rules, std::vector<BadRow>* bad_rows) {
   RunData run;
   TRACE_ASSIGN_OR_RETURN(run.summary, store.GetRunSummary(run_id));
   TRACE_ASSIGN_OR_RETURN(run.header, store.LoadHeader(run_id));
-  TRACE_ASSIGN_OR_RETURN(run.events, store.LoadEvents(run_id));
+  if (bad_rows == nullptr) {
+    TRACE_ASSIGN_OR_RETURN(run.events, store.LoadEvents(run_id));
+  } else {
+    TRACE_ASSIGN_OR_RETURN(std::unique_ptr<store::EventIterator> it, store.ReadEvents(run_id));
+    store::EventRecord rec;
+    while (it->Next(&rec)) {
+      if (rec.status.ok()) {
+        run.events.push_back(std::move(rec.event));
+      } else {
+        bad_rows->push_back({rec.seq, rec.status});
+      }
+    }
+    TRACE_RETURN_IF_ERROR(it->status());
+  }
   if (rules != nullptr) {
     redact::RuleSet with_run = *rules;
     // By name, so that the rules (and which name a shared value is reported under) are the

@@ -27,9 +27,15 @@ struct RunData {
 
 // Reads run `run_id` (a full id). With `rules`, the header and every event are redacted
 // (redact/redactor.h) before they are returned, by those rules plus the values of the
-// run's own recorded environment variables whose names look secret.
+// run's own recorded environment variables whose names look secret. With `bad_rows`, a row
+// that does not decode is left out and its Corruption appended there (a viewer shows the
+// rest of a damaged run); without, it fails the load.
+struct BadRow {
+  uint64_t seq = 0;
+  Status status;
+};
 Result<RunData> LoadRun(store::Store& store, const std::string& run_id,
-                        const redact::RuleSet* rules);
+                        const redact::RuleSet* rules, std::vector<BadRow>* bad_rows = nullptr);
 
 // "seq 12 llm_call.request_json (sk-api-key x2)": one line per redacted field.
 std::vector<std::string> RedactedFieldLines(const redact::RedactionReport& report);

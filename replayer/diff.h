@@ -132,7 +132,6 @@ Result<RunDiff> DiffLoadedRuns(const proto::RunHeader& header_a,
 
 std::string RenderDiffText(const RunDiff& diff);
 nlohmann::json DiffJson(const RunDiff& diff);
-std::string RenderDiffHtml(const RunDiff& diff);
 
 // base/line_diff.h, shared with the re-run's divergence report.
 using trace::LineDiff;

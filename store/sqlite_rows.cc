@@ -256,10 +256,45 @@ class SqliteRowConn final : public RowConn {
     return out;
   }
 
-  Result<std::vector<StoredRunRow>> ListRuns(size_t limit) override {
-    std::string sql = RunSelect() + " ORDER BY start_time_ns DESC, run_id DESC";
-    if (limit > 0) sql += " LIMIT " + std::to_string(limit);
+  Result<std::vector<StoredRunRow>> ListRuns(const RunRowFilter& f) override {
+    // Parameters are bound in the order the clauses are added.
+    std::string where;
+    std::vector<std::variant<int64_t, std::string>> args;
+    auto clause = [&where](const std::string& c) {
+      where += (where.empty() ? " WHERE " : " AND ") + c;
+    };
+    const char* cmp = f.oldest_first ? ">" : "<";
+    if (!f.after_run_id.empty()) {
+      // The first term is a range on runs_by_start, so a later page starts where the
+      // cursor points instead of scanning the pages before it.
+      clause(std::string("start_time_ns ") + cmp + "= ? AND (start_time_ns " + cmp +
+             " ? OR run_id " + cmp + " ?)");
+      args.insert(args.end(), {f.after_start_ns, f.after_start_ns, f.after_run_id});
+    }
+    if (!f.label.empty()) {
+      clause("label = ?");
+      args.emplace_back(f.label);
+    }
+    if (!f.text.empty()) {
+      // SQLite's lower() folds ASCII only, as PostgreSQL's does under COLLATE "C".
+      clause("(instr(lower(command), lower(?)) > 0 OR instr(lower(label), lower(?)) > 0)");
+      args.insert(args.end(), {f.text, f.text});
+    }
+    if (f.started_from_ns != 0) {
+      clause("start_time_ns >= ?");
+      args.emplace_back(f.started_from_ns);
+    }
+    if (f.started_before_ns != 0) {
+      clause("start_time_ns < ?");
+      args.emplace_back(f.started_before_ns);
+    }
+    const char* dir = f.oldest_first ? "ASC" : "DESC";
+    std::string sql = RunSelect() + where + " ORDER BY start_time_ns " + dir + ", run_id " + dir;
+    if (f.limit > 0) sql += " LIMIT " + std::to_string(f.limit);
     TRACE_ASSIGN_OR_RETURN(Stmt q, db_->Prepare(sql.c_str()));
+    for (size_t i = 0; i < args.size(); ++i) {
+      std::visit([&q, i](const auto& v) { q.Bind(static_cast<int>(i + 1), v); }, args[i]);
+    }
     std::vector<StoredRunRow> out;
     while (true) {
       TRACE_ASSIGN_OR_RETURN(bool row, db_->Step(q));

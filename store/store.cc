@@ -31,6 +31,33 @@ ProcessIdentity IdentityOf(const proto::RecorderProcess& p) {
   return id;
 }
 
+// A page cursor: the last run's start time and id, "START_NS.RUN_ID".
+std::string CursorOf(int64_t start_time_ns, const std::string& run_id) {
+  return std::to_string(start_time_ns) + "." + run_id;
+}
+std::string CursorOf(const RunSummary& run) {
+  return CursorOf(run.start_time_ns, run.run_id);
+}
+
+Status ParseCursor(const std::string& cursor, int64_t* start_ns, std::string* run_id) {
+  const size_t dot = cursor.find('.');
+  const auto bad = [&cursor] {
+    return InvalidArgument("page cursor '" + EscapeForDisplay(cursor, 60) +
+                           "' is not one a page of runs returned (START_NS.RUN_ID)");
+  };
+  if (dot == std::string::npos || dot == 0 || dot > 19) return bad();
+  int64_t ns = 0;
+  for (size_t i = 0; i < dot; ++i) {
+    if (cursor[i] < '0' || cursor[i] > '9') return bad();
+    ns = ns * 10 + (cursor[i] - '0');
+  }
+  std::string id = cursor.substr(dot + 1);
+  if (!IsValidRunId(id)) return bad();
+  *start_ns = ns;
+  *run_id = std::move(id);
+  return Status::Ok();
+}
+
 class StoreImpl final : public Store {
  public:
   StoreImpl(StoreOptions options, std::unique_ptr<RowConn> conn, int schema_version)
@@ -68,11 +95,62 @@ class StoreImpl final : public Store {
 
   Result<std::vector<RunSummary>> ListRuns(size_t limit) override {
     std::lock_guard<std::mutex> lock(mu_);
-    TRACE_ASSIGN_OR_RETURN(std::vector<StoredRunRow> rows, db_->ListRuns(limit));
+    RunRowFilter all;
+    all.limit = limit;
+    TRACE_ASSIGN_OR_RETURN(std::vector<StoredRunRow> rows, db_->ListRuns(all));
     std::vector<RunSummary> out;
     out.reserve(rows.size());
     for (const StoredRunRow& row : rows) out.push_back(SummaryFromRow(row));
     return out;
+  }
+
+  Result<RunPage> QueryRuns(const RunQuery& q) override {
+    if (q.limit == 0 || q.limit > kMaxRunPage) {
+      return InvalidArgument("a page of runs holds 1 to " + std::to_string(kMaxRunPage) +
+                             " runs, not " + std::to_string(q.limit));
+    }
+    RunRowFilter f;
+    f.oldest_first = q.oldest_first;
+    f.label = q.label;
+    f.text = q.text;
+    f.started_from_ns = q.started_from_ns;
+    f.started_before_ns = q.started_before_ns;
+    if (!q.cursor.empty()) {
+      TRACE_RETURN_IF_ERROR(ParseCursor(q.cursor, &f.after_start_ns, &f.after_run_id));
+    }
+    const bool decoded_filters = !q.model.empty() || !q.status.empty() || !q.parent_run_id.empty();
+    // One row more than the page shows whether another page follows; rows that decoded
+    // filters may drop are read in larger steps.
+    f.limit = decoded_filters ? std::max<size_t>(4 * q.limit, 256) : q.limit + 1;
+    RunPage page;
+    size_t scanned = 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    while (true) {
+      TRACE_ASSIGN_OR_RETURN(std::vector<StoredRunRow> rows, db_->ListRuns(f));
+      for (const StoredRunRow& row : rows) {
+        ++scanned;
+        RunSummary s = SummaryFromRow(row);
+        const bool wanted = (q.model.empty() || s.model.find(q.model) != std::string::npos) &&
+                            (q.parent_run_id.empty() || s.parent_run_id == q.parent_run_id) &&
+                            (q.status.empty() || std::find(q.status.begin(), q.status.end(),
+                                                           s.status) != q.status.end());
+        if (wanted) {
+          if (page.runs.size() == q.limit) {  // one more exists: the page is full
+            page.next = CursorOf(page.runs.back());
+            return page;
+          }
+          page.runs.push_back(std::move(s));
+        }
+        if (scanned >= kMaxRunPageScan && decoded_filters) {
+          page.scan_limited = true;
+          page.next = CursorOf(row.row.start_time_ns, row.row.run_id);
+          return page;
+        }
+      }
+      if (rows.size() < f.limit) return page;  // the end of the store
+      f.after_start_ns = rows.back().row.start_time_ns;
+      f.after_run_id = rows.back().row.run_id;
+    }
   }
 
   Result<RunSummary> GetRunSummary(const std::string& run_id) override {
@@ -215,6 +293,10 @@ class StoreImpl final : public Store {
       s.recorder_pid = header->recorder().pid();
       s.recorder_host = header->recorder().host();
     }
+    if (header.ok()) {
+      s.model = !header->model().model_name().empty() ? header->model().model_name()
+                                                      : header->model().architecture();
+    }
     if (header.ok() && header->has_rerun()) {
       s.parent_run_id = header->rerun().parent_run_id();
       s.rerun_mode = header->rerun().mode();
@@ -273,6 +355,14 @@ std::string_view RunStatusName(RunStatus status) {
       return "crashed";
   }
   return "unknown";
+}
+
+std::optional<RunStatus> ParseRunStatus(std::string_view name) {
+  for (RunStatus s :
+       {RunStatus::kComplete, RunStatus::kRecording, RunStatus::kIncomplete, RunStatus::kCrashed}) {
+    if (RunStatusName(s) == name) return s;
+  }
+  return std::nullopt;
 }
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& location,

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -141,6 +142,8 @@ enum class RunStatus {
 };
 // "complete" | "recording" | "incomplete" | "crashed"
 std::string_view RunStatusName(RunStatus status);
+// The inverse of RunStatusName; nothing for another word.
+std::optional<RunStatus> ParseRunStatus(std::string_view name);
 
 // One row of `trace ls`.
 struct RunSummary {
@@ -166,9 +169,40 @@ struct RunSummary {
   std::string parent_run_id;
   std::string rerun_mode;
   uint64_t diverged_at_call = 0;
+  // The model the run recorded (its header: the served name, else the architecture);
+  // empty when it named none (a proxy run, an event-API-only run).
+  std::string model;
   // Empty, or why this summary cannot be trusted (its row checksum does not match):
   // the other fields are then as stored, possibly damaged.
   std::string problem;
+};
+
+// A page of runs, filtered in the store (`trace ui`'s run list): what `trace ls` lists,
+// a page at a time, so that a store of 100,000 runs answers its first page as fast as its
+// tenth.
+struct RunQuery {
+  size_t limit = 50;  // runs on the page, 1 to kMaxRunPage
+  bool oldest_first = false;
+  // RunPage::next of the previous page; empty: the first page. InvalidArgument when it is
+  // not one.
+  std::string cursor;
+  std::string label;              // the exact label; empty: any
+  std::string text;               // a substring of the command or label (ASCII case folded)
+  std::string model;              // a substring of RunSummary::model; empty: any
+  std::vector<RunStatus> status;  // any of these; empty: any
+  std::string parent_run_id;      // reruns and forks of this run; empty: any run
+  int64_t started_from_ns = 0;    // runs that started at or after; 0: no bound
+  int64_t started_before_ns = 0;  // runs that started before; 0: no bound
+};
+inline constexpr size_t kMaxRunPage = 1000;
+// Filters that need each row decoded (model, status) look at no more than this many rows
+// per page: a page that stops there is short, with `next` set, and scan_limited says so.
+inline constexpr size_t kMaxRunPageScan = 20000;
+
+struct RunPage {
+  std::vector<RunSummary> runs;
+  std::string next;  // the cursor of the following page; empty: this is the last
+  bool scan_limited = false;
 };
 
 struct DeleteOptions {
@@ -230,6 +264,8 @@ class Store {
   // Newest first; limit 0: all. A run whose summary row fails its checksum is listed with
   // RunSummary::problem set.
   virtual Result<std::vector<RunSummary>> ListRuns(size_t limit = 0) = 0;
+  // One page of the runs `query` selects. InvalidArgument for a bad cursor or limit.
+  virtual Result<RunPage> QueryRuns(const RunQuery& query) = 0;
   // Corruption when the run's summary row fails its checksum.
   virtual Result<RunSummary> GetRunSummary(const std::string& run_id) = 0;
 

@@ -220,14 +220,21 @@ bool HttpFrontend::AdmitHead(const httplib::Request& req, httplib::Response& res
     Refuse(req, res, *e);
     return false;
   }
-  if (std::optional<ApiError> e = CheckOrigin(req, options_.limits.allowed_origins)) {
+  const bool same_origin =
+      allow_same_origin_ && req.has_header("Origin") &&
+      req.get_header_value("Origin") == "http://" + req.get_header_value("Host");
+  if (std::optional<ApiError> e = CheckOrigin(req, options_.limits.allowed_origins);
+      e && !same_origin) {
     CountRefusal(req, *e, &foreign_origin_);
     Refuse(req, res, *e);
     return false;
   }
   // A CORS preflight of an allowed origin carries no credentials; /health needs none.
   const bool preflight = req.method == "OPTIONS" && req.has_header("Origin");
-  if (!preflight && req.path != "/health") {
+  const bool public_path =
+      req.path == "/health" ||
+      std::find(public_paths_.begin(), public_paths_.end(), req.path) != public_paths_.end();
+  if (!preflight && !public_path) {
     if (std::optional<ApiError> e = CheckApiKey(req, options_.api_key)) {
       CountRefusal(req, *e, &unauthenticated_);
       Refuse(req, res, *e);

@@ -76,6 +76,14 @@ class HttpFrontend {
   void LimitPromptText(size_t max_prompt_bytes, int64_t max_context,
                        std::vector<PromptRoute> routes);
 
+  // A browser page this server serves itself (`trace ui`) calls it from its own origin:
+  // a request whose Origin is "http://" + its Host header passes the Origin check (the Host
+  // check has passed already). Off by default. Set before Start.
+  void AllowSameOrigin() { allow_same_origin_ = true; }
+  // Paths served without the API key besides /health (`trace ui`'s page and scripts, which
+  // hold no data; the page then sends the key with every API call). Set before Start.
+  void SetPublicPaths(std::vector<std::string> paths) { public_paths_ = std::move(paths); }
+
   Status Start();
   void Stop();
   int port() const { return port_; }
@@ -121,6 +129,8 @@ class HttpFrontend {
   size_t max_prompt_bytes_ = SIZE_MAX;  // LimitPromptText
   int64_t max_context_ = 0;
   std::vector<PromptRoute> prompt_routes_;
+  bool allow_same_origin_ = false;
+  std::vector<std::string> public_paths_;
   GuardedHttpServer http_;
   int port_ = 0;
   std::thread thread_;
