@@ -357,6 +357,10 @@ std::string_view RunStatusName(RunStatus status) {
   return "unknown";
 }
 
+std::string RunCursor(const RunSummary& run) {
+  return CursorOf(run);
+}
+
 std::optional<RunStatus> ParseRunStatus(std::string_view name) {
   for (RunStatus s :
        {RunStatus::kComplete, RunStatus::kRecording, RunStatus::kIncomplete, RunStatus::kCrashed}) {

@@ -199,6 +199,9 @@ inline constexpr size_t kMaxRunPage = 1000;
 // per page: a page that stops there is short, with `next` set, and scan_limited says so.
 inline constexpr size_t kMaxRunPageScan = 20000;
 
+// The cursor of the page that follows `run` (RunPage::next has this form).
+std::string RunCursor(const RunSummary& run);
+
 struct RunPage {
   std::vector<RunSummary> runs;
   std::string next;  // the cursor of the following page; empty: this is the last

@@ -26,6 +26,47 @@ constexpr std::string_view kPrefix = "/ui/api/";
 constexpr int64_t kDefaultRunPage = 50;
 constexpr int64_t kDefaultEventPage = 2000;
 constexpr int64_t kMaxEventPage = 20000;
+// A content search reads every event of the runs it looks at: at most this many per page.
+constexpr int kMaxContentScanRuns = 500;
+
+std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Whether any text the run's model saw or produced, or its agent got or printed, holds
+// `needle` (lower case; ASCII case folded).
+bool EventsContain(const std::vector<proto::Event>& events, const std::string& needle) {
+  auto has = [&needle](std::string_view text) {
+    return AsciiLower(text).find(needle) != std::string::npos;
+  };
+  for (const proto::Event& e : events) {
+    switch (e.kind_case()) {
+      case proto::Event::kLlmCall:
+        if (has(e.llm_call().rendered_prompt()) || has(e.llm_call().output_text())) return true;
+        break;
+      case proto::Event::kToolCall:
+        if (has(e.tool_call().arguments_json())) return true;
+        break;
+      case proto::Event::kToolResult:
+        if (has(e.tool_result().content())) return true;
+        break;
+      case proto::Event::kContextChunk:
+        if (has(e.context_chunk().content())) return true;
+        break;
+      case proto::Event::kTemplateVar:
+        if (has(e.template_var().value())) return true;
+        break;
+      case proto::Event::kOutput:
+        if (has(e.output().data())) return true;
+        break;
+      default:
+        break;
+    }
+  }
+  return false;
+}
 
 int HttpStatusOf(StatusCode code) {
   switch (code) {
@@ -209,7 +250,13 @@ class UiApiRoutes {
       }
       q.status.push_back(*s);
     }
-    TRACE_ASSIGN_OR_RETURN(store::RunPage page, store_->QueryRuns(q));
+    const std::string content = AsciiLower(Param(r, "content"));
+    store::RunPage page;
+    if (content.empty()) {
+      TRACE_ASSIGN_OR_RETURN(page, store_->QueryRuns(q));
+    } else {
+      TRACE_ASSIGN_OR_RETURN(page, ContentPage(q, content));
+    }
     nlohmann::json runs = nlohmann::json::array();
     for (const store::RunSummary& s : page.runs) {
       nlohmann::json row = RunSummaryJson(s);
@@ -220,6 +267,49 @@ class UiApiRoutes {
         {"runs", std::move(runs)},
         {"next", page.next.empty() ? nlohmann::json() : nlohmann::json(page.next)},
         {"scan_limited", page.scan_limited}};
+  }
+
+  // Whether run `id`'s content, as shown, holds `content`. The stored text is searched
+  // first: redaction only replaces text, so a run without a match there has none once
+  // redacted (and the redactor, compiled per run, is built only for runs that match). A
+  // search for a redaction marker's own text therefore finds nothing.
+  bool Contains(const std::string& id, const std::string& content) {
+    std::vector<exporters::BadRow> bad_rows;
+    Result<exporters::RunData> raw = exporters::LoadRun(*store_, id, nullptr, &bad_rows);
+    if (!raw.ok() || !EventsContain(raw->events, content)) return false;
+    if (!options_.redaction) return true;
+    Result<exporters::RunData> shown = Load(id, &bad_rows);
+    return shown.ok() && EventsContain(shown->events, content);
+  }
+
+  // A page of the runs `q` selects whose content (as shown: redacted) holds `content`,
+  // reading the events of at most kMaxContentScanRuns runs; a page that stops there is
+  // short, scan_limited, and its `next` goes on after the last run read.
+  Result<store::RunPage> ContentPage(store::RunQuery q, const std::string& content) {
+    store::RunPage out;
+    const size_t want = q.limit;
+    int scanned = 0;
+    while (true) {
+      TRACE_ASSIGN_OR_RETURN(store::RunPage page, store_->QueryRuns(q));
+      for (store::RunSummary& s : page.runs) {
+        const std::string cursor = store::RunCursor(s);
+        ++scanned;
+        if (Contains(s.run_id, content)) {
+          if (out.runs.size() == want) {  // one more matches: the page is full
+            out.next = store::RunCursor(out.runs.back());
+            return out;
+          }
+          out.runs.push_back(std::move(s));
+        }
+        if (scanned >= kMaxContentScanRuns) {
+          out.scan_limited = true;
+          out.next = cursor;
+          return out;
+        }
+      }
+      if (page.next.empty()) return out;
+      q.cursor = page.next;
+    }
   }
 
   Result<nlohmann::json> Run(const ApiRequest& r, const std::vector<std::string>& parts) {

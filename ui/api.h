@@ -3,8 +3,9 @@
 // (ui/server.h) maps HTTP onto it; tests call it directly.
 //
 //   GET  /ui/api/store                      the store: location, schema, read-only
-//   GET  /ui/api/runs?limit&cursor&label&q&model&status&from&before&order&parent
-//                                           a page of runs, newest first (store.h RunQuery)
+//   GET  /ui/api/runs?limit&cursor&label&q&model&status&from&before&order&parent&content
+//                                           a page of runs, newest first (store.h RunQuery;
+//                                           content: text in what the model saw or said)
 //   GET  /ui/api/runs/RUN?from_seq&limit    one run: header, summary, verdicts, children
 //                                           (reruns and forks) and a page of its timeline
 //   GET  /ui/api/runs/RUN/events/SEQ        one event whole; a model call with its tokens

@@ -8,6 +8,8 @@
 #include <span>
 #include <string_view>
 
+#include "base/status.h"
+
 namespace trace::ui {
 
 struct Asset {
@@ -16,6 +18,15 @@ struct Asset {
   std::string_view content;
 };
 
+// Empty in a build configured with -DTRACE_UI=OFF (no esbuild): see AppMissing.
 std::span<const Asset> Assets();
+
+// Why the app cannot be served or written, or OK when it was built in.
+inline Status AppMissing() {
+  if (!Assets().empty()) return Status::Ok();
+  return Unsupported(
+      "this trace was built without its web app (configured with -DTRACE_UI=OFF); run "
+      "scripts/setup.sh, which installs esbuild, and build again");
+}
 
 }  // namespace trace::ui

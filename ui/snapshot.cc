@@ -137,6 +137,7 @@ UiApiOptions AsStored() {
 
 Result<std::string> ReplayPage(store::Store* store, const std::string& run_id,
                                nlohmann::json report) {
+  TRACE_RETURN_IF_ERROR(AppMissing());
   UiApi api(store, AsStored());
   Snapshot snap(&api);
   TRACE_RETURN_IF_ERROR(snap.Add("store"));
@@ -146,6 +147,7 @@ Result<std::string> ReplayPage(store::Store* store, const std::string& run_id,
 }
 
 Result<std::string> DiffPage(store::Store* store, const std::string& a, const std::string& b) {
+  TRACE_RETURN_IF_ERROR(AppMissing());
   UiApi api(store, AsStored());
   Snapshot snap(&api);
   TRACE_RETURN_IF_ERROR(snap.Add("store"));

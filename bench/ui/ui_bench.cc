@@ -1,8 +1,10 @@
 // trace ui's run list at scale (docs/ui.md, "Measured"): a store of RUNS synthetic runs
-// (three labels, two models, every third crashed), then the API's pages, each the median of
-// 15 requests through UiApi::Handle (the server's handler minus the socket):
+// (three labels, two models, every third crashed; each with a model call and a tool result),
+// then the API's pages, each the median of 15 requests (5 for a content search) through
+// UiApi::Handle (the server's handler minus the socket):
 //   - the first page (50 runs, newest first), the tenth (walked by cursor);
-//   - a label filter, a text filter (command or label), a status filter (decoded rows);
+//   - a label filter, a text filter (command or label), a status filter (decoded rows), a
+//     content search (the events of 500 runs read);
 // against listing every run as `trace ls` does (Store::ListRuns), the baseline, measured
 // in the same run. Usage: ui_bench [RUNS] [postgres]
 #include <algorithm>
@@ -53,6 +55,18 @@ void Fill(store::Store& st, int runs) {
       std::fprintf(stderr, "ui_bench: %s\n", w.status().message().c_str());
       std::exit(2);
     }
+    // One model call and one tool result per run: what a content search reads.
+    proto::Event call;
+    call.mutable_llm_call()->set_rendered_prompt(
+        "<|im_start|>system\nYou are the support agent of Example Corp. Answer briefly and "
+        "look customers up before changing anything.<|im_end|>\n<|im_start|>user\nTask " +
+        std::to_string(i) + ": where is my order?<|im_end|>\n<|im_start|>assistant\n");
+    call.mutable_llm_call()->set_output_text("Let me look that up for you.");
+    proto::Event result;
+    result.mutable_tool_result()->set_name("lookup_order");
+    result.mutable_tool_result()->set_content(i % 1000 == 7 ? "{\"status\": \"lost in transit\"}"
+                                                            : "{\"status\": \"shipped\"}");
+    if (!(*w)->Append(call).ok() || !(*w)->Append(result).ok()) std::exit(2);
     proto::RunEnd end;
     end.set_how(i % 3 == 0 ? proto::RunEnd::SIGNALLED : proto::RunEnd::EXITED);
     if (!(*w)->End(end).ok()) std::exit(2);
@@ -89,24 +103,17 @@ void Measure(const std::string& backend, store::Store& st) {
     const char* what;
     double ms;
   };
+  auto timed = [&page](int n, std::map<std::string, std::string> params) {
+    return MedianMs(n, [&] { page(params); });
+  };
   std::vector<Row> rows = {
-      {"first page (50 runs)", MedianMs(reps, [&] { page({}); })},
-      {"tenth page (cursor)", MedianMs(reps,
-                                       [&] {
-                                         page({{"cursor", tenth}});
-                                       })},
-      {"label filter", MedianMs(reps,
-                                [&] {
-                                  page({{"label", "support"}});
-                                })},
-      {"text filter (1 run in 1000)", MedianMs(reps,
-                                               [&] {
-                                                 page({{"q", "rare_agent"}});
-                                               })},
-      {"status filter (crashed)", MedianMs(reps,
-                                           [&] {
-                                             page({{"status", "crashed"}});
-                                           })},
+      {"first page (50 runs)", timed(reps, {})},
+      {"tenth page (cursor)", timed(reps, {{"cursor", tenth}})},
+      {"label filter", timed(reps, {{"label", "support"}})},
+      {"text filter (1 run in 1000)", timed(reps, {{"q", "rare_agent"}})},
+      {"status filter (crashed)", timed(reps, {{"status", "crashed"}})},
+      // 1 run in 1000 matches: the page stops after reading 500 runs' events.
+      {"content search (500 runs read)", timed(5, {{"content", "lost in transit"}})},
   };
   const double all = MedianMs(3, [&] {
     auto runs = st.ListRuns();

@@ -88,6 +88,16 @@ async function runList(page, url, runs) {
     "the list is newest first, as trace ls", JSON.stringify(ids));
   await shot(page, "runs");
 
+  // Text the model saw: the first stock run's tool result is in its prompts and its fork's.
+  await page.type("#filter-content", "3 IN STOCK");
+  await page.click("#filter-apply");
+  await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length === 2);
+  const found = await page.$$eval("#runs tbody tr", (rows) => rows.map((r) => r.dataset.run));
+  check(JSON.stringify(found.sort()) === JSON.stringify([runs.stockA, runs.fork].sort()),
+    "the content filter finds the runs whose prompts hold the tool result", JSON.stringify(found));
+
+  await page.goto(url + "#/", { waitUntil: "load" });
+  await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length === 4);
   await page.type("#filter-label", "demo");
   await Promise.all([page.waitForFunction(() => location.hash.includes("label=demo")), page.click("#filter-apply")]);
   await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length === 1);

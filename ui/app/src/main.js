@@ -1,6 +1,6 @@
 // trace ui: the router. Every page is a hash URL, so a page can be bookmarked, reloaded
 // and gone back to:
-//   #/?q=&label=&status=&model=&from=&before=&order=&cursor=   the runs
+//   #/?q=&content=&label=&status=&model=&from=&before=&order=&cursor=   the runs
 //   #/run/RUN            a run: its timeline        #/run/RUN/event/SEQ   with one event open
 //   #/diff/A/B           two runs side by side
 import { get, snapshot } from './api.js';

@@ -45,6 +45,7 @@ export async function showRuns(main, crumbs, params) {
     },
   },
   field('q', 'Text', { placeholder: 'command or label  ( / )', type: 'search' }),
+  field('content', 'In prompts and outputs', { type: 'search', size: 16 }),
   field('label', 'Label', { size: 10 }),
   el('label', {}, 'Status ', status),
   field('model', 'Model', { size: 12 }),
