@@ -352,8 +352,9 @@ TRACE_HD typename A::V FoldStep(typename A::V total, typename A::V lane_value) {
 }
 // The whole fold of lanes[0], lanes[stride], ..., lanes[31 * stride], always all 32 (a lane
 // that got no block holds +0.0f: it matters for the sign of a zero result).
-template <class A = Scalar>
-TRACE_HD typename A::V FoldLanes(const typename A::V* lanes, int64_t stride = 1) {
+// (P: a pointer to A::V, or a CUDA body's checked pointer on the host: host_block.h.)
+template <class A = Scalar, class P = const typename A::V*>
+TRACE_HD typename A::V FoldLanes(P lanes, int64_t stride = 1) {
   typename A::V total = lanes[0];
   for (int l = 1; l < kLanes; ++l) total = FoldStep<A>(total, lanes[l * stride]);
   return total;
@@ -361,8 +362,10 @@ TRACE_HD typename A::V FoldLanes(const typename A::V* lanes, int64_t stride = 1)
 
 // Lane `lane`'s chain of the dot of a and b (length n; element k at a[k * a_stride] and
 // b[k * b_stride]): from +0.0f over blocks lane, lane + 32, ... in increasing k.
-TRACE_HD float LanePartialDot(const float* a, const float* b, int64_t n, int lane,
-                              int64_t a_stride = 1, int64_t b_stride = 1) {
+// (PA, PB: pointers to float, or a CUDA body's checked pointers on the host.)
+template <class PA = const float*, class PB = const float*>
+TRACE_HD float LanePartialDot(PA a, PB b, int64_t n, int lane, int64_t a_stride = 1,
+                              int64_t b_stride = 1) {
   float acc = 0.0f;
   const int64_t blocks = NumBlocks(n);
   for (int64_t blk = lane; blk < blocks; blk += kLanes) {
@@ -374,7 +377,8 @@ TRACE_HD float LanePartialDot(const float* a, const float* b, int64_t n, int lan
   return acc;
 }
 // The same for the sum of a.
-TRACE_HD float LanePartialSum(const float* a, int64_t n, int lane) {
+template <class P = const float*>
+TRACE_HD float LanePartialSum(P a, int64_t n, int lane) {
   float acc = 0.0f;
   const int64_t blocks = NumBlocks(n);
   for (int64_t blk = lane; blk < blocks; blk += kLanes) {

@@ -45,7 +45,7 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="$WORK"  # relative paths: the next run's copy hits the same cache
 fi
-cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTRACE_CUDA=OFF -DTRACE_BUILD_BENCH=OFF \
+cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTRACE_CUDA=OFF -DTRACE_BUILD_BENCH=OFF -DTRACE_UI=OFF \
   -DTRACE_BUILD_FUZZ=OFF "${launcher[@]}" >"$LOG/configure.log" 2>&1 \
   || { echo "configure failed: $LOG/configure.log"; cat "$LOG/configure.log"; exit 1; }
 
@@ -209,6 +209,44 @@ mutate moe-expert-wrong-row kernels/cuda/schedule/moe.h kernels/cuda/moe.cu \
   "MoE expert GEMV reads slot s's activations from row s (not row s / k)" \
   'g.x = a.x + (s / a.x_per_row) * a.K;' \
   'g.x = a.x + (s / a.x_per_row + s % a.x_per_row) * a.K;'
+
+# Races: each of these still computes the right bits on the host, phase after phase; on a GPU
+# it is a race. The host block's race check (host_block.h) must name it.
+mutate attention-barrier-removed kernels/cuda/schedule/attention.h kernels/cuda/attention.cu \
+  "attention drops the barrier that publishes the scores and partial maxima (race)" \
+  '  ex.Barrier();  // publishes p[] and maxima[] to the block' \
+  ''
+
+mutate attention-first-score-race kernels/cuda/schedule/attention.h kernels/cuda/attention.cu \
+  "attention rewrites p[0] in the phase where every thread reads it for the NaN rule (race)" \
+  '    row_max[tid] = canonical::MaxFinish(mx, p[0]);
+  });
+  ex.Barrier();
+  ex.ForEachThread([&](int tid) {' \
+  '    row_max[tid] = canonical::MaxFinish(mx, p[0]);
+'
+
+mutate gemm-barrier-removed kernels/cuda/schedule/gemm.h kernels/cuda/matmul.cu \
+  "GEMM accumulates without waiting for the tiles to be staged (race)" \
+  '      ex.ForEachThread([&](int tid) { GemmStage<Tile, D>(a, block_x, block_y, b, tid, xs, ws); });
+      ex.Barrier();' \
+  '      ex.ForEachThread([&](int tid) { GemmStage<Tile, D>(a, block_x, block_y, b, tid, xs, ws); });'
+
+mutate rmsnorm-register-read kernels/cuda/schedule/rms_norm.h kernels/cuda/rms_norm.cu \
+  "RmsNorm reads the warp's partials from the other threads' registers, not by a shuffle" \
+  '    ex.WarpGather(
+        tid, [&](int t) { return partial[t]; }, lanes);' \
+  '    for (int l = 0; l < canonical::kLanes; ++l) {
+      lanes[l] = partial[tid / canonical::kLanes * canonical::kLanes + l];
+    }'
+
+mutate moe-group-barrier-removed kernels/cuda/schedule/moe.h kernels/cuda/moe.cu \
+  "MoE grouping scans the experts' counts before every thread has written its own (race)" \
+  '  });
+  ex.Barrier();
+  ex.ForEachThread([&](int tid) {  // exclusive scan in expert order' \
+  '  });
+  ex.ForEachThread([&](int tid) {  // exclusive scan in expert order'
 
 echo
 echo "== mutation check ($(date -u +%Y-%m-%d), $(git -C "$ROOT" rev-parse --short=12 HEAD))"

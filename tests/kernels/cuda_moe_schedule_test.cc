@@ -118,9 +118,9 @@ void CheckLayer(const MoeShape& s, uint64_t seed) {
   ASSERT_EQ(d_ids, ids) << "route ids";
   ASSERT_EQ(FirstDifference(d_weights.data(), weights.data(), S), -1) << "route weights";
 
-  sc::HostBlock group_block(sc::MoeGroupLaunch().block);
-  sc::MoeGroupBlock(group_block,
-                    sc::MoeGroupArgs{d_ids.data(), S, E, offsets.data(), order.data()});
+  sc::SimulateGrid(sc::MoeGroupLaunch(), [&](sc::HostBlock& b, uint32_t, uint32_t) {
+    sc::MoeGroupBlock(b, sc::MoeGroupArgs{d_ids.data(), S, E, offsets.data(), order.data()});
+  });
   // The grouping: every kept slot once, by expert then slot; the tail unused.
   std::vector<int32_t> want_order;
   for (int64_t e = 0; e < E; ++e) {

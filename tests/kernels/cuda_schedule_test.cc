@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -80,16 +81,21 @@ std::vector<std::pair<uint32_t, uint32_t>> ChooseBlocks(const sc::LaunchDims& d,
   return blocks;
 }
 
-// Runs body(block, bx, by) for the chosen blocks on two threads (blocks are independent).
+// Runs body(block, bx, by) for the chosen blocks on two threads (blocks are independent),
+// with the race check (host_block.h): throws RaceError naming the first race.
 template <class Body>
 void Simulate(const sc::LaunchDims& d, const std::vector<std::pair<uint32_t, uint32_t>>& blocks,
               Body body) {
+  std::mutex mu;
+  std::string race;
   ParallelFor(Pool(), static_cast<int64_t>(blocks.size()), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      sc::HostBlock block(d.block);
-      body(block, blocks[i].first, blocks[i].second);
+      std::string r = sc::SimulateBlock(d, blocks[i].first, blocks[i].second, body);
+      std::lock_guard<std::mutex> lock(mu);
+      if (race.empty()) race = std::move(r);
     }
   });
+  if (!race.empty()) throw sc::RaceError(race);
 }
 
 // Outputs inside `written` must equal `expected` bit for bit; every other output must be
@@ -668,6 +674,99 @@ TEST(CudaSchedule, EmbeddingAndRowMovesCopyExactly) {
     ASSERT_EQ(std::memcmp(gathered.data() + i * width, src.data() + index[i] * width, width * 4),
               0);
   }
+}
+
+// ---- the race check of the host block (host_block.h) -----------------------------------------
+
+// Runs `body` over one block of `threads` threads; the race message, or "" for none.
+template <class Body>
+std::string RaceOf(int threads, Body&& body) {
+  sc::LaunchDims dims;
+  dims.block = threads;
+  try {
+    sc::SimulateGrid(dims, [&](sc::HostBlock& b, uint32_t, uint32_t) { body(b); });
+  } catch (const sc::RaceError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CudaRaceCheck, AReadOfAnotherThreadsWriteNeedsABarrierBetween) {
+  std::vector<float> memory(64);
+  auto neighbour = [&](bool barrier) {
+    float sink = 0.0f;
+    return RaceOf(64, [&](sc::HostBlock& b) {
+      auto buf = b.Shared(memory.data(), 64, "toy.buf");
+      b.ForEachThread([&](int tid) { buf[tid] = static_cast<float>(tid); });
+      if (barrier) b.Barrier();
+      b.ForEachThread([&](int tid) { sink += buf[(tid + 1) % 64]; });
+    });
+  };
+  EXPECT_EQ(neighbour(true), "");
+  const std::string race = neighbour(false);
+  EXPECT_NE(race.find("toy.buf["), std::string::npos) << race;
+  EXPECT_NE(race.find("read what thread"), std::string::npos) << race;
+  EXPECT_NE(race.find("block (0, 0)"), std::string::npos) << race;
+}
+
+TEST(CudaRaceCheck, AWriteOfWhatOthersReadInTheSameIntervalIsARace) {
+  // The pattern the attention body had: every thread reads element 0, thread 0 rewrites it.
+  std::vector<float> memory(32, 1.0f);
+  const std::string race = RaceOf(32, [&](sc::HostBlock& b) {
+    auto p = b.Shared(memory.data(), 32, "toy.scores");
+    b.ForEachThread([&](int tid) {
+      const float first = p[0];
+      p[tid] = first + 1.0f;
+    });
+  });
+  EXPECT_NE(race.find("toy.scores[0]"), std::string::npos) << race;
+  EXPECT_NE(race.find("wrote what"), std::string::npos) << race;
+  // Each thread reading and rewriting only its own element is no race.
+  EXPECT_EQ(RaceOf(32,
+                   [&](sc::HostBlock& b) {
+                     auto p = b.Shared(memory.data(), 32, "toy.scores");
+                     b.ForEachThread([&](int tid) { p[tid] = p[tid] + 1.0f; });
+                   }),
+            "");
+}
+
+TEST(CudaRaceCheck, ALocalOfAnotherThreadIsReadOnlyThroughWarpGather) {
+  const std::string race = RaceOf(64, [&](sc::HostBlock& b) {
+    sc::HostBlock::Local<float> v(b);
+    b.ForEachThread([&](int tid) { v[tid] = static_cast<float>(tid); });
+    b.ForEachThread([&](int tid) {
+      float lanes[canonical::kLanes];
+      b.WarpGather(
+          tid, [&](int t) { return v[t]; }, lanes);  // allowed
+      v[tid] = lanes[0] + v[tid ^ 1];                // another thread's register
+    });
+  });
+  EXPECT_NE(race.find("Local value outside WarpGather"), std::string::npos) << race;
+}
+
+TEST(CudaRaceCheck, AnIndexOutsideASharedBufferIsCaught) {
+  std::vector<float> memory(16);
+  const std::string race = RaceOf(16, [&](sc::HostBlock& b) {
+    auto buf = b.Shared(memory.data(), 15, "toy.short");
+    b.ForEachThread([&](int tid) { buf[tid] = 0.0f; });
+  });
+  EXPECT_NE(race.find("toy.short[15] is outside the buffer of 15"), std::string::npos) << race;
+}
+
+TEST(CudaRaceCheck, ThreadsOfAPhaseRunInAShuffledFixedOrder) {
+  auto order = [](uint64_t seed) {
+    sc::HostBlock b(256, seed);
+    std::vector<int> seen;
+    b.ForEachThread([&](int tid) { seen.push_back(tid); });
+    return seen;
+  };
+  const std::vector<int> a = order(7);
+  std::vector<int> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (int t = 0; t < 256; ++t) ASSERT_EQ(sorted[static_cast<size_t>(t)], t);
+  EXPECT_NE(a, sorted);    // not in thread order
+  EXPECT_EQ(a, order(7));  // the same every run
+  EXPECT_NE(a, order(8));  // another block, another order
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 //      (each dot serially in the contract's order) into the row's scratch p[], and the max
 //      of its positions (MaxStep); the 256 partial maxima go to shared memory.
 //   2. Every thread combines the 256 partial maxima (MaxStep; any order is exact) and applies
-//      the NaN rule (MaxFinish with p[0]); thread t turns its positions into Exp(s_j - max).
+//      the NaN rule (MaxFinish with p[0]); after a barrier (thread 0 would otherwise overwrite
+//      p[0] while others read it) thread t turns its positions into Exp(s_j - max).
 //   3. The sum over positions: warp 0, lane l owns the position blocks l, l+32, ...; the warp
 //      gathers its 32 partials and folds them in lane order.
 //   4. The weighted sum of V: for every (lane l, element d), l < 32, d < head_dim, spread over
@@ -77,10 +78,11 @@ TRACE_HD void AttentionBlock(Ex& ex, uint32_t block_x, uint32_t block_y, const A
   const float* qh = a.q + (r * a.heads + h) * d;
   const float* kh = k_cache + kvh * d;
   const float* vh = v_cache + kvh * d;
-  float* p = a.scratch + (r * a.heads + h) * a.scratch_stride;
-  float* partials = shared;                        // [kLanes][d]
-  float* maxima = shared + canonical::kLanes * d;  // [kAttentionThreads]
-  float* sum = maxima + kAttentionThreads;         // [1]
+  // What the block's threads share: the scores row (global scratch) and shared memory.
+  auto p = ex.Shared(a.scratch + (r * a.heads + h) * a.scratch_stride, n_pos, "attention.scores");
+  auto partials = ex.Shared(shared, canonical::kLanes * d, "attention.partials");  // [kLanes][d]
+  auto maxima = ex.Shared(shared + canonical::kLanes * d, kAttentionThreads, "attention.maxima");
+  auto sum = ex.Shared(shared + canonical::kLanes * d + kAttentionThreads, 1, "attention.sum");
   const int threads = ex.threads();
 
   // 1. Scores and each thread's maximum.
@@ -94,12 +96,18 @@ TRACE_HD void AttentionBlock(Ex& ex, uint32_t block_x, uint32_t block_y, const A
     maxima[tid] = mx;
   });
   ex.Barrier();  // publishes p[] and maxima[] to the block
-  // 2. The row's maximum and the probabilities.
+  // 2. The row's maximum (every thread reads the first score for the NaN rule, so no thread
+  // may overwrite it before the barrier), then the probabilities.
+  typename Ex::template Local<float> row_max(ex);
   ex.ForEachThread([&](int tid) {
     float mx = canonical::MaxStart();
     for (int t = 0; t < threads; ++t) mx = canonical::MaxStep(mx, maxima[t]);
-    mx = canonical::MaxFinish(mx, p[0]);
-    for (int64_t j = tid; j < n_pos; j += threads) p[j] = canonical::Probability(p[j], mx);
+    row_max[tid] = canonical::MaxFinish(mx, p[0]);
+  });
+  ex.Barrier();
+  ex.ForEachThread([&](int tid) {
+    for (int64_t j = tid; j < n_pos; j += threads)
+      p[j] = canonical::Probability(p[j], row_max[tid]);
   });
   ex.Barrier();
   // 3. The sum over positions: warp 0.

@@ -75,9 +75,9 @@ struct GemmArgs {
 // Thread `tid` stages its share of K block `b` of the tile's x rows and w rows into shared
 // memory, transposed to [k][m] and [k][n]; past the block's end (or the matrix edge) it
 // writes zeros, which the accumulation never reads.
-template <class Tile, DType D>
+template <class Tile, DType D, class P>
 TRACE_HD void GemmStage(const GemmArgs& a, uint32_t block_x, uint32_t block_y, int64_t b, int tid,
-                        float* xs, float* ws) {
+                        P xs, P ws) {
   const int64_t m_base = static_cast<int64_t>(block_y) * Tile::BM;
   const int64_t n_base = static_cast<int64_t>(block_x) * Tile::BN;
   const int64_t k0 = b * Tile::kDepth;
@@ -99,9 +99,8 @@ TRACE_HD void GemmStage(const GemmArgs& a, uint32_t block_x, uint32_t block_y, i
 
 // Thread `tid`'s chains over the `count` staged elements (only those: no zero padding is
 // ever added), in increasing k.
-template <class Tile>
-TRACE_HD void GemmAccumulate(const float* xs, const float* ws, int tid, int count,
-                             float (&part)[Tile::TM][Tile::TN]) {
+template <class Tile, class P>
+TRACE_HD void GemmAccumulate(P xs, P ws, int tid, int count, float (&part)[Tile::TM][Tile::TN]) {
   const int tx = tid % (Tile::BN / Tile::TN);
   const int ty = tid / (Tile::BN / Tile::TN);
   for (int kk = 0; kk < count; ++kk) {
@@ -129,8 +128,10 @@ struct GemmThreadState {
 };
 
 template <class Tile, DType D, class Ex>
-TRACE_HD void GemmBlock(Ex& ex, uint32_t block_x, uint32_t block_y, const GemmArgs& a, float* xs,
-                        float* ws) {
+TRACE_HD void GemmBlock(Ex& ex, uint32_t block_x, uint32_t block_y, const GemmArgs& a,
+                        float* xs_memory, float* ws_memory) {
+  auto xs = ex.Shared(xs_memory, Tile::kXsFloats, "gemm.xs");
+  auto ws = ex.Shared(ws_memory, Tile::kWsFloats, "gemm.ws");
   typename Ex::template Local<GemmThreadState<Tile>> st(ex);
   const int64_t nblocks = (a.K + Tile::kDepth - 1) / Tile::kDepth;
   for (int slice = 0; slice < canonical::kLanes; ++slice) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/canonical.h"
 #include "kernels/cuda/schedule/launch.h"
@@ -124,6 +125,11 @@ TRACE_HD void LoadShared4(const float* p, float* v) {
 #else
   std::memcpy(v, p, 4 * sizeof(float));
 #endif
+}
+// The same through a CUDA body's checked pointer on the host (host_block.h): four reads.
+template <class P, std::enable_if_t<!std::is_pointer_v<P>, int> = 0>
+void LoadShared4(const P& p, float* v) {
+  for (int i = 0; i < 4; ++i) v[i] = p[i];
 }
 
 }  // namespace trace::kernels::cuda::schedule

@@ -115,28 +115,30 @@ TRACE_HD LaunchDims MoeGroupLaunch() {
 }
 template <class Ex>
 TRACE_HD void MoeGroupBlock(Ex& ex, const MoeGroupArgs& a) {
+  // The offsets are what the block's threads share (global memory, one block).
+  auto offsets = ex.Shared(a.offsets, a.E + 1, "moe_group.offsets");
   ex.ForEachThread([&](int tid) {  // counts
     for (int64_t e = tid; e < a.E; e += ex.threads()) {
       int32_t n = 0;
       for (int64_t s = 0; s < a.slots; ++s) n += a.ids[s] == e;
-      a.offsets[e + 1] = n;
+      offsets[e + 1] = n;
     }
   });
   ex.Barrier();
   ex.ForEachThread([&](int tid) {  // exclusive scan in expert order
     if (tid != 0) return;
-    a.offsets[0] = 0;
-    for (int64_t e = 0; e < a.E; ++e) a.offsets[e + 1] += a.offsets[e];
+    offsets[0] = 0;
+    for (int64_t e = 0; e < a.E; ++e) offsets[e + 1] += offsets[e];
   });
   ex.Barrier();
   ex.ForEachThread([&](int tid) {  // each expert's slots, ascending; then the unused tail
     for (int64_t e = tid; e < a.E; e += ex.threads()) {
-      int32_t p = a.offsets[e];
+      int32_t p = offsets[e];
       for (int64_t s = 0; s < a.slots; ++s) {
         if (a.ids[s] == e) a.order[p++] = static_cast<int32_t>(s);
       }
     }
-    for (int64_t p = a.offsets[a.E] + tid; p < a.slots; p += ex.threads()) a.order[p] = -1;
+    for (int64_t p = offsets[a.E] + tid; p < a.slots; p += ex.threads()) a.order[p] = -1;
   });
 }
 
