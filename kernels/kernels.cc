@@ -437,10 +437,10 @@ void Attention(const KernelContext& ctx, const float* q, const float* k_cache, c
       return;
     }
     if (avx2) {
-      canonical ? avx2::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads,
-                                           head_dim, buffer, out, h_begin, h_end)
-                : avx2::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
-                                      out, h_begin, h_end);
+      canonical ? avx2::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
+                                           buffer, out, h_begin, h_end)
+                : avx2::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, out,
+                                      h_begin, h_end);
       return;
     }
 #endif

@@ -33,6 +33,10 @@ struct FieldDifference {
   std::string field;  // "engine.git_revision", "model.weights_sha256 (model.safetensors)"
   std::string recorded;
   std::string current;
+  // A fingerprint field that says where the arithmetic runs (kernel path, ISA, device,
+  // stack, build) while recording and replay ran the same canonical contract: the bits must
+  // match anyway ("same contract, different path"), so it explains nothing by itself.
+  bool same_contract = false;
 };
 
 struct ReplayProgress {

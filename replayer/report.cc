@@ -145,9 +145,16 @@ std::string RenderReplayText(const RunReport& r) {
     o << "fingerprint: no differences from the recording\n";
   } else {
     o << "fingerprint differences (recorded -> now):\n";
+    bool same_contract = false;
     for (const auto& d : r.fingerprint_differences) {
       o << "  " << d.field << ": " << (d.recorded.empty() ? "(none)" : EscapeForDisplay(d.recorded))
-        << " -> " << (d.current.empty() ? "(none)" : EscapeForDisplay(d.current)) << "\n";
+        << " -> " << (d.current.empty() ? "(none)" : EscapeForDisplay(d.current))
+        << (d.same_contract ? " (same contract)" : "") << "\n";
+      same_contract = same_contract || d.same_contract;
+    }
+    if (same_contract) {
+      o << "  same contract (" << r.numerics << "), different path: where the arithmetic ran "
+        << "changed, not its definition; the bits must still match\n";
     }
   }
   for (const auto& s : r.skipped) {
@@ -249,7 +256,10 @@ nlohmann::json ReplayJson(const RunReport& r) {
   auto diffs = [](const std::vector<FieldDifference>& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& d : v) {
-      a.push_back({{"field", d.field}, {"recorded", d.recorded}, {"current", d.current}});
+      a.push_back({{"field", d.field},
+                   {"recorded", d.recorded},
+                   {"current", d.current},
+                   {"same_contract", d.same_contract}});
     }
     return a;
   };

@@ -1,7 +1,8 @@
 // Fingerprints say in advance whether a replay can be bitwise: a run recorded on another
 // stack (here a GPU one, claimed in its header) replayed on this CPU names every field that
 // changed — the device, the kernel path, the GPU, its compute capability, driver, runtime and
-// cuBLAS — and this engine describes its own kernel path and device.
+// cuBLAS — each as "same contract, different path" (both sides ran the canonical contract),
+// and this engine describes its own kernel path and device.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -63,6 +64,17 @@ TEST(ReplayFingerprint, EveryDifferenceFromTheRecordingIsNamed) {
         "device.cublas_version"}) {
     EXPECT_TRUE(named.count(field)) << field << " not named:\n" << RenderReplayText(*report);
   }
+  // One canonical contract on both sides: every difference is where the arithmetic ran.
+  for (const auto& diff : report->fingerprint_differences) {
+    EXPECT_TRUE(diff.same_contract) << diff.field;
+  }
+  EXPECT_NE(RenderReplayText(*report).find(
+                "same contract (" +
+                std::string(kernels::VersionedNumericsName(kernels::Numerics::kCanonical)) +
+                "), different path"),
+            std::string::npos)
+      << RenderReplayText(*report);
+  EXPECT_TRUE(ReplayJson(*report)["fingerprint_differences"][0]["same_contract"].get<bool>());
   // Canonical numerics: the CPU still reproduces the (CPU-computed) recording bit for bit.
   EXPECT_EQ(report->level, Level::kBitwise) << RenderReplayText(*report);
   const std::string text = RenderReplayText(*report);
