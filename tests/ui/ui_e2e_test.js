@@ -29,8 +29,8 @@ const check = tally.check;
 const repo = path.resolve(__dirname, "../..");
 const stockAgent = path.join(__dirname, "stock_agent.py");
 
-function record(args, what) {
-  const r = run(args);
+function record(args, what, extraEnv = {}) {
+  const r = run(args, extraEnv);
   if (!check(r.code === 0, what, r.err.slice(-2000))) throw new Error("set-up failed: " + what);
   return r;
 }
@@ -39,8 +39,11 @@ function record(args, what) {
 const listRuns = () => JSON.parse(run(["ls", "--json"]).out);
 
 function setUp() {
+  // On the scalar path: a replay on this machine's best path then differs in where the
+  // arithmetic ran, not in its bits (the page must say "same contract").
   record(["record", "--label", "demo", "--seed", "3", "--", "python3",
-    path.join(repo, "examples/support_agent/agent.py"), "--turns", "3"], "record the demo agent");
+    path.join(repo, "examples/support_agent/agent.py"), "--turns", "3"], "record the demo agent",
+    { TRACE_CPU_ISA: "scalar" });
   const demo = listRuns()[0].run_id;
   record(["record", "--seed", "7", "--label", "stock", "--", "python3", stockAgent, "3 in stock"],
     "record the stock agent (in stock)");
@@ -150,6 +153,14 @@ async function demoRun(page, url, runs) {
   check(verdict.startsWith("bitwise"), "the replay started from the page reproduces bitwise", verdict);
   const perCall = await page.$$eval("#replay-result tr[data-call]", (r) => r.length);
   check(perCall === calls.length, "the replay shows a verdict per call", String(perCall));
+  // The fingerprint differences the page lists are `trace replay --json`'s on this machine.
+  const cli = JSON.parse(run(["replay", runs.demo, "--json"]).out);
+  const fp = cli.fingerprint_differences;
+  const summary = await page.$eval("#replay-fingerprint summary", (n) => n.textContent).catch(() => "");
+  check(fp.length === 0 ? summary === "" : summary.startsWith(fp.length + " fingerprint difference") &&
+    summary.includes("same contract") === fp.every((f) => f.same_contract),
+  "the page lists the replay's fingerprint differences and calls them same contract",
+  JSON.stringify({ summary, fp }));
   await shot(page, "replay");
 }
 

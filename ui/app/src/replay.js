@@ -15,6 +15,19 @@ export function replayResult(report, prefix = 'replay') {
   const parts = [el('p', { id: prefix + '-verdict', class: 'verdict v-' + report.level, 'data-level': report.level },
     report.level === 'bitwise' ? 'bitwise: every token and logit reproduced' : report.level,
     ' · ' + report.tokens_verified + ' tokens on ' + report.device + ', ' + report.numerics)];
+  // Where the recording and this replay ran, when that differs: under one canonical contract
+  // a different path is no mismatch (the bits must match anyway).
+  const fp = report.fingerprint_differences || [];
+  if (fp.length) {
+    const same = fp.every((f) => f.same_contract);
+    parts.push(el('details', { class: 'fingerprint', id: prefix + '-fingerprint' },
+      el('summary', {}, fp.length + ' fingerprint difference' + (fp.length > 1 ? 's' : '') +
+        (same ? ': same contract (' + report.numerics + '), different path' : '')),
+      el('table', {}, el('tbody', {}, fp.map((f) => el('tr', {},
+        el('td', {}, f.field), el('td', { class: 'mono' }, f.recorded || '(none)'), el('td', {}, '→'),
+        el('td', { class: 'mono' }, f.current || '(none)'),
+        el('td', { class: 'muted' }, f.same_contract ? 'same contract' : '')))))));
+  }
   if (d) {
     parts.push(el('div', { class: 'divergence', id: prefix === 'replay' ? 'divergence' : prefix + '-divergence' },
       el('h4', {}, 'First divergent token: call ' + d.call + ', step ' + d.step),
