@@ -1,6 +1,6 @@
 #include "ui/snapshot.h"
 
-#include "base/escape.h"
+#include "replayer/report.h"
 #include "ui/assets.h"
 
 namespace trace::ui {
@@ -36,29 +36,6 @@ std::string RawElementText(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     out += text[i];
     if (text[i] == '<' && i + 1 < text.size() && text[i + 1] == '/') out += '\\';
-  }
-  return out;
-}
-
-std::string HtmlText(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
   }
   return out;
 }
@@ -112,7 +89,7 @@ std::string Snapshot::Html(const std::string& title, const std::string& start) c
       "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
       "<meta name=\"color-scheme\" content=\"light dark\">\n<title>" +
-      HtmlText(title) + "</title>\n<link rel=\"icon\" href=\"data:,\">\n<style>\n" +
+      replayer::HtmlEscape(title) + "</title>\n<link rel=\"icon\" href=\"data:,\">\n<style>\n" +
       RawElementText(AssetContent("/app.css")) +
       "</style>\n</head>\n<body>\n<header class=\"top\">\n"
       "  <a class=\"brand\" href=\"#/\">trace</a>\n  <nav id=\"crumbs\" "
