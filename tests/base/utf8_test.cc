@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "base/json_print.h"
-#include "testkit/temp_dir.h"
 #include "testkit/shell.h"
+#include "testkit/temp_dir.h"
 
 namespace trace {
 namespace {

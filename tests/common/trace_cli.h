@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "testkit/temp_dir.h"
 #include "testkit/shell.h"
+#include "testkit/temp_dir.h"
 
 namespace trace::testing {
 

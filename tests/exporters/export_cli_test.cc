@@ -21,8 +21,8 @@
 #include "exporters/otlp_trace.h"
 #include "store/export.h"
 #include "store/store.h"
-#include "tests/common/demo_model.h"
 #include "testkit/shell.h"
+#include "tests/common/demo_model.h"
 
 extern char** environ;
 

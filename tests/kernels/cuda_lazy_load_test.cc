@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "store/store.h"
-#include "testkit/temp_dir.h"
 #include "testkit/shell.h"
+#include "testkit/temp_dir.h"
 #include "tests/common/trace_cli.h"
 
 namespace trace {

@@ -18,9 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "testkit/shell.h"
 #include "testkit/temp_dir.h"
 #include "tests/common/demo_model.h"
-#include "testkit/shell.h"
 #include "tests/common/trace_cli.h"
 
 namespace trace {

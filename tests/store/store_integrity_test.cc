@@ -17,8 +17,8 @@
 
 #include "store/fsck.h"
 #include "store/store.h"
-#include "testkit/store_test_util.h"
 #include "testkit/shell.h"
+#include "testkit/store_test_util.h"
 #include "tests/store/sql_test_util.h"
 
 namespace trace::store {
