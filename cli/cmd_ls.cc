@@ -47,12 +47,6 @@ std::string FormatBytes(int64_t b) {
   return buf;
 }
 
-// Duration: to RunEnd, else to the last committed event (an incomplete run).
-int64_t DurationNs(const store::RunSummary& r) {
-  int64_t end = r.end_time_ns ? r.end_time_ns : r.last_event_ns;
-  return std::max<int64_t>(0, end - r.start_time_ns);
-}
-
 // After the listing: one error line per run whose summary row failed its checksum.
 int ReportDamaged(const std::vector<store::RunSummary>& runs) {
   std::fflush(stdout);
@@ -129,7 +123,7 @@ int Run(const Options& options) {
     const std::string command = EscapeForDisplay(shown, 80);  // one table row, always
     std::printf("%-26s  %-20s  %8s  %5lld  %7lld  %-10s  %9s  ",
                 EscapeForDisplay(r.run_id, 40).c_str(), FormatTime(r.start_time_ns).c_str(),
-                FormatDuration(DurationNs(r)).c_str(), static_cast<long long>(r.model_calls),
+                FormatDuration(ui::RunDurationNs(r)).c_str(), static_cast<long long>(r.model_calls),
                 static_cast<long long>(r.sampled_tokens), status.c_str(),
                 FormatBytes(r.stored_bytes).c_str());
     if (verified_column) {

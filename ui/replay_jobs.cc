@@ -8,12 +8,22 @@ ReplayJobs::ReplayJobs(store::Store* store, replayer::ReplayOptions base, int ma
     : store_(store), base_(std::move(base)), max_running_(max_running) {}
 
 ReplayJobs::~ReplayJobs() {
-  for (std::thread& t : threads_) t.join();
+  for (auto& [id, t] : threads_) t.join();
 }
 
 Result<std::string> ReplayJobs::Start(const std::string& run_id, std::vector<int> calls) {
   TRACE_RETURN_IF_ERROR(store_->GetRunSummary(run_id).status());
   std::lock_guard<std::mutex> lock(mu_);
+  // The threads of finished replays: done is set as their last step, so each join returns
+  // at once.
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    if (jobs_[it->first].done) {
+      it->second.join();
+      it = threads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   if (running_ >= max_running_) {
     return Unavailable("a replay is already running (at most " + std::to_string(max_running_) +
                        " at once); start another when it has finished");
@@ -26,7 +36,7 @@ Result<std::string> ReplayJobs::Start(const std::string& run_id, std::vector<int
   const std::string id = job.id;
   jobs_[id] = std::move(job);
   ++running_;
-  threads_.emplace_back([this, id] { Run(id); });
+  threads_.emplace(id, std::thread([this, id] { Run(id); }));
   return id;
 }
 

@@ -3,8 +3,9 @@
 // (`trace replay --json`) or its error. The server streams a job's changes to the page as
 // server-sent events; a reader blocks in WaitChange until the next change.
 //
-// Ownership: ReplayJobs borrows the Store (must outlive it) and owns its threads; the
-// destructor waits for running replays to finish. Thread safety: every method may be
+// Ownership: ReplayJobs borrows the Store (must outlive it) and owns its threads, one per
+// running replay (a finished one is joined at the next Start); the destructor waits for
+// running replays to finish. Thread safety: every method may be
 // called from any thread. Errors: Start refuses (Unavailable) while max_running replays
 // run, and (NotFound) a run the store does not have.
 #pragma once
@@ -65,7 +66,7 @@ class ReplayJobs {
   std::map<std::string, ReplayJobState> jobs_;
   int running_ = 0;
   int started_ = 0;
-  std::vector<std::thread> threads_;
+  std::map<std::string, std::thread> threads_;  // by job id, until joined
 };
 
 }  // namespace trace::ui

@@ -8,12 +8,16 @@
 
 namespace trace::ui {
 
-nlohmann::json RunSummaryJson(const store::RunSummary& r) {
+int64_t RunDurationNs(const store::RunSummary& r) {
   const int64_t end = r.end_time_ns ? r.end_time_ns : r.last_event_ns;
+  return std::max<int64_t>(0, end - r.start_time_ns);
+}
+
+nlohmann::json RunSummaryJson(const store::RunSummary& r) {
   return {{"run_id", r.run_id},
           {"started_ns", r.start_time_ns},
           {"started", UtcTimeText(r.start_time_ns)},
-          {"duration_ns", std::max<int64_t>(0, end - r.start_time_ns)},
+          {"duration_ns", RunDurationNs(r)},
           {"command", r.command},
           {"label", r.label},
           {"model", r.model},

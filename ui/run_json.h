@@ -18,6 +18,9 @@
 
 namespace trace::ui {
 
+// How long a run took: to its RunEnd, else to its last committed event (an incomplete run).
+int64_t RunDurationNs(const store::RunSummary& run);
+
 // One run as `trace ls --json` lists it (without its verdicts).
 nlohmann::json RunSummaryJson(const store::RunSummary& run);
 
