@@ -8,10 +8,18 @@
 #include "base/json_print.h"
 #include "cli/command.h"
 #include "engine/engine.h"
+#include "engine/model_config.h"
 #include "engine/model_init.h"
 
 namespace trace::cli::cmd_model {
 namespace {
+
+// How many layers slide (Gemma 3's local layers, every layer of a windowed Mistral).
+int64_t SlidingLayerCount(const engine::ModelConfig& c) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) n += c.IsSlidingLayer(l) ? 1 : 0;
+  return n;
+}
 
 namespace fs = std::filesystem;
 
@@ -68,16 +76,18 @@ int RunInfo(const InfoArgs& args) {
   j["head_dim"] = c.head_dim;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rope_theta"] = c.rope_theta;
-  if (c.rope_scaling.type == kernels::RopeScaling::Type::kLlama3) {
-    j["rope_scaling"] = {
-        {"rope_type", "llama3"},
-        {"factor", c.rope_scaling.factor},
-        {"low_freq_factor", c.rope_scaling.low_freq_factor},
-        {"high_freq_factor", c.rope_scaling.high_freq_factor},
-        {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
-  } else {
-    j["rope_scaling"] = nullptr;
-  }
+  // As config.json spells them (the same writer as `model init`).
+  const nlohmann::json written = nlohmann::json::parse(engine::ModelConfigToJson(c));
+  j["rope_scaling"] = written["rope_scaling"];
+  j["hidden_activation"] = c.hidden_activation == engine::ModelConfig::Activation::kGeluTanh
+                               ? "gelu_pytorch_tanh"
+                               : "silu";
+  j["attention_scale_dim"] = c.attention_scale_dim;
+  j["sliding_window"] = c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nullptr;
+  j["sliding_layers"] = SlidingLayerCount(c);
+  j["rope_local_theta"] = c.rope_local_theta > 0 ? nlohmann::json(c.rope_local_theta) : nullptr;
+  j["final_logit_softcapping"] =
+      c.final_logit_softcap > 0 ? nlohmann::json(c.final_logit_softcap) : nullptr;
   j["rms_norm_eps"] = std::stod(ShortestFloatText(c.rms_norm_eps));
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;
@@ -128,7 +138,31 @@ int RunInfo(const InfoArgs& args) {
               static_cast<long long>(c.num_heads), static_cast<long long>(c.num_kv_heads),
               static_cast<long long>(c.head_dim), c.attention_bias ? ", q/k/v bias" : "",
               c.qk_norm ? ", q/k norm" : "");
+  if (c.sliding_window > 0 || c.attention_scale_dim != c.head_dim) {
+    std::string window = "none";
+    if (c.sliding_window > 0) {
+      window = std::to_string(c.sliding_window) + " positions on " +
+               std::to_string(SlidingLayerCount(c)) + " of " + std::to_string(c.num_layers) +
+               " layers";
+    }
+    std::printf("sliding window %s; scale 1/sqrt(%lld)\n", window.c_str(),
+                static_cast<long long>(c.attention_scale_dim));
+  }
+  if (c.hidden_activation == engine::ModelConfig::Activation::kGeluTanh) {
+    std::printf("mlp            GeGLU (gelu_pytorch_tanh)%s%s\n",
+                c.sandwich_norms ? ", pre- and post-norms" : "",
+                c.norm_unit_offset ? ", norms scale by 1 + w" : "");
+  }
   std::string scaling;
+  if (c.rope_scaling.type == kernels::RopeScaling::Type::kLinear) {
+    scaling = ", linear scaling (factor " +
+              ShortestFloatText(static_cast<float>(c.rope_scaling.factor)) + ")";
+  }
+  if (c.rope_local_theta > 0) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "; local layers theta %g", c.rope_local_theta);
+    scaling += buf;
+  }
   if (c.rope_scaling.type == kernels::RopeScaling::Type::kLlama3) {
     char buf[160];
     std::snprintf(buf, sizeof buf, ", llama3 scaling (factor %g, low %g, high %g, original %g)",
@@ -140,6 +174,9 @@ int RunInfo(const InfoArgs& args) {
               static_cast<long long>(c.max_position_embeddings));
   std::printf("rms norm eps   %g\n", static_cast<double>(c.rms_norm_eps));
   std::printf("tied embedding %s\n", c.tie_word_embeddings ? "yes" : "no");
+  if (c.final_logit_softcap > 0) {
+    std::printf("logit softcap  %g\n", static_cast<double>(c.final_logit_softcap));
+  }
   std::string eos;
   for (int32_t id : c.eos_token_ids) eos += (eos.empty() ? "" : ", ") + std::to_string(id);
   std::printf("eos ids        %s\n", dash(eos).c_str());

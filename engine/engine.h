@@ -25,7 +25,7 @@ namespace trace::engine {
 // config.json, as far as the engine needs it.
 struct ModelConfig {
   std::string architecture;  // "qwen3" | "qwen2" | "llama" | "mistral" | "qwen3_moe" |
-                             // "qwen2_moe" | "mixtral"
+                             // "qwen2_moe" | "mixtral" | "gemma3_text"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -37,7 +37,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   kernels::RopeScaling rope_scaling;  // config.json "rope_scaling" (none, or Llama 3's)
   // `trace model init` only: the bundled tokenizer a preset is written with ("qwen3" |
-  // "llama3"); not read from or written to config.json.
+  // "llama3" | "sentencepiece" | "gemma3"); not read from or written to config.json.
   std::string tokenizer_family = "qwen3";
   float rms_norm_eps = 1e-6f;
   bool tie_word_embeddings = false;
@@ -58,6 +58,46 @@ struct ModelConfig {
   // qwen2_moe: the shared expert's width (0: none). Every MoE layer then also runs one
   // shared SwiGLU expert on every row, scaled by sigmoid(shared_expert_gate(h)).
   int64_t shared_expert_intermediate_size = 0;
+
+  // Attention windows, activations and norms beyond Llama's (gemma3_text, and mistral /
+  // mixtral's sliding window; docs/models.md "Gemma 3" and "Sliding-window attention").
+  enum class Activation { kSilu, kGeluTanh };
+  Activation hidden_activation = Activation::kSilu;  // silu (SwiGLU) or gelu_pytorch_tanh
+  // The attention scale is canonical::AttentionScale(attention_scale_dim): head_dim unless
+  // the config names query_pre_attn_scalar (Gemma).
+  int64_t attention_scale_dim = 0;
+  // 0: full causal attention. Else a sliding layer's row at position p sees positions
+  // p - sliding_window + 1 .. p (transformers' `kv_idx > q_idx - sliding_window`).
+  int64_t sliding_window = 0;
+  // Which layers slide (1) and which attend globally (0), one entry per layer (Gemma 3: its
+  // local layers, which also use the local RoPE, with or without a window); empty means every
+  // layer slides when sliding_window > 0 (Mistral).
+  std::vector<uint8_t> sliding_layers;
+  // Gemma 3: the sliding layers' RoPE base (rope_local_base_freq, no scaling); 0: every layer
+  // uses rope_theta and rope_scaling.
+  double rope_local_theta = 0.0;
+  bool norm_unit_offset = false;  // RMSNorm multiplies by 1 + stored weight (Gemma)
+  // Gemma: the attention and feed-forward outputs are normed (post_attention_layernorm,
+  // post_feedforward_layernorm) before their residual adds.
+  bool sandwich_norms = false;
+  float embedding_scale = 1.0f;      // Gemma: sqrt(hidden) rounded to the weights' dtype
+  float final_logit_softcap = 0.0f;  // 0: none; else logits = cap * tanh(logits / cap)
+
+  // Whether `layer` is a sliding (local) layer: as sliding_layers says, or every layer when
+  // that is empty and there is a window.
+  bool IsSlidingLayer(int64_t layer) const {
+    if (sliding_layers.empty()) return sliding_window > 0;
+    return layer >= 0 && layer < static_cast<int64_t>(sliding_layers.size()) &&
+           sliding_layers[static_cast<size_t>(layer)] != 0;
+  }
+  // The first position a row at `pos` attends to in `layer`.
+  int64_t FirstVisiblePosition(int64_t layer, int64_t pos) const {
+    return sliding_window > 0 && IsSlidingLayer(layer) && pos >= sliding_window
+               ? pos - sliding_window + 1
+               : 0;
+  }
+  // Whether `layer` rotates with the local RoPE table (Gemma 3's sliding layers).
+  bool UsesLocalRope(int64_t layer) const { return rope_local_theta > 0 && IsSlidingLayer(layer); }
 
   bool IsMoeLayer(int64_t layer) const {
     if (num_experts <= 0 || decoder_sparse_step <= 0) return false;

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/model_config.h"
 #include "engine/safetensors.h"
+#include "kernels/canonical.h"
 
 namespace trace::engine {
 namespace {
@@ -59,6 +60,9 @@ class LoadedModel final : public Model {
   // Finds `name`, checks its shape, returns its view. `path` of the owning file in errors.
   Result<kernels::WeightView> Tensor(const std::string& name, std::vector<int64_t> shape);
   Result<const float*> Bias(const std::string& name, int64_t n);
+  // A norm weight [n]: the stored tensor, or with norm_unit_offset (Gemma) an f32 copy of
+  // 1 + each stored value (canonical::UnitOffsetNormWeight).
+  Result<kernels::WeightView> NormWeight(const std::string& name, int64_t n);
   // The router and experts of one MoE layer; `prefix` is "model.layers.N.".
   Status LoadMoe(const std::string& prefix, MoeWeights* moe);
 
@@ -69,7 +73,7 @@ class LoadedModel final : public Model {
   std::vector<std::unique_ptr<SafetensorsFile>> files_;  // in name order
   std::map<std::string, const SafetensorsFile*> owner_;  // tensor name -> file
   std::set<std::string> used_;
-  std::vector<std::unique_ptr<std::vector<float>>> biases_;
+  std::vector<std::unique_ptr<std::vector<float>>> f32_copies_;  // biases, Gemma's norms
 };
 
 Status LoadedModel::OpenWeights() {
@@ -178,8 +182,20 @@ Result<const float*> LoadedModel::Bias(const std::string& name, int64_t n) {
   // Biases are tiny; the kernels take them as f32 (an exact conversion).
   auto copy = std::make_unique<std::vector<float>>(n);
   for (int64_t i = 0; i < n; ++i) (*copy)[i] = ToF32(v, i);
-  biases_.push_back(std::move(copy));
-  return biases_.back()->data();
+  f32_copies_.push_back(std::move(copy));
+  return f32_copies_.back()->data();
+}
+
+Result<kernels::WeightView> LoadedModel::NormWeight(const std::string& name, int64_t n) {
+  TRACE_ASSIGN_OR_RETURN(kernels::WeightView v, Tensor(name, {n}));
+  if (!config_.norm_unit_offset) return v;
+  auto copy = std::make_unique<std::vector<float>>(n);
+  for (int64_t i = 0; i < n; ++i)
+    (*copy)[i] = kernels::canonical::UnitOffsetNormWeight(ToF32(v, i));
+  v.data = copy->data();
+  v.dtype = kernels::DType::kF32;
+  f32_copies_.push_back(std::move(copy));
+  return v;
 }
 
 // Hugging Face names: qwen3_moe `mlp.gate` + `mlp.experts.E.{gate,up,down}_proj`; mixtral
@@ -238,7 +254,7 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LayerWeights lw;
-    TRACE_ASSIGN_OR_RETURN(lw.input_norm, Tensor(p + "input_layernorm.weight", {H}));
+    TRACE_ASSIGN_OR_RETURN(lw.input_norm, NormWeight(p + "input_layernorm.weight", H));
     TRACE_ASSIGN_OR_RETURN(lw.q_proj, Tensor(p + "self_attn.q_proj.weight", {QD, H}));
     TRACE_ASSIGN_OR_RETURN(lw.k_proj, Tensor(p + "self_attn.k_proj.weight", {KVD, H}));
     TRACE_ASSIGN_OR_RETURN(lw.v_proj, Tensor(p + "self_attn.v_proj.weight", {KVD, H}));
@@ -249,10 +265,18 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
       TRACE_ASSIGN_OR_RETURN(lw.v_bias, Bias(p + "self_attn.v_proj.bias", KVD));
     }
     if (c.qk_norm) {
-      TRACE_ASSIGN_OR_RETURN(lw.q_norm, Tensor(p + "self_attn.q_norm.weight", {D}));
-      TRACE_ASSIGN_OR_RETURN(lw.k_norm, Tensor(p + "self_attn.k_norm.weight", {D}));
+      TRACE_ASSIGN_OR_RETURN(lw.q_norm, NormWeight(p + "self_attn.q_norm.weight", D));
+      TRACE_ASSIGN_OR_RETURN(lw.k_norm, NormWeight(p + "self_attn.k_norm.weight", D));
     }
-    TRACE_ASSIGN_OR_RETURN(lw.post_attn_norm, Tensor(p + "post_attention_layernorm.weight", {H}));
+    if (c.sandwich_norms) {  // Gemma: four norms a layer
+      TRACE_ASSIGN_OR_RETURN(lw.attn_out_norm,
+                             NormWeight(p + "post_attention_layernorm.weight", H));
+      TRACE_ASSIGN_OR_RETURN(lw.ffn_norm, NormWeight(p + "pre_feedforward_layernorm.weight", H));
+      TRACE_ASSIGN_OR_RETURN(lw.ffn_out_norm,
+                             NormWeight(p + "post_feedforward_layernorm.weight", H));
+    } else {
+      TRACE_ASSIGN_OR_RETURN(lw.ffn_norm, NormWeight(p + "post_attention_layernorm.weight", H));
+    }
     if (c.IsMoeLayer(l)) {
       TRACE_RETURN_IF_ERROR(LoadMoe(p, &lw.moe));
     } else {
@@ -262,7 +286,7 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
     }
     weights_.layers.push_back(lw);
   }
-  TRACE_ASSIGN_OR_RETURN(weights_.final_norm, Tensor("model.norm.weight", {H}));
+  TRACE_ASSIGN_OR_RETURN(weights_.final_norm, NormWeight("model.norm.weight", H));
   if (c.tie_word_embeddings) {
     weights_.lm_head = weights_.embed_tokens;
   } else {

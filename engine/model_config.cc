@@ -88,12 +88,6 @@ Status ParseMoe(const json& j, const std::string& path, ModelConfig* c) {
                            GetInt(j, "num_experts_per_tok", path, kMaxCount, int64_t{2}));
     c->moe_intermediate_size = c->intermediate_size;
     c->norm_topk_prob = true;
-    auto sw = j.find("sliding_window");
-    if (sw != j.end() && !sw->is_null()) {
-      return Unsupported(path +
-                         ": field 'sliding_window' (sliding-window attention) is not "
-                         "supported; only null is");
-    }
   } else if (c->architecture == "qwen3_moe" || c->architecture == "qwen2_moe") {
     const bool qwen2 = c->architecture == "qwen2_moe";
     TRACE_ASSIGN_OR_RETURN(c->num_experts,
@@ -182,7 +176,120 @@ Status ParseLlama3RopeScaling(const nlohmann::json& rs, const std::string& path,
   *out = r;
   return Status::Ok();
 }
+
+// sliding_window: null, or a positive window. Mistral and Mixtral slide in every layer;
+// gemma3_text in the layers layer_types (or sliding_window_pattern) names. A window at least
+// as long as the context changes nothing and is kept as none.
+Status ParseSlidingWindow(const json& j, const std::string& path, ModelConfig* c) {
+  auto sw = j.find("sliding_window");
+  if (sw == j.end() || sw->is_null()) return Status::Ok();
+  if (!sw->is_number_integer() || sw->get<int64_t>() <= 0) {
+    return InvalidArgument(path + ": field 'sliding_window' must be a positive integer or null");
+  }
+  const int64_t window = sw->get<int64_t>();
+  c->sliding_window = window < c->max_position_embeddings ? window : 0;
+  return Status::Ok();
+}
+
+// Which gemma3_text layers slide: `layer_types` ("sliding_attention" / "full_attention", one
+// per layer) when present, else every layer but each sliding_window_pattern-th (default 6:
+// five local layers, then a global one).
+Status ParseGemmaLayerTypes(const json& j, const std::string& path, ModelConfig* c) {
+  c->sliding_layers.assign(static_cast<size_t>(c->num_layers), 0);
+  auto types = j.find("layer_types");
+  if (types != j.end() && !types->is_null()) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != c->num_layers) {
+      return InvalidArgument(path + ": field 'layer_types' must list one type per layer (" +
+                             std::to_string(c->num_layers) + ")");
+    }
+    for (size_t l = 0; l < types->size(); ++l) {
+      const json& t = (*types)[l];
+      if (t == "sliding_attention") {
+        c->sliding_layers[l] = 1;
+      } else if (t != "full_attention") {
+        return Unsupported(path + ": field 'layer_types' holds " + EscapeForDisplay(t.dump()) +
+                           " (supported: sliding_attention, full_attention)");
+      }
+    }
+    return Status::Ok();
+  }
+  TRACE_ASSIGN_OR_RETURN(int64_t pattern,
+                         GetInt(j, "sliding_window_pattern", path, kMaxCount, int64_t{6}));
+  if (pattern <= 0)
+    return InvalidArgument(path + ": field 'sliding_window_pattern' must be positive");
+  for (int64_t l = 0; l < c->num_layers; ++l) {
+    c->sliding_layers[static_cast<size_t>(l)] = (l + 1) % pattern != 0 ? 1 : 0;
+  }
+  return Status::Ok();
+}
+
+// A soft-capping field: null (none) or a positive finite number.
+Result<float> GetSoftCap(const json& j, const std::string& key, const std::string& path) {
+  TRACE_ASSIGN_OR_RETURN(double cap, GetNumber(j, key, path, 0.0));
+  const bool positive_float =
+      std::isfinite(cap) && std::isnormal(static_cast<float>(cap)) && cap > 0;
+  if (cap != 0.0 && !positive_float) {
+    return InvalidArgument(path + ": field '" + key + "' must be null or a positive number");
+  }
+  return static_cast<float>(cap);
+}
+
+// gemma3_text (Gemma3TextConfig): GeGLU with gelu_pytorch_tanh, (1 + w) RMSNorms with the
+// sandwich norms and q/k norms, embeddings scaled by sqrt(hidden), query_pre_attn_scalar,
+// local (sliding) and global layers with their own RoPE bases, optional final logit
+// soft-capping. What it does not run is refused: attention logit soft-capping (Gemma 2),
+// bidirectional attention (EmbeddingGemma), another activation.
+Status ParseGemma3(const json& j, const std::string& path, ModelConfig* c) {
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    auto act = j.find(key);
+    if (act == j.end() || act->is_null()) continue;
+    if (*act != "gelu_pytorch_tanh") {
+      return Unsupported(path + ": field '" + key + "' is " + EscapeForDisplay(act->dump()) +
+                         " (gemma3_text supports gelu_pytorch_tanh)");
+    }
+  }
+  c->hidden_activation = ModelConfig::Activation::kGeluTanh;
+  c->norm_unit_offset = true;
+  c->sandwich_norms = true;
+  c->qk_norm = true;
+  TRACE_ASSIGN_OR_RETURN(c->attention_scale_dim,
+                         GetInt(j, "query_pre_attn_scalar", path, kMaxWidth, int64_t{256}));
+  if (c->attention_scale_dim <= 0) {
+    return InvalidArgument(path + ": field 'query_pre_attn_scalar' must be positive");
+  }
+  TRACE_RETURN_IF_ERROR(ParseSlidingWindow(j, path, c));
+  TRACE_RETURN_IF_ERROR(ParseGemmaLayerTypes(j, path, c));
+  TRACE_ASSIGN_OR_RETURN(c->rope_local_theta, GetNumber(j, "rope_local_base_freq", path, 10000.0));
+  if (!(c->rope_local_theta > 0) || !std::isfinite(c->rope_local_theta)) {
+    return InvalidArgument(path + ": field 'rope_local_base_freq' must be positive and finite");
+  }
+  TRACE_ASSIGN_OR_RETURN(c->final_logit_softcap, GetSoftCap(j, "final_logit_softcapping", path));
+  TRACE_ASSIGN_OR_RETURN(float attn_cap, GetSoftCap(j, "attn_logit_softcapping", path));
+  if (attn_cap != 0.0f) {
+    return Unsupported(path +
+                       ": field 'attn_logit_softcapping' (Gemma 2's attention soft-capping) is "
+                       "not supported; only null is");
+  }
+  TRACE_ASSIGN_OR_RETURN(bool bidirectional,
+                         GetBool(j, "use_bidirectional_attention", path, false));
+  if (bidirectional) {
+    return Unsupported(path +
+                       ": field 'use_bidirectional_attention' (an embedding model) is "
+                       "not supported; only false is");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+float GemmaEmbeddingScale(int64_t hidden, kernels::DType dtype) {
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(hidden)));
+  if (dtype == kernels::DType::kBF16)
+    return kernels::Bf16ToF32(kernels::F32ToBf16RoundNearestEven(scale));
+  if (dtype == kernels::DType::kF16)
+    return kernels::F16ToF32(kernels::F32ToF16RoundNearestEven(scale));
+  return scale;
+}
 
 const char* TorchDTypeName(kernels::DType dtype) {
   switch (dtype) {
@@ -206,13 +313,21 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
     return InvalidArgument(path + ": field 'model_type' is missing (architecture unknown)");
   }
   c.architecture = mt->get<std::string>();
-  if (c.architecture != "qwen3" && c.architecture != "qwen2" && c.architecture != "llama" &&
-      c.architecture != "mistral" && c.architecture != "qwen3_moe" &&
-      c.architecture != "qwen2_moe" && c.architecture != "mixtral") {
-    return Unsupported(
-        path + ": unknown architecture '" + EscapeForDisplay(c.architecture) +
-        "' (model_type; supported: qwen3, qwen2, llama, mistral, qwen3_moe, qwen2_moe, mixtral)");
+  if (c.architecture == "gemma3") {
+    return Unsupported(path +
+                       ": a Gemma 3 checkpoint with a vision tower (model_type gemma3) is not "
+                       "supported; its text model (gemma3_text, as gemma-3-1b ships) is");
   }
+  static constexpr const char* kArchitectures[] = {
+      "qwen3", "qwen2", "llama", "mistral", "qwen3_moe", "qwen2_moe", "mixtral", "gemma3_text"};
+  if (std::find(std::begin(kArchitectures), std::end(kArchitectures), c.architecture) ==
+      std::end(kArchitectures)) {
+    std::string names;
+    for (const char* a : kArchitectures) names += std::string(names.empty() ? "" : ", ") + a;
+    return Unsupported(path + ": unknown architecture '" + EscapeForDisplay(c.architecture) +
+                       "' (model_type; supported: " + names + ")");
+  }
+  const bool gemma = c.architecture == "gemma3_text";
   TRACE_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, "vocab_size", path, kMaxVocab));
   TRACE_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, "hidden_size", path, kMaxWidth));
   TRACE_ASSIGN_OR_RETURN(c.intermediate_size, GetInt(j, "intermediate_size", path, kMaxWidth));
@@ -231,13 +346,13 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
                            " is not a multiple of num_key_value_heads " +
                            std::to_string(c.num_kv_heads));
   }
-  if (c.hidden_size % c.num_heads != 0 && !j.contains("head_dim")) {
+  if (c.hidden_size % c.num_heads != 0 && !j.contains("head_dim") && !gemma) {
     return InvalidArgument(path +
                            ": hidden_size is not a multiple of num_attention_heads "
                            "and head_dim is not given");
   }
-  TRACE_ASSIGN_OR_RETURN(c.head_dim,
-                         GetInt(j, "head_dim", path, kMaxWidth, c.hidden_size / c.num_heads));
+  TRACE_ASSIGN_OR_RETURN(c.head_dim, GetInt(j, "head_dim", path, kMaxWidth,
+                                            gemma ? int64_t{256} : c.hidden_size / c.num_heads));
   if (c.head_dim <= 0 || c.head_dim % 2 != 0) {
     return InvalidArgument(path + ": field 'head_dim' must be positive and even (RoPE)");
   }
@@ -251,23 +366,8 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
   if (c.max_position_embeddings <= 0) {
     return InvalidArgument(path + ": field 'max_position_embeddings' must be positive");
   }
-  // Mistral names a sliding attention window; one shorter than the context would change what
-  // a token attends to, which the canonical attention does not do (yet): refused. One at
-  // least as long as the context changes nothing. (Mixtral's: ParseMoe, only null.)
-  if (c.architecture == "mistral") {
-    auto sw = j.find("sliding_window");
-    if (sw != j.end() && !sw->is_null()) {
-      if (!sw->is_number_integer()) {
-        return InvalidArgument(path + ": field 'sliding_window' must be an integer or null");
-      }
-      if (sw->get<int64_t>() < c.max_position_embeddings) {
-        return Unsupported(path + ": field 'sliding_window' (" +
-                           std::to_string(sw->get<int64_t>()) +
-                           ") is shorter than max_position_embeddings (" +
-                           std::to_string(c.max_position_embeddings) +
-                           "): sliding-window attention is not supported yet");
-      }
-    }
+  if (c.architecture == "mistral" || c.architecture == "mixtral") {
+    TRACE_RETURN_IF_ERROR(ParseSlidingWindow(j, path, &c));
   }
   TRACE_ASSIGN_OR_RETURN(c.rope_theta, GetNumber(j, "rope_theta", path, 10000.0));
   TRACE_ASSIGN_OR_RETURN(double eps, GetNumber(j, "rms_norm_eps", path, 1e-6));
@@ -291,13 +391,23 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
     }
     if (type == "llama3") {
       TRACE_RETURN_IF_ERROR(ParseLlama3RopeScaling(*rs, path, &c.rope_scaling));
+    } else if (type == "linear") {
+      auto factor = rs->find("factor");
+      if (factor == rs->end() || !factor->is_number() || !std::isfinite(factor->get<double>()) ||
+          factor->get<double>() < 1.0) {
+        return InvalidArgument(path +
+                               ": rope_scaling (linear): field 'factor' must be a number >= 1");
+      }
+      c.rope_scaling.type = kernels::RopeScaling::Type::kLinear;
+      c.rope_scaling.factor = factor->get<double>();
     } else if (type != "default") {
       return Unsupported(path + ": field 'rope_scaling' (" +
                          (type.empty() ? "?" : EscapeForDisplay(type)) +
-                         ") is not supported (supported: llama3, default)");
+                         ") is not supported (supported: llama3, linear, default)");
     }
   }
-  TRACE_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, "tie_word_embeddings", path, false));
+  // Gemma3TextConfig ties by default; the others do not.
+  TRACE_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, "tie_word_embeddings", path, gemma));
   // Qwen2 always carries q/k/v biases; Qwen2-MoE too unless its qkv_bias says otherwise;
   // the others say so with attention_bias.
   TRACE_ASSIGN_OR_RETURN(c.attention_bias,
@@ -327,6 +437,11 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
                        "' (torch_dtype; supported: bfloat16, float16, float32)");
   }
   TRACE_RETURN_IF_ERROR(AddEosIds(j, path, &c.eos_token_ids));
+  c.attention_scale_dim = c.head_dim;
+  if (gemma) {
+    TRACE_RETURN_IF_ERROR(ParseGemma3(j, path, &c));
+    c.embedding_scale = GemmaEmbeddingScale(c.hidden_size, c.dtype);
+  }
   return c;
 }
 
@@ -338,15 +453,22 @@ Status MergeGenerationConfig(const std::string& text, const std::string& path_te
   return AddEosIds(j, path, &config->eos_token_ids);
 }
 
+namespace {
+nlohmann::ordered_json SlidingWindowJson(const ModelConfig& c) {
+  return c.sliding_window > 0 ? nlohmann::ordered_json(c.sliding_window) : nullptr;
+}
+}  // namespace
+
 std::string ModelConfigToJson(const ModelConfig& c) {
   nlohmann::ordered_json j;
-  std::string arch = c.architecture == "qwen3"       ? "Qwen3ForCausalLM"
-                     : c.architecture == "qwen2"     ? "Qwen2ForCausalLM"
-                     : c.architecture == "qwen3_moe" ? "Qwen3MoeForCausalLM"
-                     : c.architecture == "qwen2_moe" ? "Qwen2MoeForCausalLM"
-                     : c.architecture == "mixtral"   ? "MixtralForCausalLM"
-                     : c.architecture == "mistral"   ? "MistralForCausalLM"
-                                                     : "LlamaForCausalLM";
+  std::string arch = c.architecture == "qwen3"         ? "Qwen3ForCausalLM"
+                     : c.architecture == "qwen2"       ? "Qwen2ForCausalLM"
+                     : c.architecture == "qwen3_moe"   ? "Qwen3MoeForCausalLM"
+                     : c.architecture == "qwen2_moe"   ? "Qwen2MoeForCausalLM"
+                     : c.architecture == "mixtral"     ? "MixtralForCausalLM"
+                     : c.architecture == "mistral"     ? "MistralForCausalLM"
+                     : c.architecture == "gemma3_text" ? "Gemma3ForCausalLM"
+                                                       : "LlamaForCausalLM";
   j["architectures"] = {arch};
   j["model_type"] = c.architecture;
   j["vocab_size"] = c.vocab_size;
@@ -359,7 +481,11 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rope_theta"] = c.rope_theta;
   j["rms_norm_eps"] = std::stod(ShortestFloatText(c.rms_norm_eps));
-  j["hidden_act"] = "silu";
+  if (c.hidden_activation == ModelConfig::Activation::kGeluTanh) {
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+  } else {
+    j["hidden_act"] = "silu";
+  }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.architecture == "qwen2_moe") {
     j["qkv_bias"] = c.attention_bias;
@@ -373,6 +499,8 @@ std::string ModelConfigToJson(const ModelConfig& c) {
                          {"high_freq_factor", c.rope_scaling.high_freq_factor},
                          {"original_max_position_embeddings",
                           static_cast<int64_t>(c.rope_scaling.original_max_position_embeddings)}};
+  } else if (c.rope_scaling.type == kernels::RopeScaling::Type::kLinear) {
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope_scaling.factor}};
   } else {
     j["rope_scaling"] = nullptr;
   }
@@ -390,11 +518,23 @@ std::string ModelConfigToJson(const ModelConfig& c) {
     j["output_router_logits"] = false;
     j["router_aux_loss_coef"] = 0.001;
   } else if (c.architecture == "mistral") {
-    j["sliding_window"] = nullptr;
+    j["sliding_window"] = SlidingWindowJson(c);
+  } else if (c.architecture == "gemma3_text") {
+    j["query_pre_attn_scalar"] = c.attention_scale_dim;
+    j["sliding_window"] = SlidingWindowJson(c);
+    nlohmann::ordered_json types = nlohmann::ordered_json::array();
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      types.push_back(c.IsSlidingLayer(l) ? "sliding_attention" : "full_attention");
+    }
+    j["layer_types"] = types;
+    j["rope_local_base_freq"] = c.rope_local_theta;
+    j["final_logit_softcapping"] =
+        c.final_logit_softcap > 0 ? nlohmann::ordered_json(c.final_logit_softcap) : nullptr;
+    j["attn_logit_softcapping"] = nullptr;
   } else if (c.architecture == "mixtral") {
     j["num_local_experts"] = c.num_experts;
     j["num_experts_per_tok"] = c.num_experts_per_tok;
-    j["sliding_window"] = nullptr;
+    j["sliding_window"] = SlidingWindowJson(c);
     j["output_router_logits"] = false;
     j["router_aux_loss_coef"] = 0.02;
   }

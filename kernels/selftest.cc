@@ -4,6 +4,7 @@
 // must never change while kNumericsVersion is "canonical-v2": a change here is a change of
 // the contract (bump the version and re-pin), never a fix.
 #include "kernels/selftest.h"
+#include "kernels/canonical.h"
 
 #include <cmath>
 #include <cstring>
@@ -254,7 +255,7 @@ std::vector<SelfTestResult> RunCpuSelfTest(const KernelContext& ctx) {
       case SelfTestCase::Op::kAttention: {
         std::vector<float> scratch(static_cast<size_t>(2 * (c.pos + 1)));
         Attention(ctx, c.a.data(), c.b.data(), c.c.data(), c.pos, c.heads, c.kv_heads, c.head_dim,
-                  scratch.data(), out.data());
+                  canonical::AttentionScale(c.head_dim), scratch.data(), out.data());
         break;
       }
     }

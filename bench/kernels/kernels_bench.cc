@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/canonical.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
@@ -91,7 +92,8 @@ void OpsOnEveryPath(tk::ThreadPool* pool, double min_s, std::mt19937_64& rng) {
           name.c_str(), paths, min_s,
           [&](const tk::KernelContext& ctx) {
             tk::Attention(ctx, q.data(), k.data(), v.data(), ctx_len - 1, hs.heads, hs.kv_heads,
-                          hs.dim, scratch.data(), out.data());
+                          hs.dim, tk::canonical::AttentionScale(hs.dim), scratch.data(),
+                          out.data());
           },
           pool);
     }
@@ -232,7 +234,7 @@ int main(int argc, char** argv) {
       t[mode] = Seconds(
           [&] {
             tk::Attention(ctx, q.data(), k.data(), v.data(), ctx_len - 1, heads, kv_heads, dim,
-                          scratch.data(), out.data());
+                          tk::canonical::AttentionScale(dim), scratch.data(), out.data());
           },
           min_s);
     }

@@ -3,6 +3,8 @@
 // from that row's inputs alone in the contract's order.
 #include "engine/cpu/cpu_ops.h"
 
+#include "kernels/canonical.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -40,6 +42,12 @@ CpuOps::CpuOps(std::shared_ptr<const Model> model, const EngineOptions& options)
   sin_.resize(cos_.size());
   kernels::MakeRopeTables(options_.max_context, config_.head_dim, config_.rope_theta, cos_.data(),
                           sin_.data(), config_.rope_scaling);
+  if (config_.rope_local_theta > 0) {  // no scaling on the local layers (transformers' Gemma 3)
+    local_cos_.resize(cos_.size());
+    local_sin_.resize(cos_.size());
+    kernels::MakeRopeTables(options_.max_context, config_.head_dim, config_.rope_local_theta,
+                            local_cos_.data(), local_sin_.data());
+  }
   RepackWeights();
 }
 
@@ -164,7 +172,8 @@ Status CpuOps::BeginPass(const PassT& pass, const LayerProbe* probe, const Route
 }
 
 void CpuOps::Embedding(int64_t rows, float* out) {
-  kernels::Embedding(ctx_, weights_.embed_tokens, tokens_.data(), rows, out);
+  kernels::Embedding(ctx_, weights_.embed_tokens, tokens_.data(), rows, out,
+                     config_.embedding_scale);
 }
 
 void CpuOps::RmsNorm(const float* x, int64_t rows, int64_t width, const kernels::WeightView& w,
@@ -177,9 +186,10 @@ void CpuOps::MatMul(const float* x, int64_t rows, const kernels::WeightView& w, 
   kernels::MatMul(ctx_, x, rows, w, bias, y);
 }
 
-void CpuOps::Rope(float* x, int64_t rows, int64_t heads) {
-  kernels::Rope(ctx_, x, rows, heads, config_.head_dim, positions_.data(), cos_.data(),
-                sin_.data());
+void CpuOps::Rope(int64_t layer, float* x, int64_t rows, int64_t heads) {
+  const bool local = config_.UsesLocalRope(layer);
+  kernels::Rope(ctx_, x, rows, heads, config_.head_dim, positions_.data(),
+                (local ? local_cos_ : cos_).data(), (local ? local_sin_ : sin_).data());
 }
 
 void CpuOps::AppendKv(int64_t layer, const float* k, const float* v) {
@@ -193,14 +203,18 @@ void CpuOps::AppendKv(int64_t layer, const float* k, const float* v) {
 }
 
 void CpuOps::Attention(int64_t layer, const float* q, int64_t rows, float* out) {
-  const int64_t QD = config_.num_heads * config_.head_dim;
-  // Rows in parallel when there are enough of them, else the kernel splits the heads.
+  const int64_t QD = config_.num_heads * config_.head_dim, KVD = KvWidth();
+  const float scale = kernels::canonical::AttentionScale(config_.attention_scale_dim);
+  // Rows in parallel when there are enough of them, else the kernel splits the heads. A
+  // sliding layer's row attends to the cache from the first position of its window on.
   auto attend = [&](const kernels::KernelContext& ctx, int64_t r, std::vector<float>* scratch) {
     const Seq* s = pass_->rows[r].seq;
-    const int64_t pos = positions_[r];
+    const int64_t first = config_.FirstVisiblePosition(layer, positions_[r]);
+    const int64_t pos = positions_[r] - first;
     if (static_cast<int64_t>(scratch->size()) < (pos + 1) * 2) scratch->resize((pos + 1) * 2);
-    kernels::Attention(ctx, q + r * QD, s->cache.k[layer].data(), s->cache.v[layer].data(), pos,
-                       config_.num_heads, config_.num_kv_heads, config_.head_dim, scratch->data(),
+    kernels::Attention(ctx, q + r * QD, s->cache.k[layer].data() + first * KVD,
+                       s->cache.v[layer].data() + first * KVD, pos, config_.num_heads,
+                       config_.num_kv_heads, config_.head_dim, scale, scratch->data(),
                        out + r * QD);
   };
   if (rows >= pool_->num_threads() && pool_->num_threads() > 1) {
@@ -224,6 +238,10 @@ void CpuOps::Add(const float* a, const float* b, int64_t n, float* y) {
 
 void CpuOps::SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   kernels::SiluMul(ctx_, gate, up, n, out);
+}
+
+void CpuOps::GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  kernels::GeluTanhMul(ctx_, gate, up, n, out);
 }
 
 void CpuOps::MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights) {

@@ -63,11 +63,12 @@ class CpuOps {
                float* out);
   void MatMul(const float* x, int64_t rows, const kernels::WeightView& w, const float* bias,
               float* y);
-  void Rope(float* x, int64_t rows, int64_t heads);
+  void Rope(int64_t layer, float* x, int64_t rows, int64_t heads);
   void AppendKv(int64_t layer, const float* k, const float* v);
   void Attention(int64_t layer, const float* q, int64_t rows, float* out);
   void Add(const float* a, const float* b, int64_t n, float* y);
   void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+  void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
   // graph::SupportsMoe (graph/layers.h).
   void MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights);
   // Groups the (row, slot) pairs by expert, gathers each expert's rows into one block, runs
@@ -92,6 +93,7 @@ class CpuOps {
   ModelWeights weights_;  // the model's views, matrices repointed at repacked_ copies
   std::vector<std::unique_ptr<void, decltype(&std::free)>> repacked_;
   std::vector<float> cos_, sin_;
+  std::vector<float> local_cos_, local_sin_;  // Gemma 3's local layers (rope_local_theta)
   // The current pass (BeginPass .. EndPass).
   const PassT* pass_ = nullptr;
   const LayerProbe* probe_ = nullptr;

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "engine/cuda/kv_ops.h"
+#include "kernels/canonical.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace trace::engine {
@@ -73,6 +74,22 @@ Result<WeightView> CudaOps::Upload(const WeightView& host, const std::string& wh
   return dev;
 }
 
+Status CudaOps::UploadRopeTables(double theta, const kernels::RopeScaling& scaling,
+                                 const std::string& what, kc::DeviceBuffer* cos,
+                                 kc::DeviceBuffer* sin) {
+  const int64_t half = config_.head_dim / 2;
+  std::vector<float> cos_host(static_cast<size_t>(options_.max_context * half));
+  std::vector<float> sin_host(cos_host.size());
+  kernels::MakeRopeTables(options_.max_context, config_.head_dim, theta, cos_host.data(),
+                          sin_host.data(), scaling);
+  TRACE_ASSIGN_OR_RETURN(*cos,
+                         kc::DeviceBuffer::Allocate(cos_host.size() * 4, what + " cos table"));
+  TRACE_ASSIGN_OR_RETURN(*sin,
+                         kc::DeviceBuffer::Allocate(sin_host.size() * 4, what + " sin table"));
+  TRACE_RETURN_IF_ERROR(kc::CopyToDevice(cos->data(), cos_host.data(), cos_host.size() * 4));
+  return kc::CopyToDevice(sin->data(), sin_host.data(), sin_host.size() * 4);
+}
+
 Result<const float*> CudaOps::UploadBias(const float* host, int64_t n, const std::string& what) {
   if (host == nullptr) return static_cast<const float*>(nullptr);
   TRACE_ASSIGN_OR_RETURN(WeightView v, Upload(WeightView{host, kernels::DType::kF32, 1, n}, what));
@@ -125,8 +142,10 @@ Status CudaOps::Init() {
     TRACE_ASSIGN_OR_RETURN(dl.o_proj, Upload(hl.o_proj, p + "o_proj"));
     TRACE_ASSIGN_OR_RETURN(dl.q_norm, Upload(hl.q_norm, p + "q_norm"));
     TRACE_ASSIGN_OR_RETURN(dl.k_norm, Upload(hl.k_norm, p + "k_norm"));
-    TRACE_ASSIGN_OR_RETURN(dl.post_attn_norm,
-                           Upload(hl.post_attn_norm, p + "post_attention_layernorm"));
+    TRACE_ASSIGN_OR_RETURN(dl.ffn_norm, Upload(hl.ffn_norm, p + "feed-forward norm"));
+    TRACE_ASSIGN_OR_RETURN(dl.attn_out_norm, Upload(hl.attn_out_norm, p + "attention output norm"));
+    TRACE_ASSIGN_OR_RETURN(dl.ffn_out_norm,
+                           Upload(hl.ffn_out_norm, p + "feed-forward output norm"));
     TRACE_ASSIGN_OR_RETURN(dl.gate_proj, Upload(hl.gate_proj, p + "gate_proj"));
     TRACE_ASSIGN_OR_RETURN(dl.up_proj, Upload(hl.up_proj, p + "up_proj"));
     TRACE_ASSIGN_OR_RETURN(dl.down_proj, Upload(hl.down_proj, p + "down_proj"));
@@ -135,16 +154,14 @@ Status CudaOps::Init() {
     TRACE_ASSIGN_OR_RETURN(dl.v_bias, UploadBias(hl.v_bias, KvWidth(), p + "v bias"));
     if (!hl.moe.experts.empty()) TRACE_RETURN_IF_ERROR(UploadMoe(hl.moe, p, &dl.moe));
   }
-  // RoPE tables: computed once on the host in double (the CPU engine's function), shared.
-  const int64_t half = config_.head_dim / 2;
-  std::vector<float> cos_host(static_cast<size_t>(options_.max_context * half));
-  std::vector<float> sin_host(cos_host.size());
-  kernels::MakeRopeTables(options_.max_context, config_.head_dim, config_.rope_theta,
-                          cos_host.data(), sin_host.data(), config_.rope_scaling);
-  TRACE_ASSIGN_OR_RETURN(cos_, kc::DeviceBuffer::Allocate(cos_host.size() * 4, "rope cos table"));
-  TRACE_ASSIGN_OR_RETURN(sin_, kc::DeviceBuffer::Allocate(sin_host.size() * 4, "rope sin table"));
-  TRACE_RETURN_IF_ERROR(kc::CopyToDevice(cos_.data(), cos_host.data(), cos_host.size() * 4));
-  TRACE_RETURN_IF_ERROR(kc::CopyToDevice(sin_.data(), sin_host.data(), sin_host.size() * 4));
+  // RoPE tables: computed once on the host in double (the CPU engine's function), shared;
+  // Gemma 3's local layers have a second pair (rope_local_theta, no scaling).
+  TRACE_RETURN_IF_ERROR(
+      UploadRopeTables(config_.rope_theta, config_.rope_scaling, "rope", &cos_, &sin_));
+  if (config_.rope_local_theta > 0) {
+    TRACE_RETURN_IF_ERROR(
+        UploadRopeTables(config_.rope_local_theta, {}, "local rope", &local_cos_, &local_sin_));
+  }
   return Status::Ok();
 }
 
@@ -323,7 +340,8 @@ Status CudaOps::BeginPass(const PassT& pass, const LayerProbe* probe, const Rout
 }
 
 void CudaOps::Embedding(int64_t rows, float* out) {
-  kc::Embedding(ctx_, weights_.embed_tokens, tokens_.as<int32_t>(), rows, out);
+  kc::Embedding(ctx_, weights_.embed_tokens, tokens_.as<int32_t>(), rows, out,
+                config_.embedding_scale);
 }
 
 void CudaOps::RmsNorm(const float* x, int64_t rows, int64_t width, const WeightView& w, float eps,
@@ -336,9 +354,10 @@ void CudaOps::MatMul(const float* x, int64_t rows, const WeightView& w, const fl
   kc::MatMul(ctx_, x, rows, w, bias, y);
 }
 
-void CudaOps::Rope(float* x, int64_t rows, int64_t heads) {
-  kc::Rope(ctx_, x, rows, heads, config_.head_dim, positions_.as<int32_t>(), cos_.as<float>(),
-           sin_.as<float>());
+void CudaOps::Rope(int64_t layer, float* x, int64_t rows, int64_t heads) {
+  const bool local = config_.UsesLocalRope(layer);
+  kc::Rope(ctx_, x, rows, heads, config_.head_dim, positions_.as<int32_t>(),
+           (local ? local_cos_ : cos_).as<float>(), (local ? local_sin_ : sin_).as<float>());
 }
 
 void CudaOps::AppendKv(int64_t layer, const float* k, const float* v) {
@@ -352,8 +371,10 @@ void CudaOps::Attention(int64_t layer, const float* q, int64_t rows, float* out)
   const float* const* rows_k = cache_ptrs_.as<const float*>() + (2 * layer) * rows_;
   const float* const* rows_v = cache_ptrs_.as<const float*>() + (2 * layer + 1) * rows_;
   kc::AttentionRows(ctx_, q, rows, rows_k, rows_v, positions_.as<int32_t>(), config_.num_heads,
-                    config_.num_kv_heads, config_.head_dim, attn_scratch_.as<float>(),
-                    scratch_stride_, out);
+                    config_.num_kv_heads, config_.head_dim,
+                    kernels::canonical::AttentionScale(config_.attention_scale_dim),
+                    config_.IsSlidingLayer(layer) ? config_.sliding_window : 0,
+                    attn_scratch_.as<float>(), scratch_stride_, out);
 }
 
 void CudaOps::Add(const float* a, const float* b, int64_t n, float* y) {
@@ -362,6 +383,10 @@ void CudaOps::Add(const float* a, const float* b, int64_t n, float* y) {
 
 void CudaOps::SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   kc::SiluMul(ctx_, gate, up, n, out);
+}
+
+void CudaOps::GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  kc::GeluTanhMul(ctx_, gate, up, n, out);
 }
 
 void CudaOps::MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights) {

@@ -89,11 +89,12 @@ class CudaOps {
                float* out);
   void MatMul(const float* x, int64_t rows, const kernels::WeightView& w, const float* bias,
               float* y);
-  void Rope(float* x, int64_t rows, int64_t heads);
+  void Rope(int64_t layer, float* x, int64_t rows, int64_t heads);
   void AppendKv(int64_t layer, const float* k, const float* v);
   void Attention(int64_t layer, const float* q, int64_t rows, float* out);
   void Add(const float* a, const float* b, int64_t n, float* y);
   void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+  void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
   // graph::SupportsMoe (graph/layers.h; kernels/cuda/schedule/moe.h): the route, the
   // grouping by expert and the experts' matrices all stay on the device.
   void MoeRoute(const float* logits, int64_t rows, int32_t* ids, float* weights);
@@ -114,6 +115,10 @@ class CudaOps {
   float* VCache(const Seq& s, int64_t layer) const;
   Result<kernels::WeightView> Upload(const kernels::WeightView& host, const std::string& what);
   Result<const float*> UploadBias(const float* host, int64_t n, const std::string& what);
+  // The RoPE tables of base `theta` with `scaling` into device buffers.
+  Status UploadRopeTables(double theta, const kernels::RopeScaling& scaling,
+                          const std::string& what, kernels::cuda::DeviceBuffer* cos,
+                          kernels::cuda::DeviceBuffer* sin);
   Status Reserve(DeviceScratch* s, size_t bytes, const char* what);
   Status UploadMoe(const MoeWeights& host, const std::string& what, MoeWeights* dev);
 
@@ -137,6 +142,7 @@ class CudaOps {
   std::vector<kernels::cuda::DeviceBuffer> weight_buffers_;
   ModelWeights weights_;  // device views
   kernels::cuda::DeviceBuffer cos_, sin_, cublas_workspace_;
+  kernels::cuda::DeviceBuffer local_cos_, local_sin_;  // Gemma 3's local layers
 
   // The current pass: its shape, per-row metadata on the device, activations.
   const PassT* pass_ = nullptr;

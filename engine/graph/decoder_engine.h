@@ -1,7 +1,7 @@
 // The Engine every backend shares: sequences and their KV-cache bookkeeping, the context
 // clamp, batch validation and flattening, the cut into passes, the layers (graph/layers.h),
-// and the final norm + LM head over the rows whose logits were asked for. A backend (`Ops`:
-// engine/cpu/cpu_ops.h, engine/cuda/cuda_ops.h) keeps memory and kernels only.
+// and the final norm + LM head over the rows whose logits were asked for (and soft-capping). A
+// backend (`Ops`: engine/cpu/cpu_ops.h, engine/cuda/cuda_ops.h) keeps memory and kernels only.
 //
 // What a backend supplies is the concept Backend below: the layer ops of graph/layers.h plus
 // memory, passes and logits.
@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "engine/graph/batch_validation.h"
 #include "engine/graph/layers.h"
+#include "kernels/canonical.h"
 
 namespace trace::engine::graph {
 
@@ -235,6 +236,11 @@ Status DecoderEngine<Ops>::Forward(std::span<const BatchItem> items, ForwardOutp
   for (int64_t first = 0; first < shape.total_logits; first += chunk) {
     const int64_t n = std::min(chunk, shape.total_logits - first);
     TRACE_RETURN_IF_ERROR(ops_->Logits(first, n, out->logits.data() + first * c.vocab_size));
+  }
+  // Final logit soft-capping (Gemma, where configured): on the host, the same code for every
+  // backend.
+  if (c.final_logit_softcap > 0.0f) {
+    for (float& v : out->logits) v = kernels::canonical::SoftCap(v, c.final_logit_softcap);
   }
   return Status::Ok();
 }

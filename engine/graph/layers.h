@@ -1,7 +1,8 @@
 // The decoder's layers, written once for every backend (the ggml way: one graph, per-backend
 // ops). RunLayers<Ops> is the transformer forward pass over one pass of rows: embedding, then
-// per layer the attention block (norm, q/k/v with biases, Qwen3 q/k norms, RoPE, cache
-// append, attention, o_proj, residual) and the feed-forward block (norm, FFN, residual).
+// per layer the attention block (norm, q/k/v with biases, Qwen3/Gemma q/k norms, RoPE, cache
+// append, attention, o_proj, Gemma's output norm, residual) and the feed-forward block (norm,
+// FFN: SwiGLU, GeGLU or experts, Gemma's output norm, residual).
 // engine/cpu (CpuOps) and engine/cuda (CudaOps) supply memory and kernels; the order of the
 // ops, and so every bit of the result, is decided here.
 //
@@ -48,24 +49,31 @@ struct PassBuffers {
 template <class Ops>
 concept LayerOps = requires(Ops& ops, const float* x, const float* y, float* out, int64_t n,
                             const kernels::WeightView& w, float eps, const int32_t* route_ids) {
-  // out[rows, hidden] = the embedding rows of the pass's token ids.
+  // out[rows, hidden] = the embedding rows of the pass's token ids, times embedding_scale.
   { ops.Embedding(n, out) } -> std::same_as<void>;
   // out[rows, width] = RMSNorm of each row of x[rows, width] with weight w and epsilon eps;
   // out may alias x.
   { ops.RmsNorm(x, n, n, w, eps, out) } -> std::same_as<void>;
   // out[rows, w.rows] = x[rows, w.cols] times w transposed, plus bias (null: none).
   { ops.MatMul(x, n, w, y, out) } -> std::same_as<void>;
-  // RoPE in place on out[rows, heads, head_dim], each row at its position in the pass.
-  { ops.Rope(out, n, n) } -> std::same_as<void>;
+  // out[rows, hidden] = the embedding rows of the pass's token ids times the config's
+  // embedding_scale (above). RoPE in place on out[rows, heads, head_dim] for layer `layer`,
+  // each row at its position in the pass, with the layer's table (ModelConfig::UsesLocalRope:
+  // Gemma 3's local layers have their own base).
+  { ops.Rope(n, out, n, n) } -> std::same_as<void>;
   // Appends the pass's k and v rows to layer `layer` of their sequences' KV caches.
   { ops.AppendKv(n, x, y) } -> std::same_as<void>;
   // out[rows, heads * head_dim] = attention of q over layer `layer`'s cache, each row seeing
-  // its sequence's positions up to its own (two-pass softmax, docs/numerics.md).
+  // its sequence's positions from ModelConfig::FirstVisiblePosition (0, or the start of a
+  // sliding layer's window) up to its own, scaled by canonical::AttentionScale(
+  // attention_scale_dim) (two-pass softmax, docs/numerics.md).
   { ops.Attention(n, x, n, out) } -> std::same_as<void>;
   // out[n] = a[n] + b[n]; out may alias a.
   { ops.Add(x, y, n, out) } -> std::same_as<void>;
   // out[n] = silu(gate[n]) * up[n]; out may alias gate.
   { ops.SiluMul(x, y, n, out) } -> std::same_as<void>;
+  // out[n] = gelu_tanh(gate[n]) * up[n] (Gemma's GeGLU); out may alias gate.
+  { ops.GeluTanhMul(x, y, n, out) } -> std::same_as<void>;
   // After layer `layer` (x: its output rows): launch checks, the layer probe and, after an
   // MoE layer, the route probe (route_ids: the layer's route [rows, k]; else null).
   { ops.AfterLayer(n, x, route_ids) } -> std::same_as<Status>;
@@ -99,11 +107,12 @@ void AttentionBlock(Ops& ops, const ModelConfig& c, const LayerWeights& lw, int6
     ops.RmsNorm(b.q, rows * c.num_heads, D, lw.q_norm, c.rms_norm_eps, b.q);
     ops.RmsNorm(b.k, rows * c.num_kv_heads, D, lw.k_norm, c.rms_norm_eps, b.k);
   }
-  ops.Rope(b.q, rows, c.num_heads);
-  ops.Rope(b.k, rows, c.num_kv_heads);
+  ops.Rope(layer, b.q, rows, c.num_heads);
+  ops.Rope(layer, b.k, rows, c.num_kv_heads);
   ops.AppendKv(layer, b.k, b.v);
   ops.Attention(layer, b.q, rows, b.attn);
   ops.MatMul(b.attn, rows, lw.o_proj, nullptr, b.h);
+  if (c.sandwich_norms) ops.RmsNorm(b.h, rows, H, lw.attn_out_norm, c.rms_norm_eps, b.h);
   ops.Add(b.x, b.h, rows * H, b.x);
 }
 
@@ -147,7 +156,11 @@ void FeedForward(Ops& ops, const ModelConfig& c, const LayerWeights& lw, int64_t
   }
   ops.MatMul(b.h, rows, lw.gate_proj, nullptr, b.gate);
   ops.MatMul(b.h, rows, lw.up_proj, nullptr, b.up);
-  ops.SiluMul(b.gate, b.up, rows * c.intermediate_size, b.gate);
+  if (c.hidden_activation == ModelConfig::Activation::kGeluTanh) {
+    ops.GeluTanhMul(b.gate, b.up, rows * c.intermediate_size, b.gate);
+  } else {
+    ops.SiluMul(b.gate, b.up, rows * c.intermediate_size, b.gate);
+  }
   ops.MatMul(b.gate, rows, lw.down_proj, nullptr, b.h);
 }
 
@@ -155,8 +168,9 @@ template <class Ops>
 void FeedForwardBlock(Ops& ops, const ModelConfig& c, const LayerWeights& lw, int64_t rows,
                       const PassBuffers& b) {
   const int64_t H = c.hidden_size;
-  ops.RmsNorm(b.x, rows, H, lw.post_attn_norm, c.rms_norm_eps, b.h);
+  ops.RmsNorm(b.x, rows, H, lw.ffn_norm, c.rms_norm_eps, b.h);
   FeedForward(ops, c, lw, rows, b);
+  if (c.sandwich_norms) ops.RmsNorm(b.h, rows, H, lw.ffn_out_norm, c.rms_norm_eps, b.h);
   ops.Add(b.x, b.h, rows * H, b.x);
 }
 

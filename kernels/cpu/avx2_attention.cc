@@ -15,16 +15,15 @@
 namespace trace::kernels::avx2 {
 
 void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
-                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-                        float* out, int64_t h_begin, int64_t h_end) {
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                        float* scratch, float* out, int64_t h_begin, int64_t h_end) {
   if (head_dim % 8 != 0) {
-    return ref::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, scratch,
-                                   out, h_begin, h_end);
+    return ref::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, scale,
+                                   scratch, out, h_begin, h_end);
   }
   const int64_t n_pos = pos + 1;
   const int64_t group = n_heads / n_kv_heads;
   const int64_t kv_stride = n_kv_heads * head_dim;
-  const float scale = canonical::AttentionScale(head_dim);
   const int64_t chunks = head_dim / 8;
   thread_local std::vector<float> acc;  // [32 lanes][head_dim]
   acc.resize(static_cast<size_t>(32 * head_dim));
@@ -85,15 +84,14 @@ void AttentionCanonical(const float* q, const float* k_cache, const float* v_cac
 }
 
 void AttentionFast(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
-                   int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out,
+                   int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out,
                    int64_t h_begin, int64_t h_end) {
   if (head_dim % 8 != 0) {
-    return ref::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, out, h_begin,
-                              h_end);
+    return ref::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, scale, out,
+                              h_begin, h_end);
   }
   const int64_t group = n_heads / n_kv_heads;
   const int64_t kv_stride = n_kv_heads * head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int64_t chunks = head_dim / 8;
   thread_local std::vector<float> acc;
   acc.resize(static_cast<size_t>(head_dim));

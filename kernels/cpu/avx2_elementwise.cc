@@ -1,8 +1,8 @@
 // AVX2 paths of the small ops: CanonicalDot (for RmsNorm), RmsNorm, Embedding, Rope,
-// SiluMul, Add, Exp8. Each equals its scalar reference (kernels/cpu/ref_*.cc) bit for bit:
-// the elementwise ops run the templates of kernels/canonical.h with avx2::Arith (the same
-// IEEE operations per element) and their scalar tails the scalar ones; CanonicalDot keeps
-// each lane's fma chain in increasing k. Check: ctest -R 'Kernels'.
+// SiluMul, GeluTanhMul, Add, Exp8. Each equals its scalar reference (kernels/cpu/ref_*.cc) bit for
+// bit: the elementwise ops run the templates of kernels/canonical.h with avx2::Arith (the same IEEE
+// operations per element) and their scalar tails the scalar ones; CanonicalDot keeps each lane's
+// fma chain in increasing k. Check: ctest -R 'Kernels'.
 #include <cmath>
 #include <vector>
 
@@ -98,13 +98,25 @@ void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t*
             });
 }
 
-void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+namespace {
+// An elementwise op of (gate, up): 8 elements at a time through Vec (a canonical template with
+// avx2::Arith), the tail through One (the same template, scalar).
+template <__m256 (*Vec)(__m256, __m256), float (*One)(float, float)>
+void GatedElementwise(const float* gate, const float* up, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i,
-                     canonical::SiluMul<Arith>(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    _mm256_storeu_ps(out + i, Vec(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
   }
-  for (; i < n; ++i) out[i] = canonical::SiluMul(gate[i], up[i]);
+  for (; i < n; ++i) out[i] = One(gate[i], up[i]);
+}
+}  // namespace
+
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  GatedElementwise<canonical::SiluMul<Arith>, canonical::SiluMul<>>(gate, up, n, out);
+}
+
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  GatedElementwise<canonical::GeluTanhMul<Arith>, canonical::GeluTanhMul<>>(gate, up, n, out);
 }
 
 void Add(const float* a, const float* b, int64_t n, float* y) {

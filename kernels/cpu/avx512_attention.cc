@@ -93,9 +93,9 @@ void WeightedBlock(const float* p, const float* vh, int64_t kv_stride, int64_t b
 
 // G query heads h0 .. h0 + G - 1 of one kv head.
 void HeadGroup(const float* q, const float* kh, const float* vh, int64_t n_pos, int64_t kv_stride,
-               int64_t head_dim, int64_t h0, int G, float* out) {
+               int64_t head_dim, float score_scale, int64_t h0, int G, float* out) {
   const int64_t chunks = head_dim / 16;
-  const __m512 scale = _mm512_set1_ps(canonical::AttentionScale(head_dim));
+  const __m512 scale = _mm512_set1_ps(score_scale);
   thread_local std::vector<float> scores;  // [G][n_pos]
   thread_local std::vector<float> acc;     // [G][32 lanes][head_dim]
   scores.resize(static_cast<size_t>(G * n_pos));
@@ -150,10 +150,10 @@ void HeadGroup(const float* q, const float* kh, const float* vh, int64_t n_pos, 
 }  // namespace
 
 void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
-                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-                        float* out, int64_t h_begin, int64_t h_end) {
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                        float* scratch, float* out, int64_t h_begin, int64_t h_end) {
   if (head_dim % 16 != 0 || head_dim / 16 > kMaxChunks) {
-    return avx2::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
+    return avx2::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, scale,
                                     scratch, out, h_begin, h_end);
   }
   const int64_t group = n_heads / n_kv_heads;
@@ -163,7 +163,7 @@ void AttentionCanonical(const float* q, const float* k_cache, const float* v_cac
     const int64_t kvh = h / group;
     const int64_t stop = std::min({h_end, (kvh + 1) * group, h + kMaxHeads});
     HeadGroup(q, k_cache + kvh * head_dim, v_cache + kvh * head_dim, pos + 1, kv_stride, head_dim,
-              h, static_cast<int>(stop - h), out);
+              scale, h, static_cast<int>(stop - h), out);
     h = stop;
   }
 }

@@ -127,4 +127,16 @@ inline void Transpose16x16(__m512 r[16]) {
   }
 }
 
+// An elementwise op of (gate, up), 16 elements at a time through `Op` (a canonical template
+// instantiated with avx512::Arith: SiluMul, GeluTanhMul), the tail masked.
+template <__m512 (*Op)(__m512, __m512)>
+void GatedElementwise(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = FirstLanes(n - i);
+    _mm512_mask_storeu_ps(
+        out + i, mask,
+        Op(_mm512_maskz_loadu_ps(mask, gate + i), _mm512_maskz_loadu_ps(mask, up + i)));
+  }
+}
+
 }  // namespace trace::kernels::avx512

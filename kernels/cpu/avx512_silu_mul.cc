@@ -7,12 +7,7 @@
 namespace trace::kernels::avx512 {
 
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask = FirstLanes(n - i);
-    _mm512_mask_storeu_ps(out + i, mask,
-                          canonical::SiluMul<Arith>(_mm512_maskz_loadu_ps(mask, gate + i),
-                                                    _mm512_maskz_loadu_ps(mask, up + i)));
-  }
+  GatedElementwise<canonical::SiluMul<Arith>>(gate, up, n, out);
 }
 
 }  // namespace trace::kernels::avx512

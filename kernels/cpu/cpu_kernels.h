@@ -83,6 +83,7 @@ void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* ou
 void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
           const float* cos_table, const float* sin_table);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 void Add(const float* a, const float* b, int64_t n, float* y);
 void MoeRouteRows(const float* logits, int64_t M, int64_t E, int64_t k, bool normalize,
                   int32_t* ids, float* weights);
@@ -91,10 +92,10 @@ void MoeCombine(const float* expert_out, const int32_t* ids, const float* weight
 void MoeAddShared(const float* shared_out, const float* gate_logits, int64_t M, int64_t n,
                   float* out);
 void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
-                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-                        float* out, int64_t h_begin, int64_t h_end);
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                        float* scratch, float* out, int64_t h_begin, int64_t h_end);
 void AttentionFast(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
-                   int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out,
+                   int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out,
                    int64_t h_begin, int64_t h_end);
 }  // namespace ref
 
@@ -109,13 +110,14 @@ void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* ou
 void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
           const float* cos_table, const float* sin_table);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 void Add(const float* a, const float* b, int64_t n, float* y);
 void Exp8(const float* x, int64_t n, float* out);  // out[i] = Exp(x[i]), vectorised
 void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
-                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-                        float* out, int64_t h_begin, int64_t h_end);
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                        float* scratch, float* out, int64_t h_begin, int64_t h_end);
 void AttentionFast(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
-                   int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out,
+                   int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out,
                    int64_t h_begin, int64_t h_end);
 }  // namespace avx2
 
@@ -128,12 +130,13 @@ void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* ou
 void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
           const float* cos_table, const float* sin_table);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 void Add(const float* a, const float* b, int64_t n, float* y);
 void Exp16(const float* x, int64_t n, float* out);  // out[i] = Exp(x[i]), vectorised
 // Canonical only: fast attention runs avx2::AttentionFast on the AVX-512 path.
 void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
-                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-                        float* out, int64_t h_begin, int64_t h_end);
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                        float* scratch, float* out, int64_t h_begin, int64_t h_end);
 }  // namespace avx512
 
 }  // namespace trace::kernels

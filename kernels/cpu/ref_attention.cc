@@ -12,12 +12,11 @@
 namespace trace::kernels::ref {
 
 void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
-                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-                        float* out, int64_t h_begin, int64_t h_end) {
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                        float* scratch, float* out, int64_t h_begin, int64_t h_end) {
   const int64_t n_pos = pos + 1;
   const int64_t group = n_heads / n_kv_heads;
   const int64_t kv_stride = n_kv_heads * head_dim;
-  const float scale = canonical::AttentionScale(head_dim);
   float* p = scratch;               // [n_pos]: scores, then probabilities
   float* column = scratch + n_pos;  // [n_pos]: v_j[d] for j = 0..pos
   for (int64_t h = h_begin; h < h_end; ++h) {
@@ -38,11 +37,10 @@ void AttentionCanonical(const float* q, const float* k_cache, const float* v_cac
 }
 
 void AttentionFast(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
-                   int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out,
+                   int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out,
                    int64_t h_begin, int64_t h_end) {
   const int64_t group = n_heads / n_kv_heads;
   const int64_t kv_stride = n_kv_heads * head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   thread_local std::vector<float> acc;
   acc.resize(static_cast<size_t>(head_dim));
   for (int64_t h = h_begin; h < h_end; ++h) {

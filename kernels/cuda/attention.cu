@@ -37,9 +37,10 @@ __global__ void __launch_bounds__(kFastWarps * 32) FastAttentionKernel(sc::Atten
   const int64_t r = blockIdx.y;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const float* k_cache = args.k_caches != nullptr ? args.k_caches[r] : args.k0;
-  const float* v_cache = args.v_caches != nullptr ? args.v_caches[r] : args.v0;
-  const int64_t pos = args.positions != nullptr ? args.positions[r] : args.pos0;
+  const sc::AttentionRowCache row = sc::RowCache(args, r);
+  const float* k_cache = row.k;
+  const float* v_cache = row.v;
+  const int64_t pos = row.pos;
   const int64_t n_heads = args.heads, n_kv_heads = args.kv_heads, head_dim = args.head_dim;
   const float scale = args.scale;
   const float* q = args.q;
@@ -115,13 +116,13 @@ void Launch(const CudaContext& ctx, int64_t rows, const sc::AttentionArgs& args)
 
 // The arguments both entry points share.
 sc::AttentionArgs Args(const float* q, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                       float* scratch, int64_t scratch_stride, float* out) {
+                       float scale, float* scratch, int64_t scratch_stride, float* out) {
   sc::AttentionArgs args;
   args.q = q;
   args.heads = n_heads;
   args.kv_heads = n_kv_heads;
   args.head_dim = head_dim;
-  args.scale = canonical::AttentionScale(head_dim);
+  args.scale = scale;
   args.scratch = scratch;
   args.scratch_stride = scratch_stride;
   args.out = out;
@@ -131,9 +132,9 @@ sc::AttentionArgs Args(const float* q, int64_t n_heads, int64_t n_kv_heads, int6
 }  // namespace
 
 void Attention(const CudaContext& ctx, const float* q, const float* k_cache, const float* v_cache,
-               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-               float* out) {
-  sc::AttentionArgs args = Args(q, n_heads, n_kv_heads, head_dim, scratch, pos + 1, out);
+               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+               float* scratch, float* out) {
+  sc::AttentionArgs args = Args(q, n_heads, n_kv_heads, head_dim, scale, scratch, pos + 1, out);
   args.k0 = k_cache;
   args.v0 = v_cache;
   args.pos0 = pos;
@@ -143,8 +144,11 @@ void Attention(const CudaContext& ctx, const float* q, const float* k_cache, con
 void AttentionRows(const CudaContext& ctx, const float* q, int64_t rows,
                    const float* const* k_caches, const float* const* v_caches,
                    const int32_t* positions, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                   float* scratch, int64_t scratch_stride, float* out) {
-  sc::AttentionArgs args = Args(q, n_heads, n_kv_heads, head_dim, scratch, scratch_stride, out);
+                   float scale, int64_t window, float* scratch, int64_t scratch_stride,
+                   float* out) {
+  sc::AttentionArgs args =
+      Args(q, n_heads, n_kv_heads, head_dim, scale, scratch, scratch_stride, out);
+  args.window = window;
   args.k_caches = k_caches;
   args.v_caches = v_caches;
   args.positions = positions;

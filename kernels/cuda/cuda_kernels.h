@@ -46,8 +46,9 @@ void RmsNorm(const CudaContext& ctx, const float* x, int64_t M, int64_t n, const
              float eps, float* out);
 
 // ids: device int32 [M].
+// out = f32(table rows) times `scale` when it is not 1 (kernels::Embedding).
 void Embedding(const CudaContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
-               float* out);
+               float* out, float scale = 1.0f);
 
 // positions: device int32 [M]; cos_table/sin_table: device copies of the host tables
 // (kernels::MakeRopeTables), [max_pos, head_dim / 2].
@@ -55,6 +56,7 @@ void Rope(const CudaContext& ctx, float* x, int64_t M, int64_t n_heads, int64_t 
           const int32_t* positions, const float* cos_table, const float* sin_table);
 
 void SiluMul(const CudaContext& ctx, const float* gate, const float* up, int64_t n, float* out);
+void GeluTanhMul(const CudaContext& ctx, const float* gate, const float* up, int64_t n, float* out);
 
 void Add(const CudaContext& ctx, const float* a, const float* b, int64_t n, float* y);
 
@@ -64,17 +66,18 @@ void ExpElementwise(cudaStream_t stream, const float* x, int64_t n, float* out);
 // One query row against one sequence's cache, as kernels::Attention. `scratch` (device)
 // holds at least n_heads * (pos + 1) floats.
 void Attention(const CudaContext& ctx, const float* q, const float* k_cache, const float* v_cache,
-               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* scratch,
-               float* out);
+               int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+               float* scratch, float* out);
 
 // Many query rows at once (a batched forward): row r reads q + r * n_heads * head_dim,
-// attends to k_caches[r] / v_caches[r] over positions 0..positions[r] and writes
-// out + r * n_heads * head_dim. k_caches, v_caches, positions: device arrays [rows].
-// scratch (device): rows * n_heads * scratch_stride floats, scratch_stride > max position.
+// attends to k_caches[r] / v_caches[r] over positions 0..positions[r] (window > 0: only the
+// last `window` of them) and writes out + r * n_heads * head_dim. k_caches, v_caches,
+// positions: device arrays [rows]. scratch (device): rows * n_heads * scratch_stride floats,
+// scratch_stride > max position.
 void AttentionRows(const CudaContext& ctx, const float* q, int64_t rows,
                    const float* const* k_caches, const float* const* v_caches,
                    const int32_t* positions, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                   float* scratch, int64_t scratch_stride, float* out);
+                   float scale, int64_t window, float* scratch, int64_t scratch_stride, float* out);
 
 // ---- mixture of experts (kernels/cuda/schedule/moe.h; docs/cuda.md) ------------------------
 // The route of M rows over E experts (kernels::MoeRoute: canonical, or fast's capacity-limited

@@ -1,4 +1,4 @@
-// Embedding: out[m, :] = f32(table[ids[m], :]), an exact conversion
+// Embedding: out[m, :] = f32(table[ids[m], :]), an exact conversion, times `scale` when not 1
 // (schedule/elementwise.h EmbeddingBlock).
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_block.cuh"
@@ -18,9 +18,9 @@ __global__ void __launch_bounds__(sc::kElementwiseThreads) EmbeddingKernel(sc::E
 }  // namespace
 
 void Embedding(const CudaContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
-               float* out) {
+               float* out, float scale) {
   if (M <= 0 || table.cols <= 0) return;
-  const sc::EmbeddingArgs args{table.data, table.cols, ids, M, out};
+  const sc::EmbeddingArgs args{table.data, table.cols, ids, M, out, scale};
   const sc::LaunchDims dims = sc::EmbeddingLaunch(M, table.cols);
   const dim3 grid(dims.grid_x, dims.grid_y);
   switch (table.dtype) {

@@ -1,5 +1,6 @@
 #include "kernels/cuda/selftest.h"
 
+#include "kernels/canonical.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device.h"
@@ -68,7 +69,8 @@ Result<std::vector<SelfTestResult>> RunCudaSelfTest(int ordinal) {
         break;
       case SelfTestCase::Op::kAttention:
         Attention(ctx, a.as<float>(), b.as<float>(), cc.as<float>(), c.pos, c.heads, c.kv_heads,
-                  c.head_dim, scratch.as<float>(), out.as<float>());
+                  c.head_dim, canonical::AttentionScale(c.head_dim), scratch.as<float>(),
+                  out.as<float>());
         break;
     }
     TRACE_RETURN_IF_ERROR(CheckLastLaunch(c.name.c_str()));

@@ -1,5 +1,6 @@
 // Model loading: config.json parsing, the safetensors reader and writer, sharded folders,
 // `trace model init` presets, fingerprints, and the one-line errors for broken models.
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -54,6 +55,56 @@ TEST(ModelConfigTest, Qwen2HasBiasLlamaDoesNot) {
   EXPECT_FALSE(llama->attention_bias);
   EXPECT_EQ(llama->num_kv_heads, 4);  // defaults to the head count (no GQA)
   EXPECT_EQ(llama->head_dim, 32);
+}
+
+// gemma-3-1b-it's config.json as Google publishes it: every field the engine uses read as
+// transformers' Gemma3TextConfig reads it.
+TEST(ModelConfigTest, ParsesGemma3TextAsPublished) {
+  const char* kGemma31b = R"({
+    "architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "attn_logit_softcapping": null, "bos_token_id": 2, "cache_implementation": "hybrid",
+    "eos_token_id": [1, 106], "final_logit_softcapping": null, "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152, "initializer_range": 0.02,
+    "intermediate_size": 6912, "max_position_embeddings": 32768, "model_type": "gemma3_text",
+    "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1,
+    "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+    "rope_local_base_freq": 10000, "rope_scaling": null, "rope_theta": 1000000,
+    "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16",
+    "transformers_version": "4.50.0.dev0", "use_cache": true, "vocab_size": 262144})";
+  auto c = ParseModelConfig(kGemma31b, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->architecture, "gemma3_text");
+  EXPECT_EQ(c->hidden_activation, ModelConfig::Activation::kGeluTanh);
+  EXPECT_TRUE(c->norm_unit_offset && c->sandwich_norms && c->qk_norm && c->tie_word_embeddings);
+  EXPECT_EQ(c->attention_scale_dim, 256);
+  EXPECT_EQ(c->sliding_window, 512);
+  for (int64_t l = 0; l < 26; ++l) {  // every sixth layer global: 5, 11, 17, 23
+    EXPECT_EQ(c->IsSlidingLayer(l), (l + 1) % 6 != 0) << l;
+    EXPECT_EQ(c->UsesLocalRope(l), (l + 1) % 6 != 0) << l;
+  }
+  EXPECT_EQ(c->FirstVisiblePosition(0, 511), 0);
+  EXPECT_EQ(c->FirstVisiblePosition(0, 512), 1);
+  EXPECT_EQ(c->FirstVisiblePosition(5, 4000), 0);
+  EXPECT_DOUBLE_EQ(c->rope_local_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1000000.0);
+  EXPECT_EQ(c->final_logit_softcap, 0.0f);
+  EXPECT_EQ(c->embedding_scale, 34.0f);  // bf16(sqrt(1152) = 33.94)
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{1, 106}));
+  // The newer transformers spell the layers out in layer_types; the same model.
+  nlohmann::json j = nlohmann::json::parse(kGemma31b);
+  j.erase("sliding_window_pattern");
+  j["layer_types"] = nlohmann::json::array();
+  for (int l = 0; l < 26; ++l) {
+    j["layer_types"].push_back((l + 1) % 6 ? "sliding_attention" : "full_attention");
+  }
+  auto typed = ParseModelConfig(j.dump(), "config.json");
+  ASSERT_TRUE(typed.ok()) << typed.status().ToString();
+  EXPECT_EQ(typed->sliding_layers, c->sliding_layers);
+  // An f32 checkpoint keeps sqrt(hidden) in float32.
+  j["torch_dtype"] = "float32";
+  auto f32 = ParseModelConfig(j.dump(), "config.json");
+  ASSERT_TRUE(f32.ok());
+  EXPECT_EQ(f32->embedding_scale, static_cast<float>(std::sqrt(1152.0)));
 }
 
 TEST(ModelConfigTest, ErrorsNameFileAndField) {

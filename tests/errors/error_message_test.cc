@@ -175,7 +175,7 @@ TEST(ErrorMessages, ModelConfigLlama3RopeScaling) {
     const char* says;
   } cases[] = {
       {R"({"rope_type": "yarn", "factor": 4.0})",
-       "field 'rope_scaling' (yarn) is not supported (supported: llama3, default)"},
+       "field 'rope_scaling' (yarn) is not supported (supported: llama3, linear, default)"},
       {R"({"rope_type": "llama3", "low_freq_factor": 1, "high_freq_factor": 4,
            "original_max_position_embeddings": 8192})",
        "rope_scaling (llama3): field 'factor' is missing or not a finite number"},
@@ -193,7 +193,8 @@ TEST(ErrorMessages, ModelConfigLlama3RopeScaling) {
   }
 }
 
-// Mistral: its sliding_window honoured (null, or no shorter than the context) or refused.
+// Mistral: its sliding_window honoured (null; shorter than the context: every layer slides;
+// no shorter: nothing to slide) or refused with a one-line error.
 TEST(ErrorMessages, ModelConfigMistralSlidingWindow) {
   auto preset = engine::PresetConfig("mistral-tiny");
   ASSERT_TRUE(preset.ok());
@@ -202,19 +203,59 @@ TEST(ErrorMessages, ModelConfigMistralSlidingWindow) {
   EXPECT_EQ(doc["architectures"][0], "MistralForCausalLM");
   ASSERT_TRUE(engine::ParseModelConfig(doc.dump(), kOddPath).ok());
   doc["sliding_window"] = doc["max_position_embeddings"];
-  ASSERT_TRUE(engine::ParseModelConfig(doc.dump(), kOddPath).ok());
-  doc["sliding_window"] = 4096;
   auto r = engine::ParseModelConfig(doc.dump(), kOddPath);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("field 'sliding_window' (4096) is shorter than "
-                                      "max_position_embeddings (8192)"),
-            std::string::npos)
-      << r.status().message();
-  ExpectCleanError(r.status(), /*echoes_hostile_value=*/false);
-  doc["sliding_window"] = "wide";
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->sliding_window, 0);
+  doc["sliding_window"] = 4096;
   r = engine::ParseModelConfig(doc.dump(), kOddPath);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("must be an integer or null"), std::string::npos);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->sliding_window, 4096);
+  for (const ojson& bad : {ojson("wide"), ojson(0), ojson(-5)}) {
+    doc["sliding_window"] = bad;
+    r = engine::ParseModelConfig(doc.dump(), kOddPath);
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_NE(
+        r.status().message().find("field 'sliding_window' must be a positive integer or null"),
+        std::string::npos)
+        << r.status().message();
+    ExpectCleanError(r.status(), /*echoes_hostile_value=*/false);
+  }
+}
+
+// Gemma 3: what the text model does not run is refused, naming the field.
+TEST(ErrorMessages, ModelConfigGemma3Refusals) {
+  auto preset = engine::PresetConfig("gemma3-tiny");
+  ASSERT_TRUE(preset.ok());
+  const ojson good = ojson::parse(engine::ModelConfigToJson(*preset));
+  ASSERT_TRUE(engine::ParseModelConfig(good.dump(), kOddPath).ok());
+  struct Case {
+    const char* key;
+    ojson value;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"attn_logit_softcapping", 50.0, "field 'attn_logit_softcapping' (Gemma 2's attention"},
+      {"final_logit_softcapping", -1.0, "field 'final_logit_softcapping' must be null or a"},
+      {"hidden_activation", "relu", "field 'hidden_activation' is \"relu\""},
+      {"layer_types", ojson::array({"full_attention"}), "must list one type per layer (2)"},
+      {"layer_types", ojson::array({"full_attention", "chunked_attention"}),
+       "holds \"chunked_attention\""},
+      {"query_pre_attn_scalar", 0, "field 'query_pre_attn_scalar' must be positive"},
+      {"use_bidirectional_attention", true, "field 'use_bidirectional_attention'"},
+      {"model_type", "gemma3", "with a vision tower (model_type gemma3) is not supported"},
+      {"rope_scaling", ojson{{"rope_type", "linear"}, {"factor", 0.5}},
+       "rope_scaling (linear): field 'factor' must be a number >= 1"},
+      {"rope_scaling", ojson{{"rope_type", "yarn"}, {"factor", 4}},
+       "field 'rope_scaling' (yarn) is not supported (supported: llama3, linear, default)"},
+  };
+  for (const Case& c : cases) {
+    ojson doc = good;
+    doc[c.key] = c.value;
+    auto r = engine::ParseModelConfig(doc.dump(), kOddPath);
+    ASSERT_FALSE(r.ok()) << c.key;
+    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << r.status().message();
+    ExpectCleanError(r.status(), /*echoes_hostile_value=*/false);
+  }
 }
 
 // ---- safetensors -------------------------------------------------------------------------

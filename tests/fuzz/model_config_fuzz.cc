@@ -25,7 +25,13 @@ bool Same(const ModelConfig& a, const ModelConfig& b) {
          a.max_position_embeddings == b.max_position_embeddings && a.rope_theta == b.rope_theta &&
          a.rms_norm_eps == b.rms_norm_eps && a.tie_word_embeddings == b.tie_word_embeddings &&
          a.attention_bias == b.attention_bias && a.qk_norm == b.qk_norm && a.dtype == b.dtype &&
-         a.eos_token_ids == b.eos_token_ids;
+         a.eos_token_ids == b.eos_token_ids && a.hidden_activation == b.hidden_activation &&
+         a.attention_scale_dim == b.attention_scale_dim && a.sliding_window == b.sliding_window &&
+         a.sliding_layers == b.sliding_layers && a.rope_local_theta == b.rope_local_theta &&
+         a.norm_unit_offset == b.norm_unit_offset && a.sandwich_norms == b.sandwich_norms &&
+         a.embedding_scale == b.embedding_scale && a.final_logit_softcap == b.final_logit_softcap &&
+         a.rope_scaling.type == b.rope_scaling.type &&
+         a.rope_scaling.factor == b.rope_scaling.factor;
 }
 
 void CheckUsable(const ModelConfig& c) {
@@ -37,6 +43,18 @@ void CheckUsable(const ModelConfig& c) {
   if (c.head_dim % 2 != 0) Fail("accepted an odd head_dim");
   if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps)) Fail("accepted rms_norm_eps");
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) Fail("accepted rope_theta");
+  if (c.attention_scale_dim <= 0) Fail("accepted a non-positive attention scale");
+  if (c.sliding_window < 0 || c.sliding_window >= c.max_position_embeddings) {
+    Fail("kept a sliding window that is negative or no shorter than the context");
+  }
+  if (!c.sliding_layers.empty() && static_cast<int64_t>(c.sliding_layers.size()) != c.num_layers) {
+    Fail("accepted layer types that are not one per layer");
+  }
+  if (!(c.final_logit_softcap >= 0) || !std::isfinite(c.final_logit_softcap)) {
+    Fail("accepted a soft-cap that is negative or not finite");
+  }
+  if (!(c.embedding_scale > 0) || !std::isfinite(c.embedding_scale))
+    Fail("accepted an embedding scale");
   // The largest products the engine forms (weights, KV cache, RoPE tables) fit in int64.
   const __int128 weights = static_cast<__int128>(c.vocab_size) * c.hidden_size +
                            static_cast<__int128>(c.num_layers) * c.hidden_size *

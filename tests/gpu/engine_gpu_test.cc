@@ -1,7 +1,7 @@
 // The CUDA engine against the CPU engine, both canonical: every logit bit for bit, for the
-// tiny preset and the real widths of qwen3-0.6b and qwen2.5-0.5b (2 layers): prefill and
-// decode, alone and batched with 1, 6, 31 and 63 random companions (batch sizes 2, 7, 32,
-// 64), CUDA graphs on and off, prefill in chunks, prefix-cache forks; the golden digests of
+// tiny and gemma3-tiny presets and the real widths of qwen3-0.6b and qwen2.5-0.5b (2 layers):
+// prefill and decode, alone and batched with 1, 6, 31 and 63 random companions (batch sizes 2, 7,
+// 32, 64), CUDA graphs on and off, prefill in chunks, prefix-cache forks; the golden digests of
 // engine/golden.h hold on the GPU; device errors are clear.
 #include <cmath>
 #include <cstdlib>
@@ -35,6 +35,12 @@ GPU_TEST(Qwen25RealShapeBitwiseEqualsCpu) {
 
 // The golden digests pinned in engine/golden.h (tests/engine/forward_test.cc holds them on
 // the CPU): the same model and prompts on the GPU.
+// Gemma 3 (a local layer with a window of 8, then a global one; GeGLU, sandwich norms, scaled
+// embeddings, query_pre_attn_scalar): 40 prompt tokens (five windows), alone and batched.
+GPU_TEST(Gemma3TinyBitwiseEqualsCpu) {
+  CheckPreset("gemma3-tiny", 0, 40, 8, {1, 2, 7, 32});
+}
+
 GPU_TEST(GoldenDigestsHoldOnGpu) {
   auto m = std::make_unique<TempModel>();
   if (m->dir.path().empty()) {

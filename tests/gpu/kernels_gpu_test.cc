@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/canonical.h"
 #include "kernels/cuda/cublas_loader.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -303,7 +304,8 @@ GPU_TEST(AttentionEqualsCpuReference) {
     std::vector<float> scratch(2 * max_pos);
     for (int64_t r = 0; r < rows; ++r) {
       k::Attention(CpuRef(), q.data() + r * row_len, kc_host.data(), vc_host.data(), positions[r],
-                   a.heads, a.kv_heads, a.head_dim, scratch.data(), expected.data() + r * row_len);
+                   a.heads, a.kv_heads, a.head_dim, k::canonical::AttentionScale(a.head_dim),
+                   scratch.data(), expected.data() + r * row_len);
     }
     DeviceArray dq = DeviceArray::FromVector(q);
     DeviceArray dout = DeviceArray::From(nullptr, q.size() * sizeof(float));
@@ -313,7 +315,8 @@ GPU_TEST(AttentionEqualsCpuReference) {
     // One row at a time through the single-row entry point.
     for (int64_t r = 0; r < rows; ++r) {
       kc::Attention(GpuCanonical(), dq.get<float>() + r * row_len, dk.get<float>(), dv.get<float>(),
-                    positions[r], a.heads, a.kv_heads, a.head_dim, dscratch.get<float>(),
+                    positions[r], a.heads, a.kv_heads, a.head_dim,
+                    k::canonical::AttentionScale(a.head_dim), dscratch.get<float>(),
                     dout.get<float>() + r * row_len);
     }
     if (!SyncOk("Attention")) return;
@@ -327,7 +330,8 @@ GPU_TEST(AttentionEqualsCpuReference) {
     DeviceArray dpos = DeviceArray::FromVector(pos32);
     kc::AttentionRows(GpuCanonical(), dq.get<float>(), rows, dkp.get<const float*>(),
                       dvp.get<const float*>(), dpos.get<int32_t>(), a.heads, a.kv_heads, a.head_dim,
-                      dscratch.get<float>(), max_pos, dout.get<float>());
+                      k::canonical::AttentionScale(a.head_dim), 0, dscratch.get<float>(), max_pos,
+                      dout.get<float>());
     if (!SyncOk("AttentionRows")) return;
     EXPECT_BITS_EQ(("AttentionRows" + shape).c_str(), expected.data(),
                    Download(dout.get<float>(), q.size()).data(), q.size());
@@ -336,8 +340,9 @@ GPU_TEST(AttentionEqualsCpuReference) {
     kc::CudaContext fast = GpuCanonical();
     fast.numerics = k::Numerics::kFast;
     kc::AttentionRows(fast, dq.get<float>(), rows, dkp.get<const float*>(), dvp.get<const float*>(),
-                      dpos.get<int32_t>(), a.heads, a.kv_heads, a.head_dim, dscratch.get<float>(),
-                      max_pos, dout.get<float>());
+                      dpos.get<int32_t>(), a.heads, a.kv_heads, a.head_dim,
+                      k::canonical::AttentionScale(a.head_dim), 0, dscratch.get<float>(), max_pos,
+                      dout.get<float>());
     if (!SyncOk("fast AttentionRows")) return;
     const std::vector<float> got = Download(dout.get<float>(), q.size());
     double err = 0, norm = 0;

@@ -171,11 +171,13 @@ TEST(KernelsCanonical, TemplatesOverAVectorTypeGiveTheScalarBits) {
     }
     const Quad::V e = canonical::ExpCore<Quad>(x);
     const Quad::V silu = canonical::SiluMul<Quad>(x, y);
+    const Quad::V gelu = canonical::GeluTanhMul<Quad>(x, y);
     Quad::V r1, r2;
     canonical::RopeRotate<Quad>(x, y, c, s, &r1, &r2);
     for (int i = 0; i < 4; ++i) {
       ASSERT_EQ(Bits(e[i]), Bits(canonical::Exp(x[i]))) << x[i];
       ASSERT_EQ(Bits(silu[i]), Bits(canonical::SiluMul(x[i], y[i])));
+      ASSERT_EQ(Bits(gelu[i]), Bits(canonical::GeluTanhMul(x[i], y[i])));
       float s1, s2;
       canonical::RopeRotate(x[i], y[i], c[i], s[i], &s1, &s2);
       ASSERT_EQ(Bits(r1[i]), Bits(s1));

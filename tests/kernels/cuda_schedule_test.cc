@@ -489,10 +489,13 @@ TEST(CudaSchedule, RmsNormEqualsReference) {
 
 // ---- attention ------------------------------------------------------------------------------
 
-// Rows r = 0..: query row r at positions[r] against one cache (batched, as AttentionRows).
+// Rows r = 0..: query row r at positions[r] against one cache (batched, as AttentionRows),
+// with a sliding window (0: none) and the scale of `scale_dim` (0: head_dim). The reference is
+// the CPU kernel over the window's rows, as kernels::Attention's contract says.
 std::string SimulateAttention(const shapes::AttentionShape& a,
                               const std::vector<int64_t>& positions, int64_t max_pos, bool batched,
-                              uint64_t seed) {
+                              uint64_t seed, int64_t window = 0, int64_t scale_dim = 0) {
+  const float scale = canonical::AttentionScale(scale_dim > 0 ? scale_dim : a.head_dim);
   std::mt19937_64 rng(seed);
   const int64_t kv_stride = a.kv_heads * a.head_dim;
   const auto k = testing::RandomVector(rng, max_pos * kv_stride);
@@ -505,8 +508,10 @@ std::string SimulateAttention(const shapes::AttentionShape& a,
   KernelContext ref;
   ref.impl = Impl::kReference;
   for (int64_t r = 0; r < rows; ++r) {
-    Attention(ref, q.data() + r * row_len, k.data(), v.data(), positions[r], a.heads, a.kv_heads,
-              a.head_dim, scratch.data(), expected.data() + r * row_len);
+    const int64_t first = window > 0 && positions[r] >= window ? positions[r] - window + 1 : 0;
+    Attention(ref, q.data() + r * row_len, k.data() + first * kv_stride,
+              v.data() + first * kv_stride, positions[r] - first, a.heads, a.kv_heads, a.head_dim,
+              scale, scratch.data(), expected.data() + r * row_len);
   }
   std::vector<float> out(q.size(), Unwritten());
   std::vector<float> device_scratch(static_cast<size_t>(rows * a.heads * max_pos));
@@ -518,7 +523,8 @@ std::string SimulateAttention(const shapes::AttentionShape& a,
     args.heads = a.heads;
     args.kv_heads = a.kv_heads;
     args.head_dim = a.head_dim;
-    args.scale = canonical::AttentionScale(a.head_dim);
+    args.scale = scale;
+    args.window = window;
     args.scratch = device_scratch.data();
     if (batched) {
       args.q = q.data();
@@ -561,6 +567,21 @@ TEST(CudaSchedule, AttentionEqualsReference) {
   }
 }
 
+// Gemma 3's attention: a sliding window (positions before, at and past it) and
+// query_pre_attn_scalar's scale, at gemma-3-1b's shape (4 heads over 1 KV head of 256) and the
+// tiny one's.
+TEST(CudaSchedule, SlidingWindowAttentionEqualsReference) {
+  const std::vector<int64_t> positions = {0, 3, 7, 8, 9, 30, 63, 100};
+  for (const shapes::AttentionShape& a :
+       {shapes::AttentionShape{4, 1, 256}, shapes::AttentionShape{4, 2, 16}}) {
+    for (bool batched : {true, false}) {
+      ASSERT_EQ(SimulateAttention(a, positions, 128, batched, 13, /*window=*/8, /*scale_dim=*/24),
+                "")
+          << a.heads << "/" << a.kv_heads << " d=" << a.head_dim << (batched ? " rows" : " single");
+    }
+  }
+}
+
 // ---- elementwise ops and row moves ----------------------------------------------------------
 
 TEST(CudaSchedule, ElementwiseKernelsEqualReference) {
@@ -576,6 +597,11 @@ TEST(CudaSchedule, ElementwiseKernelsEqualReference) {
     SiluMul(Reference(), gate.data(), up.data(), n, expected.data());
     sc::SimulateGrid(
         dims, [&](sc::HostBlock& b, uint32_t bx, uint32_t) { sc::SiluMulBlock(b, bx, args); });
+    ASSERT_EQ(CompareWritten(expected, out, n, [](int64_t, int64_t) { return true; }), "") << n;
+
+    GeluTanhMul(Reference(), gate.data(), up.data(), n, expected.data());
+    sc::SimulateGrid(
+        dims, [&](sc::HostBlock& b, uint32_t bx, uint32_t) { sc::GeluTanhMulBlock(b, bx, args); });
     ASSERT_EQ(CompareWritten(expected, out, n, [](int64_t, int64_t) { return true; }), "") << n;
 
     Add(Reference(), gate.data(), up.data(), n, expected.data());
@@ -617,7 +643,7 @@ TEST(CudaSchedule, RopeEqualsReference) {
 }
 
 template <DType D>
-std::string SimulateEmbedding() {
+std::string SimulateEmbedding(float scale = 1.0f) {
   std::mt19937_64 rng(5);
   const auto table =
       testing::RandomWeights(rng, D, shapes::kEmbeddingVocab, shapes::kEmbeddingCols, 1.0f);
@@ -625,10 +651,10 @@ std::string SimulateEmbedding() {
                                  std::end(shapes::kEmbeddingIds));
   const int64_t M = static_cast<int64_t>(ids.size());
   std::vector<float> expected(static_cast<size_t>(M * shapes::kEmbeddingCols));
-  Embedding(Reference(), table.view(), ids.data(), M, expected.data());
+  Embedding(Reference(), table.view(), ids.data(), M, expected.data(), scale);
   std::vector<float> out(expected.size(), Unwritten());
-  const sc::EmbeddingArgs args{table.bytes.data(), shapes::kEmbeddingCols, ids.data(), M,
-                               out.data()};
+  const sc::EmbeddingArgs args{
+      table.bytes.data(), shapes::kEmbeddingCols, ids.data(), M, out.data(), scale};
   sc::SimulateGrid(
       sc::EmbeddingLaunch(M, shapes::kEmbeddingCols),
       [&](sc::HostBlock& b, uint32_t bx, uint32_t by) { sc::EmbeddingBlock<D>(b, bx, by, args); });
@@ -640,6 +666,7 @@ TEST(CudaSchedule, EmbeddingAndRowMovesCopyExactly) {
   ASSERT_EQ(SimulateEmbedding<DType::kBF16>(), "");
   ASSERT_EQ(SimulateEmbedding<DType::kF16>(), "");
   ASSERT_EQ(SimulateEmbedding<DType::kF32>(), "");
+  ASSERT_EQ(SimulateEmbedding<DType::kBF16>(34.0f), "") << "Gemma's scale";
   // The engine's K/V append (scatter) and output-row gather, at a real KV width.
   const int64_t width = 1024, rows = 5, capacity = 40;
   std::mt19937_64 rng(6);

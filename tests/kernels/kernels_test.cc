@@ -561,6 +561,72 @@ TEST(KernelsSiluMul, Avx2EqualsReferenceAndFloat64) {
   }
 }
 
+// GeGLU (Gemma): gelu_pytorch_tanh(gate) * up against torch's formula in float64,
+// 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), and the SIMD path bit for bit.
+TEST(KernelsGeluTanhMul, SimdEqualsReferenceAndFloat64) {
+  std::mt19937_64 rng(19);
+  auto pool = ThreadPool::Create(2);
+  for (int64_t n : {1, 7, 33, 6912, 10001}) {
+    auto gate = RandomVector(rng, n, 6.0f);
+    gate[0] = -120.0f;  // Exp(-t) = inf: gelu -> -0
+    const auto up = RandomVector(rng, n);
+    std::vector<float> ref(n), simd(n);
+    GeluTanhMul(Ctx(Impl::kReference), gate.data(), up.data(), n, ref.data());
+    GeluTanhMul(Ctx(Impl::kAuto, Numerics::kCanonical, pool.get()), gate.data(), up.data(), n,
+                simd.data());
+    ASSERT_EQ(FirstBitDifference(ref.data(), simd.data(), n), "") << n;
+    EXPECT_EQ(ref[0], 0.0f);
+    EXPECT_TRUE(std::signbit(ref[0]) != std::signbit(up[0]));
+    for (int64_t i = 0; i < n; ++i) {
+      const double g = gate[i];
+      const double exact =
+          0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * up[i];
+      // Near the zero of 1 + tanh (g very negative) the absolute error of the f32 chain counts.
+      ASSERT_NEAR(ref[i], exact, 2e-6 * std::fabs(exact) + 1e-7 * std::fabs(up[i])) << g;
+    }
+  }
+}
+
+// Soft-capping (Gemma's final_logit_softcapping): cap * tanh(x / cap) within a few ulps of
+// float64, odd, bounded by the cap, NaN kept.
+TEST(KernelsSoftCap, AgainstFloat64) {
+  std::mt19937_64 rng(20);
+  std::uniform_real_distribution<float> wide(-200.0f, 200.0f);
+  for (float cap : {30.0f, 0.75f}) {
+    for (int i = 0; i < 20000; ++i) {
+      const float x = i < 10000 ? wide(rng) : wide(rng) * 1e-3f;
+      const float got = canonical::SoftCap(x, cap);
+      const double exact = cap * std::tanh(static_cast<double>(x) / cap);
+      ASSERT_NEAR(got, exact, 4e-7 * cap) << x << " cap " << cap;
+      ASSERT_LE(std::fabs(got), cap);
+      ASSERT_EQ(Bits(canonical::SoftCap(-x, cap)), Bits(-got)) << x;
+    }
+    EXPECT_EQ(canonical::SoftCap(INFINITY, cap), cap);
+    EXPECT_TRUE(std::isnan(canonical::SoftCap(NAN, cap)));
+  }
+}
+
+// Embedding with Gemma's scale: each element one rounded multiply of the exact conversion, on
+// every path; a scale of 1 leaves the plain lookup.
+TEST(KernelsEmbedding, ScaleIsOneRoundedMultiply) {
+  std::mt19937_64 rng(22);
+  const int64_t V = 50, D = 72;
+  std::vector<uint16_t> table(V * D);
+  for (auto& t : table) t = F32ToBf16RoundNearestEven(RandomVector(rng, 1, 3.0f)[0]);
+  WeightView w{table.data(), DType::kBF16, V, D};
+  const std::vector<int32_t> ids = {3, 0, 49, 3};
+  const float scale = 34.0f;  // bf16(sqrt(1152)): gemma-3-1b's
+  for (Impl impl : {Impl::kReference, Impl::kAuto}) {
+    std::vector<float> plain(ids.size() * D), scaled(ids.size() * D);
+    Embedding(Ctx(impl), w, ids.data(), 4, plain.data());
+    Embedding(Ctx(impl), w, ids.data(), 4, scaled.data(), scale);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      ASSERT_EQ(plain[i], Bf16ToF32(table[ids[i / D] * D + i % D]));
+      ASSERT_EQ(Bits(scaled[i]), Bits(plain[i] * scale)) << i;
+    }
+  }
+}
+
 TEST(KernelsAdd, Avx2EqualsReference) {
   std::mt19937_64 rng(10);
   for (int64_t n : {1, 9, 1025}) {

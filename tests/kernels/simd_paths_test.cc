@@ -190,6 +190,27 @@ TEST(KernelsSimdPaths, SiluMulEqualsReference) {
   }
 }
 
+TEST(KernelsSimdPaths, GeluTanhMulEqualsReference) {
+  std::mt19937_64 rng(47);
+  auto pool = ThreadPool::Create(2);
+  for (int64_t n : {1, 15, 17, 31, 33, 4097, 10001}) {
+    auto gate = WithSpecials(rng, n, true, 8.0f);
+    gate[0] = -120.0f;
+    if (n > 3) gate[3] = 100.0f;
+    const auto up = WithSpecials(rng, n, true);
+    std::vector<float> ref(n);
+    GeluTanhMul(Ctx(Impl::kReference), gate.data(), up.data(), n, ref.data());
+    for (Impl impl : SimdPaths()) {
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), pool.get()}) {
+        std::vector<float> got(n);
+        GeluTanhMul(Ctx(impl, p), gate.data(), up.data(), n, got.data());
+        ASSERT_EQ(FirstBitDifference(ref.data(), got.data(), n), "")
+            << "n " << n << " " << CpuIsaPathName(impl);
+      }
+    }
+  }
+}
+
 TEST(KernelsSimdPaths, AddEqualsReference) {
   std::mt19937_64 rng(46);
   for (int64_t n : {1, 9, 15, 17, 33, 1025}) {

