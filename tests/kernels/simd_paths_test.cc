@@ -169,43 +169,27 @@ TEST(KernelsSimdPaths, RopeEqualsReference) {
   }
 }
 
-TEST(KernelsSimdPaths, SiluMulEqualsReference) {
+// SiluMul and GeluTanhMul (the gated activations of SwiGLU and GeGLU).
+TEST(KernelsSimdPaths, GatedActivationsEqualReference) {
+  using Gated = void (*)(const KernelContext&, const float*, const float*, int64_t, float*);
+  const std::pair<const char*, Gated> ops[] = {{"SiluMul", SiluMul}, {"GeluTanhMul", GeluTanhMul}};
   std::mt19937_64 rng(45);
   auto pool = ThreadPool::Create(2);
-  for (int64_t n : {1, 15, 17, 31, 33, 4097, 10001}) {
-    auto gate = WithSpecials(rng, n, true, 8.0f);
-    gate[0] = -120.0f;  // Exp(120) = inf: silu -> -0
-    if (n > 3) gate[3] = 100.0f;
-    const auto up = WithSpecials(rng, n, true);
-    std::vector<float> ref(n);
-    SiluMul(Ctx(Impl::kReference), gate.data(), up.data(), n, ref.data());
-    for (Impl impl : SimdPaths()) {
-      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), pool.get()}) {
-        std::vector<float> got(n);
-        SiluMul(Ctx(impl, p), gate.data(), up.data(), n, got.data());
-        ASSERT_EQ(FirstBitDifference(ref.data(), got.data(), n), "")
-            << "n " << n << " " << CpuIsaPathName(impl);
-      }
-    }
-  }
-}
-
-TEST(KernelsSimdPaths, GeluTanhMulEqualsReference) {
-  std::mt19937_64 rng(47);
-  auto pool = ThreadPool::Create(2);
-  for (int64_t n : {1, 15, 17, 31, 33, 4097, 10001}) {
-    auto gate = WithSpecials(rng, n, true, 8.0f);
-    gate[0] = -120.0f;
-    if (n > 3) gate[3] = 100.0f;
-    const auto up = WithSpecials(rng, n, true);
-    std::vector<float> ref(n);
-    GeluTanhMul(Ctx(Impl::kReference), gate.data(), up.data(), n, ref.data());
-    for (Impl impl : SimdPaths()) {
-      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), pool.get()}) {
-        std::vector<float> got(n);
-        GeluTanhMul(Ctx(impl, p), gate.data(), up.data(), n, got.data());
-        ASSERT_EQ(FirstBitDifference(ref.data(), got.data(), n), "")
-            << "n " << n << " " << CpuIsaPathName(impl);
+  for (const auto& [name, op] : ops) {
+    for (int64_t n : {1, 15, 17, 31, 33, 4097, 10001}) {
+      auto gate = WithSpecials(rng, n, true, 8.0f);
+      gate[0] = -120.0f;  // Exp(120) = inf: the activation -> -0
+      if (n > 3) gate[3] = 100.0f;
+      const auto up = WithSpecials(rng, n, true);
+      std::vector<float> ref(n);
+      op(Ctx(Impl::kReference), gate.data(), up.data(), n, ref.data());
+      for (Impl impl : SimdPaths()) {
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), pool.get()}) {
+          std::vector<float> got(n);
+          op(Ctx(impl, p), gate.data(), up.data(), n, got.data());
+          ASSERT_EQ(FirstBitDifference(ref.data(), got.data(), n), "")
+              << name << " n " << n << " " << CpuIsaPathName(impl);
+        }
       }
     }
   }
