@@ -1,10 +1,5 @@
 #include "engine/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -12,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/escape.h"
+#include "base/mapped_file.h"
 
 namespace trace::engine {
 namespace {
@@ -133,41 +129,17 @@ Result<std::map<std::string, TensorInfo>> ParseSafetensorsHeader(const uint8_t* 
   return tensors;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_ != nullptr && size_ > 0) munmap(map_, size_);
-}
-
 const TensorInfo* SafetensorsFile::Find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;  // before the message is built
-    return NotFound(EscapePathForDisplay(path) + ": cannot open: " + std::strerror(err));
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return IOError(EscapePathForDisplay(path) + ": cannot stat: " + std::strerror(err));
-  }
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = path;
-  file->size_ = static_cast<size_t>(st.st_size);
-  if (file->size_ > 0) {
-    void* map = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return IOError(EscapePathForDisplay(path) + ": cannot mmap: " + std::strerror(err));
-    }
-    file->map_ = map;
-  }
-  ::close(fd);
-  const auto* bytes = static_cast<const uint8_t*>(file->map_);
+  TRACE_ASSIGN_OR_RETURN(file->map_, MappedFile::Open(path));
+  file->size_ = file->map_->size();
+  const uint8_t* bytes = file->map_->data();
   TRACE_ASSIGN_OR_RETURN(file->tensors_, ParseSafetensorsHeader(bytes, file->size_, path));
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];

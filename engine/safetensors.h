@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/mapped_file.h"
 #include "base/status.h"
 #include "kernels/kernels.h"
 
@@ -43,7 +44,6 @@ class SafetensorsFile {
  public:
   // Maps `path` read-only and validates its header.
   static Result<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
-  ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
@@ -52,14 +52,12 @@ class SafetensorsFile {
   // The tensor or nullptr.
   const TensorInfo* Find(const std::string& name) const;
   // The whole mapped file (for hashing).
-  std::string_view bytes() const {
-    return {static_cast<const char*>(map_), static_cast<size_t>(size_)};
-  }
+  std::string_view bytes() const { return map_->bytes(); }
 
  private:
   SafetensorsFile() = default;
   std::string path_;
-  void* map_ = nullptr;
+  std::unique_ptr<MappedFile> map_;
   size_t size_ = 0;
   std::map<std::string, TensorInfo> tensors_;
 };

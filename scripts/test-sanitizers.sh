@@ -86,13 +86,13 @@ print("^(" + "|".join(names) + ")$")
 # ASan+UBSan: the parsers, the server and the store (docs/testing.md: why these).
 asan_targets=(
   # parsers: every fuzz target replays its seeds and corpus (label fuzz)
-  safetensors_fuzz model_config_fuzz tokenizer_load_fuzz tokenizer_load_diff_fuzz
+  safetensors_fuzz gguf_fuzz model_config_fuzz tokenizer_load_fuzz tokenizer_load_diff_fuzz
   tokenizer_encode_fuzz template_fuzz store_row_fuzz openai_request_fuzz event_api_fuzz
   json_schema_fuzz responses_request_fuzz anthropic_request_fuzz embeddings_fuzz redact_fuzz
   export_inputs_fuzz ordered_json_fuzz
   # parsers: requests, events, schemas, hostile JSON, tokenizer, templates, redaction, errors
   recorder_unit_test recorder_api_formats_test recorder_hardening_unit_test recorder_grammar_test
-  recorder_errors_test error_message_test tokenizer_test tokenizer_load_diff_test
+  recorder_errors_test error_message_test tokenizer_test tokenizer_load_diff_test engine_gguf_test
   template_unit_test redact_test otlp_trace_test
   # the server over HTTP, and under hostile clients (the Responses/Anthropic/compat suites
   # run the demo model in every test, ~10x slower at -O0; their parsers are covered by the fuzz
