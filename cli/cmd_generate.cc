@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "engine/engine.h"
+#include "engine/model_files.h"
 #include "engine/sampler.h"
 #include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -34,12 +35,12 @@ int Run(GenerateArgs args) {
   const std::string& dir = setup->model_dir;
   auto model = engine::Model::Load(dir, /*hash_weights=*/false);
   if (!model.ok()) return ReportError(model.status());
-  auto tokenizer = engine::Tokenizer::Load(dir + "/tokenizer.json");
+  auto tokenizer = engine::LoadModelTokenizer(dir);
   if (!tokenizer.ok()) return ReportError(tokenizer.status());
 
   std::string text = args.prompt;
   if (args.chat) {
-    auto tmpl = engine::ChatTemplate::FromTokenizerConfig(dir + "/tokenizer_config.json");
+    auto tmpl = engine::LoadModelChatTemplate(dir, "", /*required=*/true);
     if (!tmpl.ok()) return ReportError(tmpl.status());
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});

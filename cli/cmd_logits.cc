@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "engine/engine.h"
+#include "engine/model_files.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace trace::cli::cmd_logits {
@@ -53,10 +54,10 @@ int Run(const LogitsArgs& args) {
   auto model = engine::Model::Load(dir, /*hash_weights=*/false);
   if (!model.ok()) return ReportError(model.status());
   std::unique_ptr<engine::Tokenizer> tokenizer;
-  const std::string tokenizer_path = dir + "/tokenizer.json";
-  std::error_code ec;  // an unreadable tokenizer.json fails in Load with its reason
-  if (!args.prompt.empty() || std::filesystem::exists(tokenizer_path, ec) || ec) {
-    auto loaded = engine::Tokenizer::Load(tokenizer_path);
+  Result<bool> has_tokenizer = engine::HasModelTokenizer(dir);
+  // An unreadable tokenizer fails in LoadModelTokenizer with its reason.
+  if (!args.prompt.empty() || !has_tokenizer.ok() || *has_tokenizer) {
+    auto loaded = engine::LoadModelTokenizer(dir);
     if (!loaded.ok()) return ReportError(loaded.status());
     tokenizer = std::move(loaded).value();
   }

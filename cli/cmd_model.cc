@@ -2,12 +2,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/float_text.h"
 #include "base/json_print.h"
 #include "cli/command.h"
 #include "engine/engine.h"
+#include "engine/gguf.h"
 #include "engine/model_config.h"
 #include "engine/model_init.h"
 
@@ -55,9 +57,13 @@ int RunInfo(const InfoArgs& args) {
   const engine::ModelFingerprint& fp = model.fingerprint();
   std::vector<std::string> files;
   std::error_code ec;
-  for (fs::directory_iterator it(args.dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.ends_with(".safetensors")) files.push_back(name);
+  if (!fs::is_directory(args.dir, ec)) {  // a GGUF file is its own weight file
+    files.push_back(fs::path(args.dir).filename().string());
+  } else {
+    for (fs::directory_iterator it(args.dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (name.ends_with(".safetensors")) files.push_back(name);
+    }
   }
   if (ec) return ReportError(IOError(args.dir + ": cannot list: " + ec.message()));
   std::sort(files.begin(), files.end());
@@ -104,6 +110,20 @@ int RunInfo(const InfoArgs& args) {
                 {"moe_layers", moe_layers}};
   }
   j["weight_files"] = files;
+  // A GGUF file: its version and how many tensors of each ggml type it holds.
+  std::string gguf_types;
+  if (engine::IsGgufFile(args.dir)) {
+    auto file = engine::GgufFile::Open(args.dir);
+    if (!file.ok()) return ReportError(file.status());
+    std::map<std::string, int64_t> counts;
+    for (const engine::GgufTensor& t : (*file)->tensors()) {
+      ++counts[engine::FindGgmlType(static_cast<uint32_t>(t.type))->name];
+    }
+    j["gguf"] = {{"version", (*file)->version()}, {"tensor_types", counts}};
+    for (const auto& [type, n] : counts) {
+      gguf_types += (gguf_types.empty() ? "" : ", ") + type + " x " + std::to_string(n);
+    }
+  }
   j["fingerprint"] = {{"weights_sha256", fp.weights_sha256},
                       {"config_sha256", fp.config_sha256},
                       {"tokenizer_sha256", fp.tokenizer_sha256},
@@ -183,6 +203,7 @@ int RunInfo(const InfoArgs& args) {
   std::string file_list;
   for (const auto& f : files) file_list += (file_list.empty() ? "" : ", ") + f;
   std::printf("weight files   %s\n", file_list.c_str());
+  if (!gguf_types.empty()) std::printf("tensor types   %s\n", gguf_types.c_str());
   std::printf("weights sha256 %s\n", dash(fp.weights_sha256).c_str());
   std::printf("config sha256  %s\n", fp.config_sha256.c_str());
   std::printf("tokenizer      %s\n", dash(fp.tokenizer_sha256).c_str());
@@ -215,7 +236,7 @@ void Setup(CLI::App& app, int* exit_code) {
   auto info_args = std::make_shared<InfoArgs>();
   auto* info = model->add_subcommand(
       "info", "Architecture, shapes, parameter count, dtype and fingerprints of a model");
-  info->add_option("DIR", info_args->dir, "Model folder")->required();
+  info->add_option("MODEL", info_args->dir, "Model folder or GGUF file")->required();
   info->add_flag("--json", info_args->json, "Print JSON");
   info->add_flag("--no-hash", info_args->no_hash, "Skip hashing the weights (fast)");
   info->callback([info_args, exit_code] { *exit_code = RunInfo(*info_args); });

@@ -11,6 +11,7 @@
 
 #include "base/json_print.h"
 #include "cli/command.h"
+#include "engine/model_files.h"
 #include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -48,8 +49,7 @@ Result<nlohmann::ordered_json> ReadJson(const std::string& path, const char* wha
 }
 
 int RunTemplate(const TemplateArgs& args) {
-  const std::string config = args.model_dir + "/tokenizer_config.json";
-  auto tmpl = engine::ChatTemplate::FromTokenizerConfig(config);
+  auto tmpl = engine::LoadModelChatTemplate(args.model_dir, "", /*required=*/true);
   if (!tmpl.ok()) return ReportError(tmpl.status().WithContext("template"));
 
   auto doc = ReadJson(args.messages_path, "messages");
@@ -83,11 +83,11 @@ int RunTemplate(const TemplateArgs& args) {
   if (!prompt.ok()) return ReportError(prompt.status());
 
   // The token count needs the model's tokenizer.json; without one, print the prompt alone.
-  const std::string tokenizer_path = args.model_dir + "/tokenizer.json";
   std::optional<std::vector<int32_t>> ids;
-  std::error_code ec;  // an unreadable tokenizer.json fails in Load with its reason
-  if (std::filesystem::exists(tokenizer_path, ec) || ec) {
-    auto tokenizer = engine::Tokenizer::Load(tokenizer_path);
+  Result<bool> has_tokenizer = engine::HasModelTokenizer(args.model_dir);
+  // An unreadable tokenizer fails in LoadModelTokenizer with its reason.
+  if (!has_tokenizer.ok() || *has_tokenizer) {
+    auto tokenizer = engine::LoadModelTokenizer(args.model_dir);
     if (!tokenizer.ok()) return ReportError(tokenizer.status().WithContext("template"));
     ids = (*tokenizer)->Encode(*prompt);
   }
@@ -109,9 +109,11 @@ void Setup(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<TemplateArgs>();
   auto* cmd = app.add_subcommand(
       "template", "Render a conversation with a model's chat template; print the prompt");
-  cmd->add_option("--model", args->model_dir, "Model folder holding tokenizer_config.json")
+  cmd->add_option("--model", args->model_dir,
+                  "Model folder holding tokenizer_config.json, or a GGUF file (its\n"
+                  "tokenizer.chat_template)")
       ->required()
-      ->type_name("DIR");
+      ->type_name("DIR|GGUF");
   cmd->add_option("messages", args->messages_path,
                   "JSON list of messages, or a chat request body with 'messages' ('-': stdin)")
       ->required()

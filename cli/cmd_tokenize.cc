@@ -6,6 +6,7 @@
 
 #include "base/json_print.h"
 #include "cli/command.h"
+#include "engine/model_files.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace trace::cli::cmd_tokenize {
@@ -19,7 +20,7 @@ struct TokenizeArgs {
 };
 
 int RunTokenize(const TokenizeArgs& args) {
-  auto loaded = engine::Tokenizer::Load(args.model_dir + "/tokenizer.json");
+  auto loaded = engine::LoadModelTokenizer(args.model_dir);
   if (!loaded.ok()) return ReportError(loaded.status().WithContext("tokenize"));
   const engine::Tokenizer& tokenizer = **loaded;
 
@@ -48,9 +49,10 @@ void Setup(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<TokenizeArgs>();
   auto* cmd = app.add_subcommand(
       "tokenize", "Print the token ids of TEXT (or standard input) under a model's tokenizer");
-  cmd->add_option("--model", args->model_dir, "Model folder holding tokenizer.json")
+  cmd->add_option("--model", args->model_dir,
+                  "Model folder holding tokenizer.json, or a GGUF file (its tokenizer.ggml.*)")
       ->required()
-      ->type_name("DIR");
+      ->type_name("DIR|GGUF");
   cmd->add_flag("--json", args->json, "Print {\"ids\": [...], \"pieces\": [...]}");
   cmd->add_option("text", args->text, "Text to tokenize; '-' or absent: standard input")
       ->type_name("TEXT");

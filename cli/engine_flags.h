@@ -69,13 +69,13 @@ inline bool ResolvesDemoModel(EngineUse use) {
 inline const char* ModelHelp(EngineUse use) {
   switch (use) {
     case EngineUse::kRerun:
-      return "Model folder for the calls that go live (default: the one the run was recorded\n"
-             "with)";
+      return "Model folder or GGUF file for the calls that go live (default: the one the run\n"
+             "was recorded with)";
     case EngineUse::kReplay:
-      return "Replay against this model folder on purpose (default: the recorded one, which\n"
-             "must hash as recorded)";
+      return "Replay against this model folder or GGUF file on purpose (default: the recorded\n"
+             "one, which must hash as recorded)";
     default:
-      return "Model folder (default: the built-in demo model)";
+      return "Model: a Hugging Face folder or a GGUF file (default: the built-in demo model)";
   }
 }
 
@@ -109,7 +109,7 @@ inline void AddEngineFlags(CLI::App* cmd, EngineUse use, EngineFlags* f) {
   using engine_flags::Serves;
   const bool serve = use == EngineUse::kServe;
   if (use != EngineUse::kVerify) {
-    cmd->add_option("--model", f->model_dir, engine_flags::ModelHelp(use))->type_name("DIR");
+    cmd->add_option("--model", f->model_dir, engine_flags::ModelHelp(use))->type_name("DIR|GGUF");
   }
   if (Serves(use)) {
     cmd->add_option(

@@ -123,8 +123,9 @@ class Model {
  public:
   virtual ~Model() = default;
   // Loads a Hugging Face model folder: config.json, model.safetensors or sharded
-  // (model.safetensors.index.json), memory-mapped. Computing the weights hash reads every
-  // byte once; `hash_weights = false` skips it (fingerprint().weights_sha256 empty).
+  // (model.safetensors.index.json), memory-mapped; or a GGUF file (engine/gguf_model.h). Computing
+  // the weights hash reads every byte once; `hash_weights = false` skips it
+  // (fingerprint().weights_sha256 empty).
   static Result<std::shared_ptr<const Model>> Load(const std::string& dir,
                                                    bool hash_weights = true);
   virtual const std::string& dir() const = 0;

@@ -13,6 +13,7 @@
 #include "base/files.h"
 #include "base/hash.h"
 #include "engine/engine.h"
+#include "engine/gguf_model.h"
 #include "engine/model_config.h"
 #include "engine/safetensors.h"
 #include "kernels/canonical.h"
@@ -173,6 +174,8 @@ float ToF32(const kernels::WeightView& v, int64_t i) {
       return kernels::Bf16ToF32(static_cast<const uint16_t*>(v.data)[i]);
     case kernels::DType::kF16:
       return kernels::F16ToF32(static_cast<const uint16_t*>(v.data)[i]);
+    case kernels::DType::kQ8_0:  // safetensors holds no Q8_0
+      break;
   }
   return 0;
 }
@@ -348,6 +351,7 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
 }  // namespace
 
 Result<std::shared_ptr<const Model>> Model::Load(const std::string& dir, bool hash_weights) {
+  if (IsGgufFile(dir)) return LoadGgufModel(dir, hash_weights);
   auto model = std::make_shared<LoadedModel>();
   TRACE_RETURN_IF_ERROR(model->LoadFrom(dir, hash_weights));
   return std::shared_ptr<const Model>(std::move(model));

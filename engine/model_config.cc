@@ -299,6 +299,8 @@ const char* TorchDTypeName(kernels::DType dtype) {
       return "bfloat16";
     case kernels::DType::kF16:
       return "float16";
+    case kernels::DType::kQ8_0:
+      return "q8_0";
   }
   return "?";
 }

@@ -209,10 +209,14 @@ const TokenizerFamily& Family(const std::string& name) {
       151643,  1000000.0,         1e-6f,  {}};
   // Llama 3.1/3.2: <|end_of_text|>, <|eom_id|>, <|eot_id|> as in their config.json.
   static const TokenizerFamily kLlama3{
-      "llama3", "tokenizer-llama3_1",
-      128256,   {128001, 128008, 128009},
-      128000,   500000.0,
-      1e-5f,    kernels::RopeScaling{kernels::RopeScaling::Type::kLlama3, 32.0, 1.0, 4.0, 8192.0}};
+      "llama3",
+      "tokenizer-llama3_1",
+      128256,
+      {128001, 128008, 128009},
+      128000,
+      500000.0,
+      1e-5f,
+      kernels::RopeScaling{kernels::RopeScaling::Type::kLlama3, 32.0, 1.0, 4.0, 8192.0, {}}};
   // Mistral 7B v0.1: <s> 1, </s> 2, rope_theta 10000, rms_norm_eps 1e-5.
   static const TokenizerFamily kSentencePiece{
       "sentencepiece", "tokenizer-llama2", 32000, {2}, 1, 10000.0, 1e-5f, {}};

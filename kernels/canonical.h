@@ -111,6 +111,13 @@ TRACE_HD float F16ToF32(uint16_t v) {
   return BitsToFloat(sign | (static_cast<uint32_t>(112 - e) << 23) | ((mantissa & 0x3ffu) << 13));
 }
 
+// ggml's Q8_0 weight: its block's f16 scale times its int8 value. The product of an 11-bit and
+// an 8-bit significand is exact in f32: the dequantized weight is the real number the file
+// means, and every canonical dot over it is the dot over those numbers.
+TRACE_HD float Q8_0Weight(uint16_t scale_f16, int8_t q) {
+  return F16ToF32(scale_f16) * static_cast<float>(q);
+}
+
 // ---- the scalar arithmetic: one rounding per call ------------------------------------------
 struct Scalar {
   using V = float;

@@ -33,8 +33,17 @@ size_t DTypeSize(DType dtype) {
     case DType::kBF16:
     case DType::kF16:
       return 2;
+    case DType::kQ8_0:
+      return 0;
   }
   return 0;
+}
+
+size_t WeightBytes(DType dtype, int64_t rows, int64_t cols) {
+  if (dtype == DType::kQ8_0) {
+    return static_cast<size_t>(rows * (cols / kQ8_0BlockElems) * kQ8_0BlockBytes);
+  }
+  return static_cast<size_t>(rows * cols) * DTypeSize(dtype);
 }
 
 const char* DTypeName(DType dtype) {
@@ -45,6 +54,8 @@ const char* DTypeName(DType dtype) {
       return "bf16";
     case DType::kF16:
       return "f16";
+    case DType::kQ8_0:
+      return "q8_0";
   }
   return "unknown";
 }
@@ -104,21 +115,51 @@ uint16_t F32ToF16RoundNearestEven(float v) {
 }
 
 size_t InterleavedWeightsBytes(const WeightView& w) {
-  return static_cast<size_t>((w.rows + 31) / 32 * 32 * w.cols) * DTypeSize(w.dtype);
+  const int64_t groups = (w.rows + 31) / 32;
+  if (w.dtype == DType::kQ8_0) {
+    return static_cast<size_t>(groups * (w.cols / kQ8_0BlockElems) * kQ8_0Interleaved32BlockBytes);
+  }
+  return static_cast<size_t>(groups * 32 * w.cols) * DTypeSize(w.dtype);
 }
 
-WeightView InterleaveWeights(const WeightView& w, void* dst) {
-  const size_t elem = DTypeSize(w.dtype);
-  const int64_t groups = (w.rows + 31) / 32;
+namespace {
+
+// Q8_0 into kInterleaved32: per (group, block), the 32 rows' scales as f32 (exact), then the
+// int8 values as [k % 32][row % 32]; missing rows of the last group stay zero.
+void InterleaveQ8_0(const WeightView& w, uint8_t* out) {
+  const int64_t blocks = w.cols / kQ8_0BlockElems;
   const auto* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t n = 0; n < w.rows; ++n) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = src + (n * blocks + b) * kQ8_0BlockBytes;
+      uint8_t* dst = out + ((n / 32) * blocks + b) * kQ8_0Interleaved32BlockBytes;
+      uint16_t d;
+      std::memcpy(&d, block, 2);
+      const float scale = canonical::F16ToF32(d);
+      std::memcpy(dst + 4 * (n % 32), &scale, 4);
+      for (int64_t k = 0; k < kQ8_0BlockElems; ++k) dst[128 + k * 32 + n % 32] = block[2 + k];
+    }
+  }
+}
+
+}  // namespace
+
+WeightView InterleaveWeights(const WeightView& w, void* dst) {
   auto* out = static_cast<uint8_t*>(dst);
   std::memset(out, 0, InterleavedWeightsBytes(w));
-  for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t c = 0; c < 32 && g * 32 + c < w.rows; ++c) {
-      const uint8_t* row = src + static_cast<size_t>((g * 32 + c) * w.cols) * elem;
-      for (int64_t k = 0; k < w.cols; ++k) {
-        std::memcpy(out + static_cast<size_t>((g * w.cols + k) * 32 + c) * elem,
-                    row + static_cast<size_t>(k) * elem, elem);
+  if (w.dtype == DType::kQ8_0) {
+    InterleaveQ8_0(w, out);
+  } else {
+    const size_t elem = DTypeSize(w.dtype);
+    const int64_t groups = (w.rows + 31) / 32;
+    const auto* src = static_cast<const uint8_t*>(w.data);
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t c = 0; c < 32 && g * 32 + c < w.rows; ++c) {
+        const uint8_t* row = src + static_cast<size_t>((g * 32 + c) * w.cols) * elem;
+        for (int64_t k = 0; k < w.cols; ++k) {
+          std::memcpy(out + static_cast<size_t>((g * w.cols + k) * 32 + c) * elem,
+                      row + static_cast<size_t>(k) * elem, elem);
+        }
       }
     }
   }
@@ -128,7 +169,28 @@ WeightView InterleaveWeights(const WeightView& w, void* dst) {
   return view;
 }
 
+namespace {
+
+// Element (row, col) of a Q8_0 matrix in either layout.
+float Q8_0At(const WeightView& w, int64_t row, int64_t col) {
+  const int64_t blocks = w.cols / kQ8_0BlockElems, b = col / kQ8_0BlockElems;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  if (w.layout == WeightLayout::kRowMajor) {
+    const uint8_t* block = data + (row * blocks + b) * kQ8_0BlockBytes;
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    return canonical::Q8_0Weight(d, static_cast<int8_t>(block[2 + col % kQ8_0BlockElems]));
+  }
+  const uint8_t* block = data + ((row / 32) * blocks + b) * kQ8_0Interleaved32BlockBytes;
+  float scale;
+  std::memcpy(&scale, block + 4 * (row % 32), 4);
+  return scale * static_cast<float>(static_cast<int8_t>(block[128 + (col % 32) * 32 + row % 32]));
+}
+
+}  // namespace
+
 float WeightAt(const WeightView& w, int64_t row, int64_t col) {
+  if (w.dtype == DType::kQ8_0) return Q8_0At(w, row, col);
   const int64_t i = w.layout == WeightLayout::kRowMajor
                         ? row * w.cols + col
                         : ((row / 32) * w.cols + col) * 32 + row % 32;
@@ -139,6 +201,8 @@ float WeightAt(const WeightView& w, int64_t row, int64_t col) {
       return Bf16ToF32(static_cast<const uint16_t*>(w.data)[i]);
     case DType::kF16:
       return F16ToF32(static_cast<const uint16_t*>(w.data)[i]);
+    case DType::kQ8_0:
+      break;
   }
   return 0.0f;
 }
@@ -161,6 +225,17 @@ void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out) {
     case DType::kF16: {
       const uint16_t* src = static_cast<const uint16_t*>(w.data) + base;
       for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(src[i]);
+      return;
+    }
+    case DType::kQ8_0: {
+      const int64_t blocks = w.cols / kQ8_0BlockElems;
+      const auto* row_data = static_cast<const uint8_t*>(w.data) + row * blocks * kQ8_0BlockBytes;
+      for (int64_t i = 0; i < n; ++i) {
+        const uint8_t* block = row_data + (i / kQ8_0BlockElems) * kQ8_0BlockBytes;
+        uint16_t d;
+        std::memcpy(&d, block, 2);
+        out[i] = canonical::Q8_0Weight(d, static_cast<int8_t>(block[2 + i % kQ8_0BlockElems]));
+      }
       return;
     }
   }
@@ -306,7 +381,8 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
       avx512::MatMulCanonical(x, M, w, bias, y, n_begin, n_end);
       return;
     }
-    if (isa >= Isa::kAvx2) {
+    // Q8_0 has an AVX-512 canonical path; elsewhere it runs the reference (same bits).
+    if (isa >= Isa::kAvx2 && w.dtype != DType::kQ8_0) {
       canonical ? avx2::MatMulCanonical(x, M, w, bias, y, n_begin, n_end)
                 : avx2::MatMulFast(x, M, w, bias, y, n_begin, n_end);
       return;
@@ -338,7 +414,8 @@ void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
 
 void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
                float* out, float scale) {
-  const Isa isa = ResolveIsa(ctx.impl);
+  // A Q8_0 table's rows are dequantized by the reference (M rows: no stream to speed up).
+  const Isa isa = table.dtype == DType::kQ8_0 ? Isa::kScalar : ResolveIsa(ctx.impl);
 #if TRACE_X86_SIMD
   if (isa == Isa::kAvx512) {
     avx512::Embedding(table, ids, M, out);

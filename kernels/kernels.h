@@ -27,9 +27,17 @@
 
 namespace trace::kernels {
 
-enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2 };
+// kQ8_0 is ggml's Q8_0 (GGUF files): each row is cols / 32 blocks of 34 bytes, an f16 scale d
+// then 32 int8 q; element k of a block is canonical::Q8_0Weight(d, q[k]) = f32(d) * q[k], an
+// exact product (docs/numerics.md, "Quantized weights"). cols must be a multiple of 32.
+enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8_0 = 3 };
+// Bytes per element of the plain types (4, 2, 2); 0 for a block type (use WeightBytes).
 size_t DTypeSize(DType dtype);
 const char* DTypeName(DType dtype);
+inline constexpr int64_t kQ8_0BlockElems = 32;
+inline constexpr int64_t kQ8_0BlockBytes = 34;
+// Bytes of `rows` row-major rows of `cols` elements in `dtype`.
+size_t WeightBytes(DType dtype, int64_t rows, int64_t cols);
 
 enum class Numerics : uint8_t { kCanonical = 0, kFast = 1 };
 const char* NumericsName(Numerics numerics);  // "canonical" / "fast"
@@ -51,11 +59,13 @@ inline constexpr const char* VersionedNumericsName(Numerics numerics) {
 //   kRowMajor:     element (n, k) at n * cols + k (the safetensors layout).
 //   kInterleaved32: rows in groups of 32, element (n, k) at
 //                  ((n / 32) * cols + k) * 32 + n % 32, the last group padded with zero
-//                  rows. Made by InterleaveWeights; lets the canonical MatMul read 8 output
-//                  columns with one load instead of a transpose, in one sequential stream
-//                  (decode then runs at memory bandwidth). Accepted by MatMul and Embedding
-//                  (so a tied embedding needs one copy); results are bitwise the same as
-//                  with kRowMajor. Other ops take row-major weights.
+//                  rows. kQ8_0 in this layout: per group of 32 rows and block b of 32
+//                  columns, 1152 bytes: the 32 rows' scales as f32, then the int8 q as
+//                  [k % 32][n % 32] (kQ8_0Interleaved32BlockBytes). Made by InterleaveWeights; lets
+//                  the canonical MatMul read 8 output columns with one load instead of a transpose,
+//                  in one sequential stream (decode then runs at memory bandwidth). Accepted by
+//                  MatMul and Embedding (so a tied embedding needs one copy); results are bitwise
+//                  the same as with kRowMajor. Other ops take row-major weights.
 enum class WeightLayout : uint8_t { kRowMajor = 0, kInterleaved32 = 1 };
 
 // A weight matrix [rows, cols] in its stored dtype (memory-mapped or repacked).
@@ -67,7 +77,9 @@ struct WeightView {
   WeightLayout layout = WeightLayout::kRowMajor;
 };
 
-// Bytes that InterleaveWeights writes for `w`: ceil(rows / 32) * 32 * cols * DTypeSize.
+inline constexpr int64_t kQ8_0Interleaved32BlockBytes = 32 * 4 + 32 * 32;
+// Bytes that InterleaveWeights writes for `w`: ceil(rows / 32) * 32 * cols * DTypeSize (kQ8_0:
+// ceil(rows / 32) * cols / 32 * kQ8_0Interleaved32BlockBytes).
 size_t InterleavedWeightsBytes(const WeightView& w);
 // Copies row-major `w` into `dst` (InterleavedWeightsBytes(w) bytes, caller-owned) in the
 // kInterleaved32 layout and returns the view of it (same dtype, rows and cols).
@@ -146,14 +158,16 @@ void Rope(const KernelContext& ctx, float* x, int64_t M, int64_t n_heads, int64_
 // w_hi = L / high_freq_factor: f_i unchanged when w_i < w_hi, f_i / factor when w_i > w_lo,
 // else (1 - s) f_i / factor + s f_i with s = (L / w_i - low_freq_factor) / (high_freq_factor -
 // low_freq_factor); all in double (docs/numerics.md, "RoPE tables").
-// kLinear (rope_type "linear", Gemma 3's global layers): f_i / factor.
+// kLinear (rope_type "linear", Gemma 3's global layers): f_i / factor. kFreqFactors (a GGUF
+// file's `rope_freqs.weight`, how llama.cpp stores Llama 3's scaling): f_i / freq_factors[i].
 struct RopeScaling {
-  enum class Type { kNone, kLlama3, kLinear };
+  enum class Type { kNone, kLlama3, kLinear, kFreqFactors };
   Type type = Type::kNone;
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   double original_max_position_embeddings = 8192.0;
+  std::vector<float> freq_factors;  // kFreqFactors: head_dim / 2 divisors
 };
 // The frequency of dimension pair i (0 <= i < head_dim / 2), scaled as `scaling` says.
 double RopeFrequency(int64_t i, int64_t head_dim, double theta, const RopeScaling& scaling);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/escape.h"
+#include "engine/model_files.h"
 #include "recorder/api/json_body.h"
 #include "recorder/secrets.h"
 
@@ -48,9 +49,9 @@ Result<std::unique_ptr<Server>> MakeRerunServer(const RerunOptions& o, const Cas
   }
   if (session.model_dir.empty()) {
     session.model_dir = cassette.header().model().model_dir();
-    std::error_code ec;
-    if (session.model_dir.empty() ||
-        !std::filesystem::exists(session.model_dir + "/config.json", ec)) {
+    Result<bool> present =
+        session.model_dir.empty() ? Result<bool>(false) : engine::IsModelPath(session.model_dir);
+    if (!present.ok() || !*present) {
       return NotFound("the model folder run " + cassette.run_id() + " was recorded with ('" +
                       EscapeForDisplay(session.model_dir) +
                       "') is gone: pass --model DIR or --upstream URL");

@@ -5,6 +5,7 @@
 // appends to the run), upstream_proxy + upstream_relay + upstream_pool, event_api,
 // fingerprint (run header facts), http_util; offline_api (a re-run with no live model).
 #include "recorder/server.h"
+#include "engine/model_files.h"
 
 #include "recorder/api/anthropic_messages.h"
 #include "recorder/api/openai_chat.h"
@@ -84,7 +85,7 @@ Result<LocalBackend> LoadLocalBackend(const std::string& model_dir,
                                       bool hash_weights) {
   LocalBackend b;
   TRACE_ASSIGN_OR_RETURN(b.model, engine::Model::Load(model_dir, hash_weights));
-  TRACE_ASSIGN_OR_RETURN(b.tokenizer, engine::Tokenizer::Load(model_dir + "/tokenizer.json"));
+  TRACE_ASSIGN_OR_RETURN(b.tokenizer, engine::LoadModelTokenizer(model_dir));
   std::string dir = model_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   size_t slash = dir.find_last_of('/');
@@ -92,8 +93,7 @@ Result<LocalBackend> LoadLocalBackend(const std::string& model_dir,
   // A template error reaches the client (a 422): it names the model, not the server's path.
   // A model without any chat template (a base model) serves completions; chat requests are
   // answered with an error saying so (local_engine.cc).
-  TRACE_ASSIGN_OR_RETURN(b.chat_template, engine::ChatTemplate::FromTokenizerConfigIfAny(
-                                              model_dir + "/tokenizer_config.json", b.model_name));
+  TRACE_ASSIGN_OR_RETURN(b.chat_template, engine::LoadModelChatTemplate(model_dir, b.model_name));
   TRACE_ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(b.model, engine_options));
   TRACE_ASSIGN_OR_RETURN(b.scheduler, Scheduler::Create(std::move(engine), scheduler_options));
   return b;

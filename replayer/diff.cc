@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "base/escape.h"
+#include "engine/model_files.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "replayer/report.h"
 #include "replayer/verifier.h"
@@ -726,10 +727,11 @@ Result<RunDiff> DiffRuns(store::Store& store, const std::string& run_a, const st
   // Token texts from either run's tokenizer, when its model folder is still there.
   std::unique_ptr<engine::Tokenizer> tokenizer;
   for (const auto* h : {&ha, &hb}) {
-    std::string path = h->model().model_dir() + "/tokenizer.json";
-    std::error_code ec;  // a folder gone or not readable: no token texts from it
-    if (h->model().model_dir().empty() || !std::filesystem::exists(path, ec)) continue;
-    auto tok = engine::Tokenizer::Load(path);
+    const std::string& dir = h->model().model_dir();
+    // A model gone or not readable: no token texts from it.
+    if (dir.empty()) continue;
+    if (Result<bool> has = engine::HasModelTokenizer(dir); !has.ok() || !*has) continue;
+    auto tok = engine::LoadModelTokenizer(dir);
     if (tok.ok()) {
       tokenizer = std::move(*tok);
       break;

@@ -11,6 +11,7 @@
 #include "base/files.h"
 #include "engine/engine.h"
 #include "engine/fingerprint.h"
+#include "engine/model_files.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace trace::replayer {
@@ -217,8 +218,9 @@ Result<RecordedCall> ToRecordedCall(const proto::LlmCall& call, int call_number,
 EngineCache::EngineCache() = default;
 EngineCache::~EngineCache() = default;
 
-// What EngineCache's key is made of: the folder's files (name, size, modification time: a
-// model file replaced or edited in place changes it) and the engine's options.
+// What EngineCache's key is made of: the folder's files, or the GGUF file (name, size,
+// modification time: a model file replaced or edited in place changes it) and the engine's
+// options.
 struct EngineCacheAccess {
   static const engine::Model* ModelOf(EngineCache& c) { return c.model_.get(); }
   static engine::Engine* EngineOf(EngineCache& c) { return c.engine_.get(); }
@@ -227,16 +229,21 @@ struct EngineCacheAccess {
     std::string key = dir + "\n" + o.device + "\n" + std::to_string(static_cast<int>(o.numerics)) +
                       "\n" + std::to_string(o.threads) + "\n" + std::to_string(o.max_context);
     std::error_code ec;
-    std::filesystem::directory_iterator it(dir, ec), end;
     std::vector<std::string> files;
-    for (; !ec && it != end; it.increment(ec)) {
+    auto add = [&files](const std::filesystem::directory_entry& e) {
       std::error_code fec;
-      const auto size = it->file_size(fec);
-      const auto mtime = it->last_write_time(fec);
-      files.push_back(it->path().filename().string() + " " + std::to_string(fec ? 0 : size) + " " +
+      const auto size = e.file_size(fec);
+      const auto mtime = e.last_write_time(fec);
+      files.push_back(e.path().filename().string() + " " + std::to_string(fec ? 0 : size) + " " +
                       std::to_string(mtime.time_since_epoch().count()));
+    };
+    if (std::filesystem::is_regular_file(dir, ec)) {  // a GGUF file: the model is that file
+      add(std::filesystem::directory_entry(dir, ec));
+    } else {
+      std::filesystem::directory_iterator it(dir, ec), end;
+      for (; !ec && it != end; it.increment(ec)) add(*it);
     }
-    if (ec) return IOError("model folder " + dir + ": " + ec.message());
+    if (ec) return IOError("model " + dir + ": " + ec.message());
     std::sort(files.begin(), files.end());
     for (const std::string& f : files) key += "\n" + f;
     return key;
@@ -254,9 +261,9 @@ struct EngineCacheAccess {
     if (!model.ok()) return model.status().WithContext("loading model for run " + run_id);
     TRACE_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng, engine::Engine::Create(*model, o));
     std::unique_ptr<engine::Tokenizer> tokenizer;
-    TRACE_ASSIGN_OR_RETURN(bool has_tokenizer, PathExists(dir + "/tokenizer.json"));
+    TRACE_ASSIGN_OR_RETURN(bool has_tokenizer, engine::HasModelTokenizer(dir));
     if (has_tokenizer) {
-      auto tok = engine::Tokenizer::Load(dir + "/tokenizer.json");
+      auto tok = engine::LoadModelTokenizer(dir);
       if (!tok.ok()) return tok.status().WithContext("run " + run_id);
       tokenizer = std::move(*tok);
     }
@@ -348,7 +355,7 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
   if (report.model_dir.empty()) {
     return InvalidArgument("run " + run_id + " does not name its model folder; pass --model DIR");
   }
-  auto has_config = PathExists(report.model_dir + "/config.json");
+  auto has_config = engine::IsModelPath(report.model_dir);
   if (!has_config.ok()) {
     return has_config.status().WithContext(
         "the model folder run " + run_id + " recorded" +
@@ -356,7 +363,8 @@ Result<RunReport> ReplayRun(store::Store& store, const std::string& run_id_or_pr
   }
   if (!*has_config) {
     return NotFound(
-        "model folder " + report.model_dir + " (run " + run_id + ") has no config.json" +
+        "model " + report.model_dir + " (run " + run_id +
+        ") is not a model: no config.json in it, and not a GGUF file" +
         (options.model_dir.empty() ? "; pass --model DIR to replay against another" : ""));
   }
   // The engine, in the recorded numerics unless told otherwise.

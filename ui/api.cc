@@ -10,6 +10,7 @@
 
 #include "base/escape.h"
 #include "base/hash.h"
+#include "engine/model_files.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "exporters/run_data.h"
 #include "exporters/run_json.h"
@@ -495,9 +496,9 @@ class UiApiRoutes {
     auto it = tokenizers_.find(dir + "\n" + sha);
     if (it != tokenizers_.end()) return it->second.get();
     std::unique_ptr<engine::Tokenizer> tok;
-    const std::string path = dir + "/tokenizer.json";
-    if (Result<std::string> file_sha = Sha256File(path); file_sha.ok() && *file_sha == sha) {
-      if (auto loaded = engine::Tokenizer::Load(path); loaded.ok()) tok = std::move(*loaded);
+    if (Result<std::string> file_sha = engine::ModelTokenizerSha256(dir);
+        file_sha.ok() && *file_sha == sha) {
+      if (auto loaded = engine::LoadModelTokenizer(dir); loaded.ok()) tok = std::move(*loaded);
     }
     const engine::Tokenizer* raw = tok.get();
     tokenizers_[dir + "\n" + sha] = std::move(tok);

@@ -77,7 +77,7 @@ void CpuOps::RepackWeights() {
     if (buf == nullptr) return;  // out of memory: keep reading the row-major mapping
     repacked_.emplace_back(buf, &std::free);
     kernels::WeightView packed = kernels::InterleaveWeights(*w, buf);
-    DropMappedPages(w->data, static_cast<size_t>(w->rows * w->cols) * kernels::DTypeSize(w->dtype));
+    DropMappedPages(w->data, kernels::WeightBytes(w->dtype, w->rows, w->cols));
     done.emplace(w->data, packed);
     *w = packed;
   };

@@ -66,7 +66,11 @@ Status CudaOps::Activate() {
 Result<WeightView> CudaOps::Upload(const WeightView& host, const std::string& what) {
   WeightView dev = host;
   if (host.data == nullptr) return dev;
-  const size_t bytes = static_cast<size_t>(host.rows * host.cols) * kernels::DTypeSize(host.dtype);
+  if (host.dtype == kernels::DType::kQ8_0) {
+    return Unsupported("the CUDA backend has no Q8_0 kernels yet (" + what +
+                       "): run this GGUF file with --device cpu");
+  }
+  const size_t bytes = kernels::WeightBytes(host.dtype, host.rows, host.cols);
   TRACE_ASSIGN_OR_RETURN(kc::DeviceBuffer buffer, kc::DeviceBuffer::Allocate(bytes, what));
   TRACE_RETURN_IF_ERROR(kc::CopyToDevice(buffer.data(), host.data, bytes));
   dev.data = buffer.data();

@@ -454,12 +454,18 @@ Result<std::unique_ptr<Tokenizer>> BuildTokenizer(const json& root, const FlatVo
 
 }  // namespace
 
-Result<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromString(std::string_view tokenizer_json,
-                                                             std::string_view name) {
+Result<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromString(
+    std::string_view tokenizer_json, std::string_view name,
+    std::string_view tokenizer_config_json) {
   const std::string n = EscapePathForDisplay(name);  // messages only
   FlatVocabAndMerges flat;
   TRACE_ASSIGN_OR_RETURN(json root, ReadTokenizerJson(tokenizer_json, n, &flat));
-  return BuildTokenizer(root, flat, n);
+  if (tokenizer_config_json.empty()) return BuildTokenizer(root, flat, n);
+  auto tokenizer = std::make_unique<BpeTokenizer>();
+  TRACE_RETURN_IF_ERROR(Guarded(n, [&] { return tokenizer->Build(root, flat, n); }));
+  TRACE_ASSIGN_OR_RETURN(json config, ParseJson(std::string(tokenizer_config_json), n));
+  TRACE_RETURN_IF_ERROR(Guarded(n, [&] { return tokenizer->ApplyConfig(config, n); }));
+  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }
 
 Result<std::unique_ptr<Tokenizer>> BuildTokenizerForTesting(const nlohmann::json& root,

@@ -34,8 +34,11 @@ class Tokenizer {
   // and its bos_token / eos_token and split_special_tokens are read.
   static Result<std::unique_ptr<Tokenizer>> Load(const std::string& tokenizer_json_path);
   // Same, from the file contents; `name` is used in error messages in place of a path.
-  static Result<std::unique_ptr<Tokenizer>> LoadFromString(std::string_view tokenizer_json,
-                                                           std::string_view name);
+  // `tokenizer_config_json`, when not empty, is applied as a tokenizer_config.json next to it
+  // would be (a GGUF file's metadata gives both: engine/gguf_model.h).
+  static Result<std::unique_ptr<Tokenizer>> LoadFromString(
+      std::string_view tokenizer_json, std::string_view name,
+      std::string_view tokenizer_config_json = {});
 
   // Text -> ids. Added tokens are matched first (special ones only when
   // split_special_tokens is false), then NFC, the pre-tokenizer and BPE run on the rest.

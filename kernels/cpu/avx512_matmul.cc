@@ -13,7 +13,10 @@
 // - Decode (M == 1) on kInterleaved32 weights: 4 groups of 32 columns at once (8 independent
 //   chains), each group one sequential stream read exactly once, with software prefetch.
 // Fast numerics stays on avx2::MatMulFast (a conventional order; not part of this file).
-// Shapes: x [M, K], w [N, K] bf16|f16|f32, y [M, N]; a column range [n_begin, n_end) from
+// - Q8_0 weights: the same two schedules, the int8 values times their rows' scales (exact)
+//   at the load: decode streams the quantized groups (1.125 bytes a weight), prefill packs
+//   dequantized panels.
+// Shapes: x [M, K], w [N, K] bf16|f16|f32|q8_0, y [M, N]; a column range [n_begin, n_end) from
 // the dispatch (n_begin a multiple of 32). Check: ctest -R 'KernelsMatMul'.
 #include <algorithm>
 #include <cstdlib>
@@ -134,6 +137,28 @@ void PackPanel(const WeightView& w, int64_t n0, int64_t ncols, float* panel) {
   }
 }
 
+// The end of a decode over G groups: each column's 32 lane values folded left to right, the
+// bias added, the live columns stored.
+template <int G>
+void StoreDecodedGroups(const __m512 (&lanes)[canonical::kLanes][2 * G], const float* bias,
+                        int64_t ncols, float* y) {
+  for (int g = 0; g < G; ++g) {
+    __mmask16 mask[2];
+    ColumnMasks(ncols - g * kPanelCols, mask);
+    for (int c = 0; c < 2; ++c) {
+      __m512 sum = lanes[0][2 * g + c];
+      for (int l = 1; l < canonical::kLanes; ++l) {
+        sum = canonical::FoldStep<Arith>(sum, lanes[l][2 * g + c]);
+      }
+      const int64_t col = g * kPanelCols + 16 * c;
+      if (bias != nullptr) {
+        sum = canonical::AddBias<Arith>(sum, _mm512_maskz_loadu_ps(mask[c], bias + col));
+      }
+      _mm512_mask_storeu_ps(y + col, mask[c], sum);
+    }
+  }
+}
+
 // Decode: G groups of 32 kInterleaved32 columns (group g at groups + g * K * 32) against one
 // row x. The 32 lanes' partial sums live in `lanes` (L1) so that every group is read in
 // increasing k, once: a block at a time, its lane's 2G accumulators in registers.
@@ -171,21 +196,7 @@ void DecodeGroups(const float* x, int64_t K, const WeightT<D>* groups, const flo
 #pragma GCC unroll 8
     for (int v = 0; v < V; ++v) lanes[lane][v] = acc[v];
   }
-  for (int g = 0; g < G; ++g) {
-    __mmask16 mask[2];
-    ColumnMasks(ncols - g * kPanelCols, mask);
-    for (int c = 0; c < 2; ++c) {
-      __m512 sum = lanes[0][2 * g + c];
-      for (int l = 1; l < canonical::kLanes; ++l) {
-        sum = canonical::FoldStep<Arith>(sum, lanes[l][2 * g + c]);
-      }
-      const int64_t col = g * kPanelCols + 16 * c;
-      if (bias != nullptr) {
-        sum = canonical::AddBias<Arith>(sum, _mm512_maskz_loadu_ps(mask[c], bias + col));
-      }
-      _mm512_mask_storeu_ps(y + col, mask[c], sum);
-    }
-  }
+  StoreDecodedGroups<G>(lanes, bias, ncols, y);
 }
 
 // Rows of x per row block, whose micro-tiles all reuse one packed panel (K * 32 floats: 112
@@ -215,6 +226,131 @@ float* PanelBuffer(int64_t floats) {
   return buffer.get();
 }
 
+// Prefill (and any M on row-major weights): per block of rows, each panel of 32 columns packed
+// to f32 once by pack(n0, ncols, panel), then every micro-tile of the block over it.
+template <class Pack>
+void PanelPath(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+               int64_t n_begin, int64_t n_end, Pack pack) {
+  const int64_t K = w.cols, N = w.rows;
+  float* panel = PanelBuffer(K * kPanelCols);
+  const int64_t block = RowsPerBlock(K);
+  for (int64_t m0 = 0; m0 < M; m0 += block) {
+    const int64_t m_end = std::min(M, m0 + block);
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanelCols) {
+      const int64_t ncols = std::min<int64_t>(kPanelCols, n_end - n0);
+      pack(n0, ncols, panel);
+      const float* bias_n = bias ? bias + n0 : nullptr;
+      for (int64_t m = m0; m < m_end; m += kMaxRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, m_end - m));
+        RunRows<DType::kF32>(rows, x + m * K, K, panel, bias_n, ncols, y + m * N + n0, N);
+      }
+    }
+  }
+}
+
+// ---- Q8_0 (kernels.h: kInterleaved32 holds, per group of 32 rows and block of 32 columns, the
+// rows' f32 scales and then the int8 values as [k % 32][row % 32]) ----
+
+// Rows c0 .. c0 + 15 of a block at element kk: the int8 values times their rows' scales, the
+// exact dequantized weights (canonical::Q8_0Weight).
+inline __m512 Q8Weights16(const uint8_t* block, int64_t kk, int c0, __m512 scale) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 128 + kk * 32 + c0));
+  return Arith::Mul(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), scale);
+}
+
+// Decode over G groups of 32 Q8_0 rows: as DecodeGroups, one block (= one lane's 32 elements)
+// at a time, its scales loaded once.
+template <int G>
+void DecodeGroupsQ8(const float* x, int64_t K, const uint8_t* groups, const float* bias,
+                    int64_t ncols, float* y) {
+  constexpr int V = 2 * G;
+  alignas(64) __m512 lanes[canonical::kLanes][V];
+  for (auto& lane : lanes) {
+    for (auto& v : lane) v = _mm512_setzero_ps();
+  }
+  const int64_t blocks = K / kQ8_0BlockElems;
+  const int64_t group_bytes = blocks * kQ8_0Interleaved32BlockBytes;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int lane = canonical::LaneOfBlock(b);
+    __m512 acc[V], scale[V];
+    const uint8_t* block[G];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      block[g] = groups + g * group_bytes + b * kQ8_0Interleaved32BlockBytes;
+      for (int64_t line = 0; line < kQ8_0Interleaved32BlockBytes; line += 64) {
+        _mm_prefetch(
+            reinterpret_cast<const char*>(block[g] + 2 * kQ8_0Interleaved32BlockBytes + line),
+            _MM_HINT_T0);
+      }
+      scale[2 * g] = _mm512_loadu_ps(block[g]);
+      scale[2 * g + 1] = _mm512_loadu_ps(block[g] + 64);
+      acc[2 * g] = lanes[lane][2 * g];
+      acc[2 * g + 1] = lanes[lane][2 * g + 1];
+    }
+    const float* xb = x + b * kQ8_0BlockElems;
+    for (int64_t kk = 0; kk < kQ8_0BlockElems; ++kk) {
+      const __m512 xv = _mm512_set1_ps(xb[kk]);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        acc[2 * g] =
+            canonical::ChainStep<Arith>(acc[2 * g], xv, Q8Weights16(block[g], kk, 0, scale[2 * g]));
+        acc[2 * g + 1] = canonical::ChainStep<Arith>(
+            acc[2 * g + 1], xv, Q8Weights16(block[g], kk, 16, scale[2 * g + 1]));
+      }
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) lanes[lane][v] = acc[v];
+  }
+  StoreDecodedGroups<G>(lanes, bias, ncols, y);
+}
+
+// Packs columns [n0, n0 + ncols) of a Q8_0 `w` into f32 panel[k * 32 + c] (zeros past ncols).
+void PackPanelQ8(const WeightView& w, int64_t n0, int64_t ncols, float* panel) {
+  const int64_t K = w.cols, blocks = K / kQ8_0BlockElems;
+  if (w.layout == WeightLayout::kInterleaved32) {  // the group's missing rows are zero
+    const auto* group = static_cast<const uint8_t*>(w.data) +
+                        (n0 / kPanelCols) * blocks * kQ8_0Interleaved32BlockBytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = group + b * kQ8_0Interleaved32BlockBytes;
+      const __m512 s0 = _mm512_loadu_ps(block), s1 = _mm512_loadu_ps(block + 64);
+      for (int64_t kk = 0; kk < kQ8_0BlockElems; ++kk) {
+        float* row = panel + (b * kQ8_0BlockElems + kk) * kPanelCols;
+        _mm512_store_ps(row, Q8Weights16(block, kk, 0, s0));
+        _mm512_store_ps(row + 16, Q8Weights16(block, kk, 16, s1));
+      }
+    }
+    return;
+  }
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(K));
+  for (int64_t c = 0; c < kPanelCols; ++c) {
+    if (c < ncols) WeightRowToF32(w, n0 + c, K, row.data());
+    for (int64_t k = 0; k < K; ++k) panel[k * kPanelCols + c] = c < ncols ? row[k] : 0.0f;
+  }
+}
+
+void CanonicalQ8(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                 int64_t n_begin, int64_t n_end) {
+  const int64_t K = w.cols;
+  if (w.layout == WeightLayout::kInterleaved32 && M == 1) {
+    const auto* data = static_cast<const uint8_t*>(w.data);
+    const int64_t group_bytes = K / kQ8_0BlockElems * kQ8_0Interleaved32BlockBytes;
+    auto group_at = [&](int64_t n0) { return data + (n0 / kPanelCols) * group_bytes; };
+    int64_t n0 = n_begin;
+    constexpr int G = 4;
+    for (; n0 + G * kPanelCols <= n_end; n0 += G * kPanelCols) {
+      DecodeGroupsQ8<G>(x, K, group_at(n0), bias ? bias + n0 : nullptr, G * kPanelCols, y + n0);
+    }
+    for (; n0 < n_end; n0 += kPanelCols) {
+      DecodeGroupsQ8<1>(x, K, group_at(n0), bias ? bias + n0 : nullptr,
+                        std::min<int64_t>(kPanelCols, n_end - n0), y + n0);
+    }
+    return;
+  }
+  PanelPath(x, M, w, bias, y, n_begin, n_end,
+            [&](int64_t n0, int64_t ncols, float* panel) { PackPanelQ8(w, n0, ncols, panel); });
+}
+
 template <DType D>
 void CanonicalTyped(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
                     int64_t n_begin, int64_t n_end) {
@@ -242,26 +378,15 @@ void CanonicalTyped(const float* x, int64_t M, const WeightView& w, const float*
     }
     return;
   }
-  float* panel = PanelBuffer(K * kPanelCols);
-  const int64_t block = RowsPerBlock(K);
-  for (int64_t m0 = 0; m0 < M; m0 += block) {
-    const int64_t m_end = std::min(M, m0 + block);
-    for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanelCols) {
-      const int64_t ncols = std::min<int64_t>(kPanelCols, n_end - n0);
-      PackPanel<D>(w, n0, ncols, panel);
-      const float* bias_n = bias ? bias + n0 : nullptr;
-      for (int64_t m = m0; m < m_end; m += kMaxRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, m_end - m));
-        RunRows<DType::kF32>(rows, x + m * K, K, panel, bias_n, ncols, y + m * N + n0, N);
-      }
-    }
-  }
+  PanelPath(x, M, w, bias, y, n_begin, n_end,
+            [&](int64_t n0, int64_t ncols, float* panel) { PackPanel<D>(w, n0, ncols, panel); });
 }
 
 }  // namespace
 
 void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
                      int64_t n_begin, int64_t n_end) {
+  if (w.dtype == DType::kQ8_0) return CanonicalQ8(x, M, w, bias, y, n_begin, n_end);
   WithDType(w.dtype,
             [&](auto d) { CanonicalTyped<decltype(d)::value>(x, M, w, bias, y, n_begin, n_end); });
 }

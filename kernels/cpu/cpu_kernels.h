@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -26,7 +27,8 @@ float WeightAt(const WeightView& w, int64_t row, int64_t col);
 void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out);
 
 // Calls fn(std::integral_constant<DType, D>{}) for the D that `dtype` names, so a kernel
-// templated on its weight dtype is instantiated and chosen in one line.
+// templated on its weight dtype is instantiated and chosen in one line. The plain types only:
+// the dispatch sends Q8_0 to its own paths (kernels.cc), and reaching here with it is a bug.
 template <class Fn>
 decltype(auto) WithDType(DType dtype, Fn&& fn) {
   switch (dtype) {
@@ -34,6 +36,8 @@ decltype(auto) WithDType(DType dtype, Fn&& fn) {
       return fn(std::integral_constant<DType, DType::kBF16>{});
     case DType::kF16:
       return fn(std::integral_constant<DType, DType::kF16>{});
+    case DType::kQ8_0:
+      std::abort();
     case DType::kF32:
       break;
   }

@@ -14,6 +14,9 @@ double RopeFrequency(int64_t i, int64_t head_dim, double theta, const RopeScalin
   const double f =
       1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
   if (scaling.type == RopeScaling::Type::kLinear) return f / scaling.factor;
+  if (scaling.type == RopeScaling::Type::kFreqFactors) {
+    return f / static_cast<double>(scaling.freq_factors[static_cast<size_t>(i)]);
+  }
   if (scaling.type != RopeScaling::Type::kLlama3) return f;
   constexpr double kPi = 3.14159265358979323846;
   const double wavelength = 2.0 * kPi / f;

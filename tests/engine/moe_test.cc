@@ -421,7 +421,8 @@ std::vector<float> WithCompanions(Engine* engine, const std::vector<int32_t>& ta
 class MoeModelTest : public ::testing::TestWithParam<std::string> {
  protected:
   static std::shared_ptr<const Model> Get(const std::string& name) {
-    static testing::TempDir* tmp = new testing::TempDir();
+    static testing::TempDir tmp_dir;  // removed at exit, after `models` below
+    static testing::TempDir* tmp = &tmp_dir;
     static std::map<std::string, std::shared_ptr<const Model>> models;
     auto it = models.find(name);
     if (it != models.end()) return it->second;

@@ -269,6 +269,63 @@ TEST(KernelsMatMul, SpecialValuesEqualOnEveryPath) {
   }
 }
 
+// Q8_0 (GGUF): blocks of an f16 scale and 32 int8, made here from ggml's description. Every
+// path, both layouts, decode and prefill, 1 and 2 threads: bit for bit the MatMul of the
+// dequantized f32 matrix (f16 scale x int8, exact), and the same for Embedding.
+TEST(KernelsMatMul, Q8_0EqualsItsDequantizedMatrixOnEveryPath) {
+  std::mt19937_64 rng(31);
+  std::uniform_int_distribution<int> q(-128, 127);
+  auto pool = ThreadPool::Create(2);
+  for (const auto& [N, K] :
+       {std::pair<int64_t, int64_t>{1, 32}, {37, 64}, {100, 96}, {129, 896}, {64, 4864}}) {
+    const int64_t blocks = K / 32;
+    std::string bytes;
+    std::vector<float> dequantized(static_cast<size_t>(N * K));
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        // Scales over the f16 range, subnormal and zero included.
+        const float scale = b % 7 == 6 ? 0.0f
+                                       : std::ldexp(1.0f + (rng() % 1024) / 1024.0f,
+                                                    static_cast<int>(rng() % 30) - 24);
+        const uint16_t d = F32ToF16RoundNearestEven(scale);
+        bytes.append(reinterpret_cast<const char*>(&d), 2);
+        for (int64_t k = 0; k < 32; ++k) {
+          const int8_t v = static_cast<int8_t>(q(rng));
+          bytes.push_back(static_cast<char>(v));
+          dequantized[n * K + b * 32 + k] = F16ToF32(d) * static_cast<float>(v);
+        }
+      }
+    }
+    const WeightView q8{bytes.data(), DType::kQ8_0, N, K};
+    const WeightView f32{dequantized.data(), DType::kF32, N, K};
+    std::vector<uint8_t> packed(InterleavedWeightsBytes(q8));
+    const WeightView q8i = InterleaveWeights(q8, packed.data());
+    for (int64_t M : {1, 3, 9, 130}) {
+      const auto x = RandomVector(rng, M * K, 2.0f);
+      std::vector<float> want(M * N), got(M * N);
+      MatMul(Ctx(Impl::kReference), x.data(), M, f32, nullptr, want.data());
+      for (Impl impl : {Impl::kReference, Impl::kAvx2, Impl::kAvx512}) {
+        for (const WeightView& w : {q8, q8i}) {
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), pool.get()}) {
+            std::fill(got.begin(), got.end(), NAN);
+            MatMul(Ctx(impl, Numerics::kCanonical, p), x.data(), M, w, nullptr, got.data());
+            ASSERT_EQ(FirstBitDifference(want.data(), got.data(), M * N), "")
+                << "N " << N << " K " << K << " M " << M << " " << CpuIsaPathName(impl)
+                << (w.layout == WeightLayout::kRowMajor ? " row-major" : " interleaved");
+          }
+        }
+      }
+    }
+    const std::vector<int32_t> ids = {0, static_cast<int32_t>(N - 1), static_cast<int32_t>(N / 2)};
+    std::vector<float> want(3 * K), got(3 * K);
+    Embedding(Ctx(Impl::kReference), f32, ids.data(), 3, want.data());
+    for (const WeightView& w : {q8, q8i}) {
+      Embedding(Ctx(Impl::kAuto), w, ids.data(), 3, got.data());
+      ASSERT_EQ(FirstBitDifference(want.data(), got.data(), 3 * K), "") << "embedding N " << N;
+    }
+  }
+}
+
 TEST(KernelsMatMul, InterleaveWeightsLayout) {
   std::mt19937_64 rng(13);
   for (DType dtype : kDTypes) {
@@ -455,6 +512,23 @@ TEST(KernelsRope, TablesAgainstLongDouble) {
 // _compute_llama3_parameters defines it), recomputed here in long double from that
 // definition: each frequency kept, divided by the factor, or blended, by its wavelength;
 // the tables within one float ulp of the long double rotation. Llama 3.2 1B's numbers.
+// A GGUF file's rope_freqs (RopeScaling::kFreqFactors) and linear scaling divide each base
+// frequency, in double, by its factor.
+TEST(KernelsRope, FreqFactorsAndLinearScalingDivideTheFrequency) {
+  RopeScaling factors;
+  factors.type = RopeScaling::Type::kFreqFactors;
+  factors.freq_factors = {1.0f, 2.5f, 32.0f, 7.75f};
+  RopeScaling linear;
+  linear.type = RopeScaling::Type::kLinear;
+  linear.factor = 8.0;
+  for (int64_t i = 0; i < 4; ++i) {
+    const double f = 1.0 / std::pow(500000.0, static_cast<double>(2 * i) / 8.0);
+    EXPECT_EQ(RopeFrequency(i, 8, 500000.0, factors), f / factors.freq_factors[i]) << i;
+    EXPECT_EQ(RopeFrequency(i, 8, 500000.0, linear), f / 8.0) << i;
+    EXPECT_EQ(RopeFrequency(i, 8, 500000.0, {}), f) << i;
+  }
+}
+
 TEST(KernelsRope, Llama3ScalingAgainstLongDouble) {
   const int64_t max_pos = 20000, head_dim = 64;
   const double theta = 500000.0;
