@@ -104,10 +104,12 @@ Result<kernels::DType> WeightDType(const GgufTensor& t, const std::string& path)
       return kernels::DType::kBF16;
     case GgmlType::kQ8_0:
       return kernels::DType::kQ8_0;
+    case GgmlType::kQ4_0:
+      return kernels::DType::kQ4_0;
     default:
-      return Unsupported(path + ": tensor '" + EscapeForDisplay(t.name) + "' is " +
-                         TypeName(t.type) +
-                         ": this quantization is not supported yet (F32, F16, BF16 and Q8_0 are)");
+      return Unsupported(
+          path + ": tensor '" + EscapeForDisplay(t.name) + "' is " + TypeName(t.type) +
+          ": this quantization is not supported yet (F32, F16, BF16, Q8_0 and Q4_0 are)");
   }
 }
 
@@ -152,7 +154,7 @@ Result<kernels::WeightView> GgufModel::Tensor(const std::string& name, std::vect
   v.dtype = dtype;
   v.rows = shape.size() == 2 ? shape[0] : 1;
   v.cols = shape.back();
-  const size_t align = dtype == kernels::DType::kQ8_0 ? 2 : kernels::DTypeSize(dtype);
+  const size_t align = kernels::IsQuantized(dtype) ? 2 : kernels::DTypeSize(dtype);
   if (reinterpret_cast<uintptr_t>(t->data) % align != 0) {
     return Corruption(path + ": tensor '" + EscapeForDisplay(name) +
                       "' is not aligned to its element size");

@@ -174,7 +174,8 @@ float ToF32(const kernels::WeightView& v, int64_t i) {
       return kernels::Bf16ToF32(static_cast<const uint16_t*>(v.data)[i]);
     case kernels::DType::kF16:
       return kernels::F16ToF32(static_cast<const uint16_t*>(v.data)[i]);
-    case kernels::DType::kQ8_0:  // safetensors holds no Q8_0
+    case kernels::DType::kQ8_0:  // safetensors holds no ggml block types
+    case kernels::DType::kQ4_0:
       break;
   }
   return 0;

@@ -301,6 +301,8 @@ const char* TorchDTypeName(kernels::DType dtype) {
       return "float16";
     case kernels::DType::kQ8_0:
       return "q8_0";
+    case kernels::DType::kQ4_0:
+      return "q4_0";
   }
   return "?";
 }

@@ -37,7 +37,8 @@ const char* SafetensorsDTypeName(kernels::DType dtype) {
       return "BF16";
     case kernels::DType::kF16:
       return "F16";
-    case kernels::DType::kQ8_0:  // not a safetensors dtype
+    case kernels::DType::kQ8_0:  // not safetensors dtypes
+    case kernels::DType::kQ4_0:
       break;
   }
   return "?";

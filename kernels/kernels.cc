@@ -34,14 +34,16 @@ size_t DTypeSize(DType dtype) {
     case DType::kF16:
       return 2;
     case DType::kQ8_0:
+    case DType::kQ4_0:
       return 0;
   }
   return 0;
 }
 
 size_t WeightBytes(DType dtype, int64_t rows, int64_t cols) {
-  if (dtype == DType::kQ8_0) {
-    return static_cast<size_t>(rows * (cols / kQ8_0BlockElems) * kQ8_0BlockBytes);
+  if (IsQuantized(dtype)) {
+    const int64_t block = dtype == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+    return static_cast<size_t>(rows * (cols / kQ8_0BlockElems) * block);
   }
   return static_cast<size_t>(rows * cols) * DTypeSize(dtype);
 }
@@ -56,6 +58,8 @@ const char* DTypeName(DType dtype) {
       return "f16";
     case DType::kQ8_0:
       return "q8_0";
+    case DType::kQ4_0:
+      return "q4_0";
   }
   return "unknown";
 }
@@ -116,7 +120,7 @@ uint16_t F32ToF16RoundNearestEven(float v) {
 
 size_t InterleavedWeightsBytes(const WeightView& w) {
   const int64_t groups = (w.rows + 31) / 32;
-  if (w.dtype == DType::kQ8_0) {
+  if (IsQuantized(w.dtype)) {
     return static_cast<size_t>(groups * (w.cols / kQ8_0BlockElems) * kQ8_0Interleaved32BlockBytes);
   }
   return static_cast<size_t>(groups * 32 * w.cols) * DTypeSize(w.dtype);
@@ -124,20 +128,40 @@ size_t InterleavedWeightsBytes(const WeightView& w) {
 
 namespace {
 
-// Q8_0 into kInterleaved32: per (group, block), the 32 rows' scales as f32 (exact), then the
-// int8 values as [k % 32][row % 32]; missing rows of the last group stay zero.
-void InterleaveQ8_0(const WeightView& w, uint8_t* out) {
+// Block b of row n of a ggml block matrix (Q8_0 or Q4_0): its f16 scale and its 32 values as
+// int8 (Q4_0: nibble - 8, low nibbles first).
+struct QuantBlock {
+  uint16_t scale;
+  int8_t q[32];
+};
+QuantBlock ReadQuantBlock(const WeightView& w, int64_t n, int64_t b) {
   const int64_t blocks = w.cols / kQ8_0BlockElems;
-  const auto* src = static_cast<const uint8_t*>(w.data);
+  const int64_t bytes = w.dtype == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+  const auto* block = static_cast<const uint8_t*>(w.data) + (n * blocks + b) * bytes;
+  QuantBlock out;
+  std::memcpy(&out.scale, block, 2);
+  for (int k = 0; k < 32; ++k) {
+    out.q[k] =
+        w.dtype == DType::kQ8_0
+            ? static_cast<int8_t>(block[2 + k])
+            : static_cast<int8_t>((k < 16 ? block[2 + k] & 0x0f : block[2 + k - 16] >> 4) - 8);
+  }
+  return out;
+}
+
+// Q8_0 and Q4_0 into kInterleaved32: per (group, block), the 32 rows' scales as f32 (exact),
+// then the int8 values as [k % 32][row % 32]; missing rows of the last group stay zero.
+void InterleaveQuantized(const WeightView& w, uint8_t* out) {
+  const int64_t blocks = w.cols / kQ8_0BlockElems;
   for (int64_t n = 0; n < w.rows; ++n) {
     for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* block = src + (n * blocks + b) * kQ8_0BlockBytes;
+      const QuantBlock block = ReadQuantBlock(w, n, b);
       uint8_t* dst = out + ((n / 32) * blocks + b) * kQ8_0Interleaved32BlockBytes;
-      uint16_t d;
-      std::memcpy(&d, block, 2);
-      const float scale = canonical::F16ToF32(d);
+      const float scale = canonical::F16ToF32(block.scale);
       std::memcpy(dst + 4 * (n % 32), &scale, 4);
-      for (int64_t k = 0; k < kQ8_0BlockElems; ++k) dst[128 + k * 32 + n % 32] = block[2 + k];
+      for (int64_t k = 0; k < kQ8_0BlockElems; ++k) {
+        dst[128 + k * 32 + n % 32] = static_cast<uint8_t>(block.q[k]);
+      }
     }
   }
 }
@@ -147,8 +171,8 @@ void InterleaveQ8_0(const WeightView& w, uint8_t* out) {
 WeightView InterleaveWeights(const WeightView& w, void* dst) {
   auto* out = static_cast<uint8_t*>(dst);
   std::memset(out, 0, InterleavedWeightsBytes(w));
-  if (w.dtype == DType::kQ8_0) {
-    InterleaveQ8_0(w, out);
+  if (IsQuantized(w.dtype)) {
+    InterleaveQuantized(w, out);
   } else {
     const size_t elem = DTypeSize(w.dtype);
     const int64_t groups = (w.rows + 31) / 32;
@@ -166,22 +190,21 @@ WeightView InterleaveWeights(const WeightView& w, void* dst) {
   WeightView view = w;
   view.data = dst;
   view.layout = WeightLayout::kInterleaved32;
+  if (IsQuantized(w.dtype)) view.dtype = DType::kQ8_0;  // Q4_0's values as int8
   return view;
 }
 
 namespace {
 
-// Element (row, col) of a Q8_0 matrix in either layout.
-float Q8_0At(const WeightView& w, int64_t row, int64_t col) {
+// Element (row, col) of a Q8_0 or Q4_0 matrix (row-major), or of the interleaved layout.
+float QuantizedAt(const WeightView& w, int64_t row, int64_t col) {
   const int64_t blocks = w.cols / kQ8_0BlockElems, b = col / kQ8_0BlockElems;
-  const auto* data = static_cast<const uint8_t*>(w.data);
   if (w.layout == WeightLayout::kRowMajor) {
-    const uint8_t* block = data + (row * blocks + b) * kQ8_0BlockBytes;
-    uint16_t d;
-    std::memcpy(&d, block, 2);
-    return canonical::Q8_0Weight(d, static_cast<int8_t>(block[2 + col % kQ8_0BlockElems]));
+    const QuantBlock block = ReadQuantBlock(w, row, b);
+    return canonical::Q8_0Weight(block.scale, block.q[col % kQ8_0BlockElems]);
   }
-  const uint8_t* block = data + ((row / 32) * blocks + b) * kQ8_0Interleaved32BlockBytes;
+  const auto* block = static_cast<const uint8_t*>(w.data) +
+                      ((row / 32) * blocks + b) * kQ8_0Interleaved32BlockBytes;
   float scale;
   std::memcpy(&scale, block + 4 * (row % 32), 4);
   return scale * static_cast<float>(static_cast<int8_t>(block[128 + (col % 32) * 32 + row % 32]));
@@ -190,7 +213,7 @@ float Q8_0At(const WeightView& w, int64_t row, int64_t col) {
 }  // namespace
 
 float WeightAt(const WeightView& w, int64_t row, int64_t col) {
-  if (w.dtype == DType::kQ8_0) return Q8_0At(w, row, col);
+  if (IsQuantized(w.dtype)) return QuantizedAt(w, row, col);
   const int64_t i = w.layout == WeightLayout::kRowMajor
                         ? row * w.cols + col
                         : ((row / 32) * w.cols + col) * 32 + row % 32;
@@ -202,6 +225,7 @@ float WeightAt(const WeightView& w, int64_t row, int64_t col) {
     case DType::kF16:
       return F16ToF32(static_cast<const uint16_t*>(w.data)[i]);
     case DType::kQ8_0:
+    case DType::kQ4_0:
       break;
   }
   return 0.0f;
@@ -227,17 +251,15 @@ void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out) {
       for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(src[i]);
       return;
     }
-    case DType::kQ8_0: {
-      const int64_t blocks = w.cols / kQ8_0BlockElems;
-      const auto* row_data = static_cast<const uint8_t*>(w.data) + row * blocks * kQ8_0BlockBytes;
-      for (int64_t i = 0; i < n; ++i) {
-        const uint8_t* block = row_data + (i / kQ8_0BlockElems) * kQ8_0BlockBytes;
-        uint16_t d;
-        std::memcpy(&d, block, 2);
-        out[i] = canonical::Q8_0Weight(d, static_cast<int8_t>(block[2 + i % kQ8_0BlockElems]));
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      for (int64_t b = 0; b * kQ8_0BlockElems < n; ++b) {
+        const QuantBlock block = ReadQuantBlock(w, row, b);
+        for (int64_t k = 0; k < kQ8_0BlockElems && b * kQ8_0BlockElems + k < n; ++k) {
+          out[b * kQ8_0BlockElems + k] = canonical::Q8_0Weight(block.scale, block.q[k]);
+        }
       }
       return;
-    }
   }
 }
 
@@ -377,12 +399,14 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
     const int64_t n_begin = g_begin * group;
     const int64_t n_end = std::min(N, g_end * group);
 #if TRACE_X86_SIMD
-    if (avx512) {
+    // Q8_0 has canonical AVX-512 and AVX2 paths (a Q4_0 matrix reaches them repacked as
+    // Q8_0); fast numerics and row-major Q4_0 run the reference.
+    const bool simd = w.dtype != DType::kQ4_0 && (canonical || w.dtype != DType::kQ8_0);
+    if (avx512 && simd) {
       avx512::MatMulCanonical(x, M, w, bias, y, n_begin, n_end);
       return;
     }
-    // Q8_0 has an AVX-512 canonical path; elsewhere it runs the reference (same bits).
-    if (isa >= Isa::kAvx2 && w.dtype != DType::kQ8_0) {
+    if (isa >= Isa::kAvx2 && simd) {
       canonical ? avx2::MatMulCanonical(x, M, w, bias, y, n_begin, n_end)
                 : avx2::MatMulFast(x, M, w, bias, y, n_begin, n_end);
       return;
@@ -414,8 +438,8 @@ void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
 
 void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
                float* out, float scale) {
-  // A Q8_0 table's rows are dequantized by the reference (M rows: no stream to speed up).
-  const Isa isa = table.dtype == DType::kQ8_0 ? Isa::kScalar : ResolveIsa(ctx.impl);
+  // A quantized table's rows are dequantized by the reference (M rows: no stream to speed up).
+  const Isa isa = IsQuantized(table.dtype) ? Isa::kScalar : ResolveIsa(ctx.impl);
 #if TRACE_X86_SIMD
   if (isa == Isa::kAvx512) {
     avx512::Embedding(table, ids, M, out);

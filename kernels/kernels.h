@@ -29,13 +29,21 @@ namespace trace::kernels {
 
 // kQ8_0 is ggml's Q8_0 (GGUF files): each row is cols / 32 blocks of 34 bytes, an f16 scale d
 // then 32 int8 q; element k of a block is canonical::Q8_0Weight(d, q[k]) = f32(d) * q[k], an
-// exact product (docs/numerics.md, "Quantized weights"). cols must be a multiple of 32.
-enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8_0 = 3 };
+// exact product (docs/numerics.md, "Quantized weights"). kQ4_0 is ggml's Q4_0: blocks of 18
+// bytes, an f16 scale d then 16 bytes whose low nibbles are elements 0..15 and high nibbles
+// 16..31; element k is Q8_0Weight(d, nibble - 8). InterleaveWeights turns a Q4_0 matrix into
+// the kQ8_0 interleaved layout (the same values). cols must be a multiple of 32.
+enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8_0 = 3, kQ4_0 = 4 };
 // Bytes per element of the plain types (4, 2, 2); 0 for a block type (use WeightBytes).
 size_t DTypeSize(DType dtype);
 const char* DTypeName(DType dtype);
 inline constexpr int64_t kQ8_0BlockElems = 32;
 inline constexpr int64_t kQ8_0BlockBytes = 34;
+inline constexpr int64_t kQ4_0BlockBytes = 18;
+// Whether `dtype` is a ggml block type (Q8_0, Q4_0): blocks of 32 along a row.
+inline constexpr bool IsQuantized(DType dtype) {
+  return dtype == DType::kQ8_0 || dtype == DType::kQ4_0;
+}
 // Bytes of `rows` row-major rows of `cols` elements in `dtype`.
 size_t WeightBytes(DType dtype, int64_t rows, int64_t cols);
 
@@ -78,11 +86,12 @@ struct WeightView {
 };
 
 inline constexpr int64_t kQ8_0Interleaved32BlockBytes = 32 * 4 + 32 * 32;
-// Bytes that InterleaveWeights writes for `w`: ceil(rows / 32) * 32 * cols * DTypeSize (kQ8_0:
-// ceil(rows / 32) * cols / 32 * kQ8_0Interleaved32BlockBytes).
+// Bytes that InterleaveWeights writes for `w`: ceil(rows / 32) * 32 * cols * DTypeSize (kQ8_0
+// and kQ4_0: ceil(rows / 32) * cols / 32 * kQ8_0Interleaved32BlockBytes).
 size_t InterleavedWeightsBytes(const WeightView& w);
 // Copies row-major `w` into `dst` (InterleavedWeightsBytes(w) bytes, caller-owned) in the
-// kInterleaved32 layout and returns the view of it (same dtype, rows and cols).
+// kInterleaved32 layout and returns the view of it (same dtype, rows and cols; kQ4_0 becomes
+// kQ8_0).
 WeightView InterleaveWeights(const WeightView& w, void* dst);
 
 // Exact conversions (bf16 and f16 are subsets of f32).

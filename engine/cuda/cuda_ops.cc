@@ -66,8 +66,8 @@ Status CudaOps::Activate() {
 Result<WeightView> CudaOps::Upload(const WeightView& host, const std::string& what) {
   WeightView dev = host;
   if (host.data == nullptr) return dev;
-  if (host.dtype == kernels::DType::kQ8_0) {
-    return Unsupported("the CUDA backend has no Q8_0 kernels yet (" + what +
+  if (kernels::IsQuantized(host.dtype)) {
+    return Unsupported("the CUDA backend has no kernels for quantized weights yet (" + what +
                        "): run this GGUF file with --device cpu");
   }
   const size_t bytes = kernels::WeightBytes(host.dtype, host.rows, host.cols);

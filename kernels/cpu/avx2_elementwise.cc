@@ -71,6 +71,7 @@ void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* ou
   if (table.layout != WeightLayout::kRowMajor) return ref::Embedding(table, ids, M, out);
   switch (table.dtype) {
     case DType::kQ8_0:
+    case DType::kQ4_0:
       return ref::Embedding(table, ids, M, out);
     case DType::kF32:
       return EmbeddingRows<DType::kF32>(table, ids, M, out);

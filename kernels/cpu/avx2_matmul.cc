@@ -4,7 +4,9 @@
 // (canonical::ChainStep / FoldLanes / AddBias of kernels/canonical.h with avx2::Arith).
 // Equals ref::MatMulCanonical bit for bit for every M, column range and thread count.
 // Fast: the conventional baseline, 8-wide partial sums along K (a different order).
-// Shapes: x [M, K], w [N, K] bf16|f16|f32, y [M, N]; a column range [n_begin, n_end)
+// Q8_0 (canonical only): decode streams the interleaved blocks (int8 -> f32, times the
+// row's scale: the exact weight), prefill packs dequantized 8-column panels.
+// Shapes: x [M, K], w [N, K] bf16|f16|f32|q8_0, y [M, N]; a column range [n_begin, n_end)
 // from the dispatch. Check: ctest -R 'KernelsMatMul'; bench: bench/kernels.
 #include <algorithm>
 #include <cmath>
@@ -387,10 +389,104 @@ void FastTyped(const float* x, int64_t M, const WeightView& w, const float* bias
   }
 }
 
+// ---- Q8_0 (kernels.h: kInterleaved32 holds, per group of 32 rows and block of 32 columns, the
+// rows' f32 scales and then the int8 values as [k % 32][row % 32]) ----
+
+// Rows c0 .. c0 + 7 of a block at element kk: the int8 values times their rows' scales (exact).
+inline __m256 Q8Weights8(const uint8_t* block, int64_t kk, int64_t c0, __m256 scale) {
+  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 128 + kk * 32 + c0));
+  return Arith::Mul(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), scale);
+}
+
+// Decode: one group of 32 interleaved Q8_0 rows, 4 registers of 8 side by side, a block
+// (one lane's 32 elements) at a time with its scales loaded once.
+void DecodeQ8Interleaved4(const float* x, int64_t K, const uint8_t* group, const float* bias,
+                          float* y) {
+  constexpr int G = 4;
+  __m256 lanes[32][G];
+  for (auto& l : lanes) {
+    for (int g = 0; g < G; ++g) l[g] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < K / kQ8_0BlockElems; ++b) {
+    const uint8_t* block = group + b * kQ8_0Interleaved32BlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(block + 2 * kQ8_0Interleaved32BlockBytes),
+                 _MM_HINT_T0);
+    __m256 acc[G], scale[G];
+    for (int g = 0; g < G; ++g) {
+      acc[g] = lanes[canonical::LaneOfBlock(b)][g];
+      scale[g] = _mm256_loadu_ps(reinterpret_cast<const float*>(block) + 8 * g);
+    }
+    for (int64_t kk = 0; kk < kQ8_0BlockElems; ++kk) {
+      const __m256 xv = _mm256_broadcast_ss(x + b * kQ8_0BlockElems + kk);
+      for (int g = 0; g < G; ++g) {
+        acc[g] = canonical::ChainStep<Arith>(acc[g], xv, Q8Weights8(block, kk, 8 * g, scale[g]));
+      }
+    }
+    for (int g = 0; g < G; ++g) lanes[canonical::LaneOfBlock(b)][g] = acc[g];
+  }
+  for (int g = 0; g < G; ++g) {
+    __m256 sum = canonical::FoldLanes<Arith>(&lanes[0][g], G);
+    if (bias != nullptr) sum = canonical::AddBias<Arith>(sum, _mm256_loadu_ps(bias + g * 8));
+    _mm256_storeu_ps(y + g * 8, sum);
+  }
+}
+
+// panel[k * 8 + c] = w[n0 + c, k] dequantized, 0 for the missing columns.
+void PackPanelQ8(const WeightView& w, int64_t n0, int64_t ncols, float* panel) {
+  const int64_t K = w.cols;
+  if (w.layout == WeightLayout::kInterleaved32) {  // the group's missing rows are zero
+    const auto* group = static_cast<const uint8_t*>(w.data) +
+                        (n0 / 32) * (K / kQ8_0BlockElems) * kQ8_0Interleaved32BlockBytes;
+    for (int64_t b = 0; b < K / kQ8_0BlockElems; ++b) {
+      const uint8_t* block = group + b * kQ8_0Interleaved32BlockBytes;
+      const __m256 scale = _mm256_loadu_ps(reinterpret_cast<const float*>(block) + n0 % 32);
+      for (int64_t kk = 0; kk < kQ8_0BlockElems; ++kk) {
+        _mm256_store_ps(panel + (b * kQ8_0BlockElems + kk) * 8,
+                        Q8Weights8(block, kk, n0 % 32, scale));
+      }
+    }
+    return;
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t c = 0; c < 8; ++c) panel[k * 8 + c] = c < ncols ? WeightAt(w, n0 + c, k) : 0.0f;
+  }
+}
+
+void CanonicalQ8(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                 int64_t n_begin, int64_t n_end) {
+  const int64_t K = w.cols, N = w.rows;
+  int64_t n_start = n_begin;
+  if (M == 1 && w.layout == WeightLayout::kInterleaved32) {
+    const int64_t group_bytes = K / kQ8_0BlockElems * kQ8_0Interleaved32BlockBytes;
+    for (; n_start + 32 <= n_end; n_start += 32) {
+      DecodeQ8Interleaved4(x, K, static_cast<const uint8_t*>(w.data) + n_start / 32 * group_bytes,
+                           bias ? bias + n_start : nullptr, y + n_start);
+    }
+  }
+  thread_local std::vector<float> panel_storage;
+  panel_storage.resize(static_cast<size_t>(K * 8 + 8));
+  float* panel = panel_storage.data();  // 32-byte aligned inside the buffer
+  while (reinterpret_cast<uintptr_t>(panel) % 32 != 0) ++panel;
+  const int64_t tile = RowsPerTile(K);
+  for (int64_t m0 = 0; m0 < M; m0 += tile) {
+    const int64_t m_end = std::min(M, m0 + tile);
+    for (int64_t n0 = n_start; n0 < n_end; n0 += 8) {
+      const int64_t ncols = std::min<int64_t>(8, n_end - n0);
+      PackPanelQ8(w, n0, ncols, panel);
+      const float* bias_n = bias ? bias + n0 : nullptr;
+      for (int64_t m = m0; m < m_end; m += kRowsPerMicroTile) {
+        const int rows = static_cast<int>(std::min<int64_t>(kRowsPerMicroTile, m_end - m));
+        RunRows<DType::kF32>(rows, x + m * K, K, panel, 8, bias_n, ncols, y + m * N + n0, N);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
                      int64_t n_begin, int64_t n_end) {
+  if (w.dtype == DType::kQ8_0) return CanonicalQ8(x, M, w, bias, y, n_begin, n_end);
   WithDType(w.dtype,
             [&](auto d) { CanonicalTyped<decltype(d)::value>(x, M, w, bias, y, n_begin, n_end); });
 }

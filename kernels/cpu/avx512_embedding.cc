@@ -24,7 +24,7 @@ void EmbeddingRows(const WeightView& table, const int32_t* ids, int64_t M, float
 }  // namespace
 
 void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* out) {
-  if (table.layout != WeightLayout::kRowMajor || table.dtype == DType::kQ8_0) {
+  if (table.layout != WeightLayout::kRowMajor || IsQuantized(table.dtype)) {
     return ref::Embedding(table, ids, M, out);
   }
   WithDType(table.dtype, [&](auto d) { EmbeddingRows<decltype(d)::value>(table, ids, M, out); });

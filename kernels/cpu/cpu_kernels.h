@@ -37,6 +37,7 @@ decltype(auto) WithDType(DType dtype, Fn&& fn) {
     case DType::kF16:
       return fn(std::integral_constant<DType, DType::kF16>{});
     case DType::kQ8_0:
+    case DType::kQ4_0:
       std::abort();
     case DType::kF32:
       break;

@@ -22,17 +22,52 @@ namespace trace::engine::testing {
 using json = nlohmann::json;
 using testkit::GgufWriter;
 
-inline constexpr uint32_t kGgmlF32 = 0, kGgmlBF16 = 30, kGgmlQ8_0 = 8, kGgmlQ4_K = 12;
+inline constexpr uint32_t kGgmlF32 = 0, kGgmlBF16 = 30, kGgmlQ8_0 = 8, kGgmlQ4_0 = 2,
+                          kGgmlQ4_K = 12;
 
-enum class MatrixType { kF32, kBF16, kQ8_0, kQ8_0Dequantized };
+enum class MatrixType { kF32, kBF16, kQ8_0, kQ8_0Dequantized, kQ4_0, kQ4_0Dequantized };
 
 struct ConvertOptions {
-  // Matrices as F32 (widened), BF16 (their stored bytes), Q8_0 (llama.cpp's
-  // quantize_row_q8_0_ref), or the F32 values those Q8_0 blocks stand for.
+  // Matrices as F32 (widened), BF16 (their stored bytes), Q8_0 or Q4_0 (llama.cpp's
+  // quantize_row_q8_0_ref / quantize_row_q4_0_ref), or the F32 values those blocks stand for.
   MatrixType matrices = MatrixType::kF32;
   std::string pre;           // tokenizer.ggml.pre
   bool llama3_rope = false;  // write rope_freqs as the converter does for Llama 3
 };
+
+// ggml's quantize_row_q4_0_ref, from its description: per block of 32, the value of largest
+// magnitude `max`, d = max / -8, q = min(15, (int8)(x / d + 8.5)), low nibbles the first 16
+// elements and high nibbles the next 16; the value is d * (q - 8). `dequantized`: those f32
+// values instead of the blocks.
+inline std::string QuantizeQ4_0(const std::vector<float>& x, bool dequantized) {
+  std::string out;
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0, max = 0;
+    for (size_t j = 0; j < 32; ++j) {
+      if (amax < std::fabs(x[b + j])) {
+        amax = std::fabs(x[b + j]);
+        max = x[b + j];
+      }
+    }
+    const float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    const uint16_t d16 = kernels::F32ToF16RoundNearestEven(d);
+    uint8_t q[32];
+    for (size_t j = 0; j < 32; ++j) {
+      const int v = static_cast<int8_t>(x[b + j] * id + 8.5f);
+      q[j] = static_cast<uint8_t>(std::min(15, v));
+    }
+    if (dequantized) {
+      for (size_t j = 0; j < 32; ++j) {
+        const float v = kernels::F16ToF32(d16) * static_cast<float>(static_cast<int>(q[j]) - 8);
+        out += std::string(reinterpret_cast<const char*>(&v), 4);
+      }
+    } else {
+      out += std::string(reinterpret_cast<const char*>(&d16), 2);
+      for (size_t j = 0; j < 16; ++j) out += static_cast<char>(q[j] | (q[j + 16] << 4));
+    }
+  }
+  return out;
+}
 
 // ggml's quantize_row_q8_0_ref, from its description: per block of 32, d = max|x| / 127,
 // q = roundf(x / d) (with the f32 d; stored as f16). `dequantized`: the f32 values the blocks
@@ -182,6 +217,11 @@ inline void ConvertToGguf(const std::string& dir, const std::string& out, const 
       const bool dequantized = o.matrices == MatrixType::kQ8_0Dequantized;
       bytes = QuantizeQ8_0(Values(*t), dequantized);
       ggml = dequantized ? kGgmlF32 : kGgmlQ8_0;
+    } else if (matrix &&
+               (o.matrices == MatrixType::kQ4_0 || o.matrices == MatrixType::kQ4_0Dequantized)) {
+      const bool dequantized = o.matrices == MatrixType::kQ4_0Dequantized;
+      bytes = QuantizeQ4_0(Values(*t), dequantized);
+      ggml = dequantized ? kGgmlF32 : kGgmlQ4_0;
     } else {
       bytes = F32Bytes(Values(*t));  // norms and biases are always F32
     }

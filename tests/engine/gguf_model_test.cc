@@ -116,39 +116,44 @@ TEST_F(GgufModelTest, Qwen2BiasesAndMistralAsPermutedLlamaGiveTheFolderBitForBit
   ExpectSameLogits(mistral, tmp_.path() + "/mistral.gguf", 0);
 }
 
-// Q8_0 dequantizes exactly (f16 scale x int8): the quantized file is, bit for bit, the model
-// of its dequantized values, on every CPU path, in decode and prefill, alone and batched.
-TEST_F(GgufModelTest, Q8_0FilesAreTheirDequantizedValuesBitForBit) {
+// Q8_0 and Q4_0 dequantize exactly (f16 scale x int8, f16 scale x (nibble - 8)): a quantized
+// file is, bit for bit, the model of its dequantized values, on every CPU path, in decode,
+// prefill and chunks.
+TEST_F(GgufModelTest, Q8_0AndQ4_0FilesAreTheirDequantizedValuesBitForBit) {
   const std::string dir = Preset("tiny");
-  testing::ConvertToGguf(dir, tmp_.path() + "/q8.gguf", {MatrixType::kQ8_0, "qwen2"});
-  testing::ConvertToGguf(dir, tmp_.path() + "/dq.gguf", {MatrixType::kQ8_0Dequantized, "qwen2"});
-  auto q8 = testing::LoadOrDie(tmp_.path() + "/q8.gguf");
-  auto dq = testing::LoadOrDie(tmp_.path() + "/dq.gguf");
-  ASSERT_NE(q8, nullptr);
-  EXPECT_EQ(q8->weights().layers[0].q_proj.dtype, kernels::DType::kQ8_0);
-  EXPECT_EQ(q8->fingerprint().dtype, "gguf Q8_0");
-  std::mt19937_64 rng(8);
-  const auto tokens = RandomTokens(&rng, 40, static_cast<int32_t>(q8->config().vocab_size));
-  auto want_engine = EngineOrDie(dq, Numerics::kCanonical, Impl::kReference, 1);
-  const auto want = AllLogits(want_engine.get(), tokens, 0);
-  for (Impl impl : kernels::AvailableCpuIsaPaths()) {
-    auto engine = EngineOrDie(q8, Numerics::kCanonical, impl, 2);
-    for (size_t chunk : {0, 1, 7}) {  // one pass (prefill), decode, chunks
-      EXPECT_EQ(Bits(AllLogits(engine.get(), tokens, chunk)), Bits(want))
-          << kernels::CpuIsaPathName(impl) << " chunk " << chunk;
-    }
-  }
-  // Against the unquantized weights: Q8_0's rounding only.
   auto folder = testing::LoadOrDie(dir);
+  std::mt19937_64 rng(8);
+  const auto tokens = RandomTokens(&rng, 40, static_cast<int32_t>(folder->config().vocab_size));
   auto exact = EngineOrDie(folder, Numerics::kCanonical, Impl::kAuto, 2);
   const auto full = AllLogits(exact.get(), tokens, 0);
-  double num = 0, den = 0;
-  for (size_t i = 0; i < full.size(); ++i) {
-    num += (want[i] - full[i]) * static_cast<double>(want[i] - full[i]);
-    den += full[i] * static_cast<double>(full[i]);
+  // Each type against its dequantized F32 file (bitwise), then against the unquantized bf16
+  // weights (the quantization's rounding only: a bound per type, for this random model).
+  for (const auto& [type, dequantized, name, bound] :
+       {std::tuple{MatrixType::kQ8_0, MatrixType::kQ8_0Dequantized, "Q8_0", 2e-2},
+        std::tuple{MatrixType::kQ4_0, MatrixType::kQ4_0Dequantized, "Q4_0", 0.3}}) {
+    testing::ConvertToGguf(dir, tmp_.path() + "/q.gguf", {type, "qwen2"});
+    testing::ConvertToGguf(dir, tmp_.path() + "/dq.gguf", {dequantized, "qwen2"});
+    auto q = testing::LoadOrDie(tmp_.path() + "/q.gguf");
+    auto dq = testing::LoadOrDie(tmp_.path() + "/dq.gguf");
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(q->fingerprint().dtype, std::string("gguf ") + name);
+    auto want_engine = EngineOrDie(dq, Numerics::kCanonical, Impl::kReference, 1);
+    const auto want = AllLogits(want_engine.get(), tokens, 0);
+    for (Impl impl : kernels::AvailableCpuIsaPaths()) {
+      auto engine = EngineOrDie(q, Numerics::kCanonical, impl, 2);
+      for (size_t chunk : {0, 1, 7}) {  // one pass (prefill), decode, chunks
+        EXPECT_EQ(Bits(AllLogits(engine.get(), tokens, chunk)), Bits(want))
+            << name << " " << kernels::CpuIsaPathName(impl) << " chunk " << chunk;
+      }
+    }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < full.size(); ++i) {
+      num += (want[i] - full[i]) * static_cast<double>(want[i] - full[i]);
+      den += full[i] * static_cast<double>(full[i]);
+    }
+    std::printf("%s vs the bf16 folder: relative L2 %.3g\n", name, std::sqrt(num / den));
+    EXPECT_LT(std::sqrt(num / den), bound) << name;
   }
-  std::printf("Q8_0 vs bf16 folder: relative L2 %.3g\n", std::sqrt(num / den));
-  EXPECT_LT(std::sqrt(num / den), 2e-2);
 }
 
 TEST_F(GgufModelTest, Llama3RopeFreqsAreHonoured) {
@@ -208,7 +213,7 @@ TEST_F(GgufModelTest, UnsupportedAndBrokenFilesAreOneLineErrors) {
   expect_error(bytes.substr(0, bytes.size() - 100), "truncated GGUF file");
   expect_error(testing::Q4KFile("qwen3"),
                "tensor 'token_embd.weight' is Q4_K: this quantization is not supported yet (F32, "
-               "F16, BF16 and Q8_0 are)");
+               "F16, BF16, Q8_0 and Q4_0 are)");
   GgufWriter no_eps;
   no_eps.String("general.architecture", "qwen3");
   no_eps.Tensor("token_embd.weight", {64, 8}, kGgmlF32, std::string(64 * 8 * 4, '\0'));

@@ -269,10 +269,11 @@ TEST(KernelsMatMul, SpecialValuesEqualOnEveryPath) {
   }
 }
 
-// Q8_0 (GGUF): blocks of an f16 scale and 32 int8, made here from ggml's description. Every
-// path, both layouts, decode and prefill, 1 and 2 threads: bit for bit the MatMul of the
-// dequantized f32 matrix (f16 scale x int8, exact), and the same for Embedding.
-TEST(KernelsMatMul, Q8_0EqualsItsDequantizedMatrixOnEveryPath) {
+// Q8_0 and Q4_0 (GGUF): blocks of an f16 scale and 32 int8 (or 32 nibbles, low ones first),
+// made here from ggml's description. Every path, both layouts, decode and prefill, 1 and 2
+// threads: bit for bit the MatMul of the dequantized f32 matrix (f16 scale x int8, exact), and
+// the same for Embedding.
+TEST(KernelsMatMul, Q8_0AndQ4_0EqualTheirDequantizedMatricesOnEveryPath) {
   std::mt19937_64 rng(31);
   std::uniform_int_distribution<int> q(-128, 127);
   auto pool = ThreadPool::Create(2);
@@ -300,11 +301,41 @@ TEST(KernelsMatMul, Q8_0EqualsItsDequantizedMatrixOnEveryPath) {
     const WeightView f32{dequantized.data(), DType::kF32, N, K};
     std::vector<uint8_t> packed(InterleavedWeightsBytes(q8));
     const WeightView q8i = InterleaveWeights(q8, packed.data());
+    // A Q4_0 matrix from the same scales: nibbles (q >> 4) + 8, values d * (nibble - 8).
+    std::string q4_bytes;
+    std::vector<float> q4_values(dequantized.size());
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        const char* block = bytes.data() + (n * blocks + b) * 34;
+        q4_bytes.append(block, 2);
+        uint16_t d;
+        std::memcpy(&d, block, 2);
+        uint8_t nib[32];
+        for (int k = 0; k < 32; ++k) {
+          nib[k] = static_cast<uint8_t>((static_cast<int8_t>(block[2 + k]) >> 4) + 8);
+          q4_values[n * K + b * 32 + k] = F16ToF32(d) * static_cast<float>(nib[k] - 8);
+        }
+        for (int k = 0; k < 16; ++k) {
+          q4_bytes.push_back(static_cast<char>(nib[k] | (nib[k + 16] << 4)));
+        }
+      }
+    }
+    const WeightView q4{q4_bytes.data(), DType::kQ4_0, N, K};
+    const WeightView q4_f32{q4_values.data(), DType::kF32, N, K};
+    std::vector<uint8_t> packed4(InterleavedWeightsBytes(q4));
+    const WeightView q4i = InterleaveWeights(q4, packed4.data());
+    EXPECT_EQ(q4i.dtype, DType::kQ8_0);
     for (int64_t M : {1, 3, 9, 130}) {
       const auto x = RandomVector(rng, M * K, 2.0f);
-      std::vector<float> want(M * N), got(M * N);
+      std::vector<float> want(M * N), want4(M * N), got(M * N);
       MatMul(Ctx(Impl::kReference), x.data(), M, f32, nullptr, want.data());
+      MatMul(Ctx(Impl::kReference), x.data(), M, q4_f32, nullptr, want4.data());
       for (Impl impl : {Impl::kReference, Impl::kAvx2, Impl::kAvx512}) {
+        for (const WeightView& w : {q4, q4i}) {
+          MatMul(Ctx(impl), x.data(), M, w, nullptr, got.data());
+          ASSERT_EQ(FirstBitDifference(want4.data(), got.data(), M * N), "")
+              << "Q4_0 N " << N << " K " << K << " M " << M << " " << CpuIsaPathName(impl);
+        }
         for (const WeightView& w : {q8, q8i}) {
           for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), pool.get()}) {
             std::fill(got.begin(), got.end(), NAN);
