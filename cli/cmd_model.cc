@@ -115,10 +115,7 @@ int RunInfo(const InfoArgs& args) {
   if (engine::IsGgufFile(args.dir)) {
     auto file = engine::GgufFile::Open(args.dir);
     if (!file.ok()) return ReportError(file.status());
-    std::map<std::string, int64_t> counts;
-    for (const engine::GgufTensor& t : (*file)->tensors()) {
-      ++counts[engine::FindGgmlType(static_cast<uint32_t>(t.type))->name];
-    }
+    const std::map<std::string, int64_t> counts = (*file)->TensorTypeCounts();
     j["gguf"] = {{"version", (*file)->version()}, {"tensor_types", counts}};
     for (const auto& [type, n] : counts) {
       gguf_types += (gguf_types.empty() ? "" : ", ") + type + " x " + std::to_string(n);

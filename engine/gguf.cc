@@ -14,29 +14,53 @@ namespace trace::engine {
 namespace {
 
 constexpr GgmlTypeInfo kTypes[] = {
-    {GgmlType::kF32, "F32", 1, 4},        {GgmlType::kF16, "F16", 1, 2},
-    {GgmlType::kQ4_0, "Q4_0", 32, 18},    {GgmlType::kQ4_1, "Q4_1", 32, 20},
-    {GgmlType::kQ5_0, "Q5_0", 32, 22},    {GgmlType::kQ5_1, "Q5_1", 32, 24},
-    {GgmlType::kQ8_0, "Q8_0", 32, 34},    {GgmlType::kQ8_1, "Q8_1", 32, 36},
-    {GgmlType::kQ2_K, "Q2_K", 256, 84},   {GgmlType::kQ3_K, "Q3_K", 256, 110},
-    {GgmlType::kQ4_K, "Q4_K", 256, 144},  {GgmlType::kQ5_K, "Q5_K", 256, 176},
-    {GgmlType::kQ6_K, "Q6_K", 256, 210},  {GgmlType::kQ8_K, "Q8_K", 256, 292},
-    {GgmlType::kBF16, "BF16", 1, 2},      {GgmlType::kMXFP4, "MXFP4", 32, 17},
+    {GgmlType::kF32, "F32", 1, 4},       {GgmlType::kF16, "F16", 1, 2},
+    {GgmlType::kQ4_0, "Q4_0", 32, 18},   {GgmlType::kQ4_1, "Q4_1", 32, 20},
+    {GgmlType::kQ5_0, "Q5_0", 32, 22},   {GgmlType::kQ5_1, "Q5_1", 32, 24},
+    {GgmlType::kQ8_0, "Q8_0", 32, 34},   {GgmlType::kQ8_1, "Q8_1", 32, 36},
+    {GgmlType::kQ2_K, "Q2_K", 256, 84},  {GgmlType::kQ3_K, "Q3_K", 256, 110},
+    {GgmlType::kQ4_K, "Q4_K", 256, 144}, {GgmlType::kQ5_K, "Q5_K", 256, 176},
+    {GgmlType::kQ6_K, "Q6_K", 256, 210}, {GgmlType::kQ8_K, "Q8_K", 256, 292},
+    {GgmlType::kBF16, "BF16", 1, 2},     {GgmlType::kMXFP4, "MXFP4", 32, 17},
 };
 
 // The metadata value types of the format.
 enum ValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 // The fewest bytes one value of a type takes (an array: its type and count).
 uint64_t MinValueBytes(uint32_t type) {
   switch (type) {
-    case kU8: case kI8: case kBool: return 1;
-    case kU16: case kI16: return 2;
-    case kU32: case kI32: case kF32: return 4;
-    case kU64: case kI64: case kF64: case kString: return 8;
-    case kArray: return 12;
+    case kU8:
+    case kI8:
+    case kBool:
+      return 1;
+    case kU16:
+    case kI16:
+      return 2;
+    case kU32:
+    case kI32:
+    case kF32:
+      return 4;
+    case kU64:
+    case kI64:
+    case kF64:
+    case kString:
+      return 8;
+    case kArray:
+      return 12;
   }
   return 1;
 }
@@ -101,8 +125,8 @@ Result<nlohmann::json> ReadArray(Cursor* in, const std::string& key, int depth) 
   // Every element takes at least MinValueBytes: a count the rest of the file cannot hold is
   // refused before anything is allocated for it.
   if (count > in->remaining() / MinValueBytes(type)) {
-    return in->Error("metadata '" + EscapeForDisplay(key) + "': array of " +
-                     std::to_string(count) + " elements is longer than the file");
+    return in->Error("metadata '" + EscapeForDisplay(key) + "': array of " + std::to_string(count) +
+                     " elements is longer than the file");
   }
   nlohmann::json out = nlohmann::json::array();
   out.get_ref<nlohmann::json::array_t&>().reserve(static_cast<size_t>(count));
@@ -116,16 +140,46 @@ Result<nlohmann::json> ReadArray(Cursor* in, const std::string& key, int depth) 
 Result<nlohmann::json> ReadValue(Cursor* in, uint32_t type, const std::string& key, int depth) {
   const std::string what = "metadata '" + EscapeForDisplay(key) + "'";
   switch (type) {
-    case kU8: { TRACE_ASSIGN_OR_RETURN(uint8_t v, in->Read<uint8_t>(what)); return nlohmann::json(v); }
-    case kI8: { TRACE_ASSIGN_OR_RETURN(int8_t v, in->Read<int8_t>(what)); return nlohmann::json(v); }
-    case kU16: { TRACE_ASSIGN_OR_RETURN(uint16_t v, in->Read<uint16_t>(what)); return nlohmann::json(v); }
-    case kI16: { TRACE_ASSIGN_OR_RETURN(int16_t v, in->Read<int16_t>(what)); return nlohmann::json(v); }
-    case kU32: { TRACE_ASSIGN_OR_RETURN(uint32_t v, in->Read<uint32_t>(what)); return nlohmann::json(v); }
-    case kI32: { TRACE_ASSIGN_OR_RETURN(int32_t v, in->Read<int32_t>(what)); return nlohmann::json(v); }
-    case kU64: { TRACE_ASSIGN_OR_RETURN(uint64_t v, in->Read<uint64_t>(what)); return nlohmann::json(v); }
-    case kI64: { TRACE_ASSIGN_OR_RETURN(int64_t v, in->Read<int64_t>(what)); return nlohmann::json(v); }
-    case kF32: { TRACE_ASSIGN_OR_RETURN(float v, in->Read<float>(what)); return nlohmann::json(static_cast<double>(v)); }
-    case kF64: { TRACE_ASSIGN_OR_RETURN(double v, in->Read<double>(what)); return nlohmann::json(v); }
+    case kU8: {
+      TRACE_ASSIGN_OR_RETURN(uint8_t v, in->Read<uint8_t>(what));
+      return nlohmann::json(v);
+    }
+    case kI8: {
+      TRACE_ASSIGN_OR_RETURN(int8_t v, in->Read<int8_t>(what));
+      return nlohmann::json(v);
+    }
+    case kU16: {
+      TRACE_ASSIGN_OR_RETURN(uint16_t v, in->Read<uint16_t>(what));
+      return nlohmann::json(v);
+    }
+    case kI16: {
+      TRACE_ASSIGN_OR_RETURN(int16_t v, in->Read<int16_t>(what));
+      return nlohmann::json(v);
+    }
+    case kU32: {
+      TRACE_ASSIGN_OR_RETURN(uint32_t v, in->Read<uint32_t>(what));
+      return nlohmann::json(v);
+    }
+    case kI32: {
+      TRACE_ASSIGN_OR_RETURN(int32_t v, in->Read<int32_t>(what));
+      return nlohmann::json(v);
+    }
+    case kU64: {
+      TRACE_ASSIGN_OR_RETURN(uint64_t v, in->Read<uint64_t>(what));
+      return nlohmann::json(v);
+    }
+    case kI64: {
+      TRACE_ASSIGN_OR_RETURN(int64_t v, in->Read<int64_t>(what));
+      return nlohmann::json(v);
+    }
+    case kF32: {
+      TRACE_ASSIGN_OR_RETURN(float v, in->Read<float>(what));
+      return nlohmann::json(static_cast<double>(v));
+    }
+    case kF64: {
+      TRACE_ASSIGN_OR_RETURN(double v, in->Read<double>(what));
+      return nlohmann::json(v);
+    }
     case kBool: {
       TRACE_ASSIGN_OR_RETURN(uint8_t v, in->Read<uint8_t>(what));
       if (v > 1) return in->Error(what + ": a bool of value " + std::to_string(v));
@@ -192,10 +246,9 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Parse(std::string_view bytes,
     return in.Error(std::to_string(kv_count) + " metadata entries cannot fit in the file");
   }
   for (uint64_t i = 0; i < kv_count; ++i) {
-    TRACE_ASSIGN_OR_RETURN(std::string key,
-                           in.ReadString("metadata key " + std::to_string(i)));
-    TRACE_ASSIGN_OR_RETURN(uint32_t type, in.Read<uint32_t>("metadata '" + EscapeForDisplay(key) +
-                                                            "' value type"));
+    TRACE_ASSIGN_OR_RETURN(std::string key, in.ReadString("metadata key " + std::to_string(i)));
+    TRACE_ASSIGN_OR_RETURN(
+        uint32_t type, in.Read<uint32_t>("metadata '" + EscapeForDisplay(key) + "' value type"));
     if (type > kF64) {
       return in.Error("metadata '" + EscapeForDisplay(key) + "': unknown value type " +
                       std::to_string(type));
@@ -233,8 +286,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Parse(std::string_view bytes,
     for (uint32_t d = 0; d < n_dims; ++d) {
       TRACE_ASSIGN_OR_RETURN(uint64_t dim, in.Read<uint64_t>(where + " dimension"));
       if (dim == 0 || dim > (uint64_t{1} << 40)) {
-        return in.Error(where + ": dimension " + std::to_string(d) + " is " +
-                        std::to_string(dim));
+        return in.Error(where + ": dimension " + std::to_string(d) + " is " + std::to_string(dim));
       }
       numel *= dim;
       t.dims.push_back(static_cast<int64_t>(dim));
@@ -276,8 +328,8 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Parse(std::string_view bytes,
                       " is not a multiple of the alignment " + std::to_string(a));
     }
     if (t.offset > data_size || t.bytes > data_size - t.offset) {
-      return in.Error("truncated GGUF file: " + where + " needs bytes " +
-                      std::to_string(t.offset) + ".." + std::to_string(t.offset + t.bytes) +
+      return in.Error("truncated GGUF file: " + where + " needs bytes " + std::to_string(t.offset) +
+                      ".." + std::to_string(t.offset + t.bytes) +
                       " of the data section, which has " + std::to_string(data_size));
     }
     t.data = reinterpret_cast<const uint8_t*>(bytes.data()) + file->data_offset_ + t.offset;
@@ -302,6 +354,12 @@ const nlohmann::json* GgufFile::Find(const std::string& key) const {
 const GgufTensor* GgufFile::FindTensor(const std::string& name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+std::map<std::string, int64_t> GgufFile::TensorTypeCounts() const {
+  std::map<std::string, int64_t> counts;
+  for (const GgufTensor& t : tensors_) ++counts[FindGgmlType(static_cast<uint32_t>(t.type))->name];
+  return counts;
 }
 
 bool IsGgufFile(const std::string& path) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -84,6 +85,8 @@ class GgufFile {
   // Tensors in file order.
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* FindTensor(const std::string& name) const;
+  // How many tensors of each ggml type the file holds, by type name ("Q8_0": 169).
+  std::map<std::string, int64_t> TensorTypeCounts() const;
   // The whole file (for hashing), and where its data section begins.
   std::string_view bytes() const { return bytes_; }
   uint64_t data_offset() const { return data_offset_; }

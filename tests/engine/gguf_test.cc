@@ -86,6 +86,8 @@ TEST(GgufReader, ReadsEveryValueTypeAndTensor) {
   EXPECT_EQ(b->data[0], 0x11);
   EXPECT_EQ(f.FindTensor("c.weight")->type, GgmlType::kBF16);
   EXPECT_EQ(f.FindTensor("none"), nullptr);
+  EXPECT_EQ(f.TensorTypeCounts(),
+            (std::map<std::string, int64_t>{{"BF16", 1}, {"F32", 1}, {"Q8_0", 1}}));
   EXPECT_STREQ(FindGgmlType(12)->name, "Q4_K");
   EXPECT_EQ(FindGgmlType(12)->block_bytes, 144);
   EXPECT_EQ(FindGgmlType(5), nullptr);  // Q4_2: removed from ggml long ago
@@ -135,15 +137,13 @@ std::vector<Broken> BrokenFiles() {
                  "metadata 'bad': unknown value type 13"});
   out.push_back({"bool", with([](GgufWriter& w) { w.Raw("flag", GgufWriter::kBool, "\x02"); }),
                  "metadata 'flag': a bool of value 2"});
-  out.push_back({"array length",
-                 with([](GgufWriter& w) {
+  out.push_back({"array length", with([](GgufWriter& w) {
                    w.Raw("arr", GgufWriter::kArray,
                          GgufWriter::Le(uint32_t{GgufWriter::kString}) +
                              GgufWriter::Le(uint64_t{1} << 60));
                  }),
                  "metadata 'arr': array of 1152921504606846976 elements is longer than the file"});
-  out.push_back({"string length",
-                 with([](GgufWriter& w) {
+  out.push_back({"string length", with([](GgufWriter& w) {
                    w.Raw("s", GgufWriter::kString, GgufWriter::Le(uint64_t{1} << 62));
                  }),
                  "truncated GGUF file: metadata 's'"});
@@ -156,8 +156,9 @@ std::vector<Broken> BrokenFiles() {
                  "tensor 'd.weight': unknown ggml tensor type 99"});
   out.push_back({"dims", with([](GgufWriter& w) { w.Tensor("d.weight", {}, 0, ""); }),
                  "tensor 'd.weight': 0 dimensions (1 to 4 are allowed)"});
-  out.push_back({"zero dim",
-                 with([](GgufWriter& w) { w.Tensor("d.weight", {4, 0}, 0, std::string(4, 0)); }),
+  out.push_back({"zero dim", with([](GgufWriter& w) {
+                   w.Tensor("d.weight", {4, 0}, 0, std::string(4, 0));
+                 }),
                  "tensor 'd.weight': dimension 1 is 0"});
   out.push_back({"blocks",
                  with([](GgufWriter& w) { w.Tensor("d.weight", {40}, 8, std::string(34, 0)); }),
@@ -169,14 +170,13 @@ std::vector<Broken> BrokenFiles() {
                  with([](GgufWriter& w) { w.Tensor("d.weight", {1}, 0, std::string(4, 0), 1000); }),
                  "tensor 'd.weight': offset 1000 is not a multiple of the alignment 32"});
   out.push_back({"past the end",
-                 with([](GgufWriter& w) {
-                   w.Tensor("d.weight", {1}, 0, "", int64_t{1} << 40);
-                 }),
+                 with([](GgufWriter& w) { w.Tensor("d.weight", {1}, 0, "", int64_t{1} << 40); }),
                  "truncated GGUF file: tensor 'd.weight' needs bytes 1099511627776.."});
   out.push_back({"overlap",
                  with([](GgufWriter& w) { w.Tensor("d.weight", {2}, 0, std::string(8, 0), 32); }),
                  "overlap"});
-  out.push_back({"tensor count", good.substr(0, 8) + GgufWriter::Le(uint64_t{1} << 50) + good.substr(16),
+  out.push_back({"tensor count",
+                 good.substr(0, 8) + GgufWriter::Le(uint64_t{1} << 50) + good.substr(16),
                  "1125899906842624 tensors cannot fit in the file"});
   return out;
 }
