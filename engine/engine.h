@@ -77,6 +77,9 @@ struct ModelConfig {
   // uses rope_theta and rope_scaling.
   double rope_local_theta = 0.0;
   bool norm_unit_offset = false;  // RMSNorm multiplies by 1 + stored weight (Gemma)
+  // A Gemma 3 checkpoint with a vision tower (model_type gemma3): the config is its
+  // text_config, the tensors its language model's (engine/model.cc), the rest unused.
+  bool multimodal_wrapper = false;
   // Gemma: the attention and feed-forward outputs are normed (post_attention_layernorm,
   // post_feedforward_layernorm) before their residual adds.
   bool sandwich_norms = false;

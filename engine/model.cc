@@ -253,10 +253,18 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const int64_t QD = c.num_heads * D, KVD = c.num_kv_heads * D;
+  // The decoder's tensors are `model.*`, or in a Gemma 3 checkpoint with a vision tower its
+  // language model's: `language_model.model.*` (transformers 4.50, as Google published them)
+  // or `model.language_model.*` (later transformers); the vision tower's are not read.
+  std::string m = "model.";
+  if (c.multimodal_wrapper) {
+    m = owner_.count("model.language_model.embed_tokens.weight") ? "model.language_model."
+                                                                 : "language_model.model.";
+  }
   TRACE_ASSIGN_OR_RETURN(weights_.embed_tokens,
-                         Tensor("model.embed_tokens.weight", {c.vocab_size, H}));
+                         Tensor(m + "embed_tokens.weight", {c.vocab_size, H}));
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string p = m + "layers." + std::to_string(l) + ".";
     LayerWeights lw;
     TRACE_ASSIGN_OR_RETURN(lw.input_norm, NormWeight(p + "input_layernorm.weight", H));
     TRACE_ASSIGN_OR_RETURN(lw.q_proj, Tensor(p + "self_attn.q_proj.weight", {QD, H}));
@@ -290,7 +298,7 @@ Status LoadedModel::LoadFrom(const std::string& dir, bool hash_weights) {
     }
     weights_.layers.push_back(lw);
   }
-  TRACE_ASSIGN_OR_RETURN(weights_.final_norm, NormWeight("model.norm.weight", H));
+  TRACE_ASSIGN_OR_RETURN(weights_.final_norm, NormWeight(m + "norm.weight", H));
   if (c.tie_word_embeddings) {
     weights_.lm_head = weights_.embed_tokens;
   } else {

@@ -318,9 +318,27 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
   }
   c.architecture = mt->get<std::string>();
   if (c.architecture == "gemma3") {
-    return Unsupported(path +
-                       ": a Gemma 3 checkpoint with a vision tower (model_type gemma3) is not "
-                       "supported; its text model (gemma3_text, as gemma-3-1b ships) is");
+    // A checkpoint with a vision tower (Gemma3ForConditionalGeneration): its text model is a
+    // gemma3_text whose config is text_config, with Gemma3TextConfig's defaults for what the
+    // published files leave out; top-level eos and dtype apply.
+    auto tc = j.find("text_config");
+    if (tc == j.end() || !tc->is_object()) {
+      return InvalidArgument(path + ": model_type gemma3 needs a 'text_config' object");
+    }
+    json text = {{"vocab_size", 262208},      {"hidden_size", 2304},
+                 {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+                 {"num_attention_heads", 8},  {"num_key_value_heads", 4},
+                 {"head_dim", 256},           {"max_position_embeddings", 131072},
+                 {"rope_theta", 1000000.0},   {"rms_norm_eps", 1e-6},
+                 {"sliding_window", 4096},    {"query_pre_attn_scalar", 256}};
+    for (auto it = tc->begin(); it != tc->end(); ++it) text[it.key()] = it.value();
+    text["model_type"] = "gemma3_text";
+    for (const char* key : {"eos_token_id", "torch_dtype", "dtype"}) {
+      if (j.contains(key) && !text.contains(key)) text[key] = j[key];
+    }
+    TRACE_ASSIGN_OR_RETURN(ModelConfig inner, ParseModelConfig(text.dump(), path_text));
+    inner.multimodal_wrapper = true;
+    return inner;
   }
   static constexpr const char* kArchitectures[] = {
       "qwen3", "qwen2", "llama", "mistral", "qwen3_moe", "qwen2_moe", "mixtral", "gemma3_text"};

@@ -7,7 +7,11 @@
 // at every position within 1e-4 relative L2 of the float64 reference (reference_forward.h).
 #include <functional>
 
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
 #include "engine/model_init.h"
+#include "engine/safetensors.h"
 #include "engine_test_util.h"
 #include "reference_forward.h"
 
@@ -149,6 +153,65 @@ TEST_P(ArchitectureTest, AccurateAgainstFloat64ReferenceAtEveryPosition) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureTest, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// A Gemma 3 checkpoint with a vision tower (model_type gemma3, as gemma-3-4b and larger ship):
+// the sparse text_config over Gemma3TextConfig's defaults, the language model's tensors under
+// either prefix transformers has written, the vision tower's ignored. Bitwise the same model as
+// the gemma3_text folder it was made from.
+TEST(Gemma3Multimodal, TextModelOfAVisionCheckpointIsTheTextModel) {
+  testing::TempDir tmp;
+  const std::string text_dir = tmp.path() + "/text";
+  ASSERT_TRUE(InitModel("gemma3-tiny", 19, text_dir).ok());
+  auto text = testing::LoadOrDie(text_dir);
+  ASSERT_NE(text, nullptr);
+  const nlohmann::json tc = nlohmann::json::parse(testing::ReadAll(text_dir + "/config.json"));
+  nlohmann::json config = {
+      {"architectures", {"Gemma3ForConditionalGeneration"}},
+      {"model_type", "gemma3"},
+      {"eos_token_id", tc["eos_token_id"]},
+      {"torch_dtype", "bfloat16"},
+      {"image_token_index", 262144},
+      {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 16}}}};
+  // What the published configs spell out; the rest (rope_theta, rms_norm_eps, ...) is
+  // Gemma3TextConfig's default, which gemma3-tiny shares.
+  for (const char* key :
+       {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "query_pre_attn_scalar", "sliding_window", "layer_types",
+        "vocab_size", "max_position_embeddings"}) {
+    config["text_config"][key] = tc[key];
+  }
+  std::mt19937_64 rng(6);
+  const auto tokens = RandomTokens(&rng, 20, static_cast<int32_t>(text->config().vocab_size));
+  auto want_engine = EngineOrDie(text, Numerics::kCanonical, Impl::kAuto, 2);
+  const auto want = AllLogits(want_engine.get(), tokens, 0);
+  auto file = SafetensorsFile::Open(text_dir + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
+    const std::string dir = tmp.path() + "/" + prefix;
+    std::filesystem::create_directories(dir);
+    testing::WriteAll(dir + "/config.json", config.dump(2));
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+      std::filesystem::copy_file(text_dir + "/" + f, dir + "/" + f);
+    }
+    std::vector<TensorToWrite> tensors;
+    for (const auto& [name, info] : (*file)->tensors()) {
+      TensorToWrite t{prefix + name.substr(std::string("model.").size()), info.dtype, info.shape,
+                      std::string(static_cast<const char*>(info.data), info.end - info.begin)};
+      tensors.push_back(std::move(t));
+    }
+    tensors.push_back({"vision_tower.vision_model.post_layernorm.weight",
+                       kernels::DType::kBF16,
+                       {16},
+                       std::string(32, '\1')});
+    ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", tensors).ok());
+    auto wrapped = testing::LoadOrDie(dir);
+    ASSERT_NE(wrapped, nullptr) << prefix;
+    EXPECT_EQ(wrapped->config().architecture, "gemma3_text");
+    EXPECT_TRUE(wrapped->config().multimodal_wrapper);
+    auto engine = EngineOrDie(wrapped, Numerics::kCanonical, Impl::kAuto, 2);
+    EXPECT_EQ(Bits(AllLogits(engine.get(), tokens, 0)), Bits(want)) << prefix;
+  }
+}
 
 // The window is real: with it, a sliding model's logits equal the same weights' without it
 // up to position window - 1, and differ after (the first position that lost a key).

@@ -107,6 +107,41 @@ TEST(ModelConfigTest, ParsesGemma3TextAsPublished) {
   EXPECT_EQ(f32->embedding_scale, static_cast<float>(std::sqrt(1152.0)));
 }
 
+// gemma-3-4b-it's config.json as published: a sparse text_config over Gemma3TextConfig's
+// defaults, the vision tower's config beside it.
+TEST(ModelConfigTest, ParsesGemma3WithAVisionTowerAsItsTextModel) {
+  const char* kGemma34b = R"({
+    "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999,
+    "eoi_token_index": 256000, "eos_token_id": [1, 106], "image_token_index": 262144,
+    "initializer_range": 0.02, "mm_tokens_per_image": 256, "model_type": "gemma3",
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                    "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                    "sliding_window": 1024},
+    "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+    "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                      "model_type": "siglip_vision_model", "num_attention_heads": 16,
+                      "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": false}})";
+  auto c = ParseModelConfig(kGemma34b, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->architecture, "gemma3_text");
+  EXPECT_TRUE(c->multimodal_wrapper);
+  EXPECT_EQ(c->vocab_size, 262208);
+  EXPECT_EQ(c->hidden_size, 2560);
+  EXPECT_EQ(c->num_layers, 34);
+  EXPECT_EQ(c->num_heads, 8);
+  EXPECT_EQ(c->num_kv_heads, 4);
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->attention_scale_dim, 256);
+  EXPECT_EQ(c->sliding_window, 1024);
+  EXPECT_EQ(c->max_position_embeddings, 131072);
+  EXPECT_EQ(c->rope_scaling.type, kernels::RopeScaling::Type::kLinear);
+  EXPECT_EQ(c->rope_scaling.factor, 8.0);
+  EXPECT_EQ(c->dtype, kernels::DType::kBF16);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{1, 106}));
+  EXPECT_EQ(c->embedding_scale, 50.5f);  // bf16(sqrt(2560) = 50.596)
+  for (int64_t l = 0; l < 34; ++l) EXPECT_EQ(c->IsSlidingLayer(l), (l + 1) % 6 != 0) << l;
+}
+
 TEST(ModelConfigTest, ErrorsNameFileAndField) {
   nlohmann::json j = nlohmann::json::parse(kQwen3Config);
   j["model_type"] = "gpt2";

@@ -242,7 +242,7 @@ TEST(ErrorMessages, ModelConfigGemma3Refusals) {
        "holds \"chunked_attention\""},
       {"query_pre_attn_scalar", 0, "field 'query_pre_attn_scalar' must be positive"},
       {"use_bidirectional_attention", true, "field 'use_bidirectional_attention'"},
-      {"model_type", "gemma3", "with a vision tower (model_type gemma3) is not supported"},
+      {"model_type", "gemma3", "model_type gemma3 needs a 'text_config' object"},
       {"rope_scaling", ojson{{"rope_type", "linear"}, {"factor", 0.5}},
        "rope_scaling (linear): field 'factor' must be a number >= 1"},
       {"rope_scaling", ojson{{"rope_type", "yarn"}, {"factor", 4}},
