@@ -49,6 +49,20 @@ int RunInit(const InitArgs& args) {
   return kExitOk;
 }
 
+// A GGUF file's version and how many tensors of each ggml type it holds: into `j` ("gguf")
+// and as text ("Q8_0 x 169, F32 x 121"). Nothing for a folder.
+int AddGgufTypes(const std::string& path, nlohmann::ordered_json* j, std::string* text) {
+  if (!engine::IsGgufFile(path)) return kExitOk;
+  auto file = engine::GgufFile::Open(path);
+  if (!file.ok()) return ReportError(file.status());
+  const std::map<std::string, int64_t> counts = (*file)->TensorTypeCounts();
+  (*j)["gguf"] = {{"version", (*file)->version()}, {"tensor_types", counts}};
+  for (const auto& [type, n] : counts) {
+    *text += (text->empty() ? "" : ", ") + type + " x " + std::to_string(n);
+  }
+  return kExitOk;
+}
+
 int RunInfo(const InfoArgs& args) {
   auto loaded = engine::Model::Load(args.dir, /*hash_weights=*/!args.no_hash);
   if (!loaded.ok()) return ReportError(loaded.status());
@@ -110,17 +124,8 @@ int RunInfo(const InfoArgs& args) {
                 {"moe_layers", moe_layers}};
   }
   j["weight_files"] = files;
-  // A GGUF file: its version and how many tensors of each ggml type it holds.
   std::string gguf_types;
-  if (engine::IsGgufFile(args.dir)) {
-    auto file = engine::GgufFile::Open(args.dir);
-    if (!file.ok()) return ReportError(file.status());
-    const std::map<std::string, int64_t> counts = (*file)->TensorTypeCounts();
-    j["gguf"] = {{"version", (*file)->version()}, {"tensor_types", counts}};
-    for (const auto& [type, n] : counts) {
-      gguf_types += (gguf_types.empty() ? "" : ", ") + type + " x " + std::to_string(n);
-    }
-  }
+  if (int rc = AddGgufTypes(args.dir, &j, &gguf_types); rc != kExitOk) return rc;
   j["fingerprint"] = {{"weights_sha256", fp.weights_sha256},
                       {"config_sha256", fp.config_sha256},
                       {"tokenizer_sha256", fp.tokenizer_sha256},

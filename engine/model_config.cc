@@ -307,6 +307,31 @@ const char* TorchDTypeName(kernels::DType dtype) {
   return "?";
 }
 
+// A Gemma 3 checkpoint with a vision tower (Gemma3ForConditionalGeneration): its text model is
+// a gemma3_text whose config is text_config, with Gemma3TextConfig's defaults for what the
+// published files leave out; top-level eos and dtype apply. `path` as shown, `path_text` raw.
+Result<ModelConfig> ParseGemma3VisionCheckpoint(const json& j, const std::string& path,
+                                                const std::string& path_text) {
+  auto tc = j.find("text_config");
+  if (tc == j.end() || !tc->is_object()) {
+    return InvalidArgument(path + ": model_type gemma3 needs a 'text_config' object");
+  }
+  json text = {{"vocab_size", 262208},      {"hidden_size", 2304},
+               {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+               {"num_attention_heads", 8},  {"num_key_value_heads", 4},
+               {"head_dim", 256},           {"max_position_embeddings", 131072},
+               {"rope_theta", 1000000.0},   {"rms_norm_eps", 1e-6},
+               {"sliding_window", 4096},    {"query_pre_attn_scalar", 256}};
+  for (auto it = tc->begin(); it != tc->end(); ++it) text[it.key()] = it.value();
+  text["model_type"] = "gemma3_text";
+  for (const char* key : {"eos_token_id", "torch_dtype", "dtype"}) {
+    if (j.contains(key) && !text.contains(key)) text[key] = j[key];
+  }
+  TRACE_ASSIGN_OR_RETURN(ModelConfig inner, ParseModelConfig(text.dump(), path_text));
+  inner.multimodal_wrapper = true;
+  return inner;
+}
+
 Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string& path_text) {
   const std::string path = EscapePathForDisplay(path_text);  // as messages show it
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -317,29 +342,7 @@ Result<ModelConfig> ParseModelConfig(const std::string& text, const std::string&
     return InvalidArgument(path + ": field 'model_type' is missing (architecture unknown)");
   }
   c.architecture = mt->get<std::string>();
-  if (c.architecture == "gemma3") {
-    // A checkpoint with a vision tower (Gemma3ForConditionalGeneration): its text model is a
-    // gemma3_text whose config is text_config, with Gemma3TextConfig's defaults for what the
-    // published files leave out; top-level eos and dtype apply.
-    auto tc = j.find("text_config");
-    if (tc == j.end() || !tc->is_object()) {
-      return InvalidArgument(path + ": model_type gemma3 needs a 'text_config' object");
-    }
-    json text = {{"vocab_size", 262208},      {"hidden_size", 2304},
-                 {"intermediate_size", 9216}, {"num_hidden_layers", 26},
-                 {"num_attention_heads", 8},  {"num_key_value_heads", 4},
-                 {"head_dim", 256},           {"max_position_embeddings", 131072},
-                 {"rope_theta", 1000000.0},   {"rms_norm_eps", 1e-6},
-                 {"sliding_window", 4096},    {"query_pre_attn_scalar", 256}};
-    for (auto it = tc->begin(); it != tc->end(); ++it) text[it.key()] = it.value();
-    text["model_type"] = "gemma3_text";
-    for (const char* key : {"eos_token_id", "torch_dtype", "dtype"}) {
-      if (j.contains(key) && !text.contains(key)) text[key] = j[key];
-    }
-    TRACE_ASSIGN_OR_RETURN(ModelConfig inner, ParseModelConfig(text.dump(), path_text));
-    inner.multimodal_wrapper = true;
-    return inner;
-  }
+  if (c.architecture == "gemma3") return ParseGemma3VisionCheckpoint(j, path, path_text);
   static constexpr const char* kArchitectures[] = {
       "qwen3", "qwen2", "llama", "mistral", "qwen3_moe", "qwen2_moe", "mixtral", "gemma3_text"};
   if (std::find(std::begin(kArchitectures), std::end(kArchitectures), c.architecture) ==

@@ -18,8 +18,19 @@ class GgufWriter {
  public:
   // The format's value types.
   enum Type : uint32_t {
-    kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-    kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+    kU8 = 0,
+    kI8 = 1,
+    kU16 = 2,
+    kI16 = 3,
+    kU32 = 4,
+    kI32 = 5,
+    kF32 = 6,
+    kBool = 7,
+    kString = 8,
+    kArray = 9,
+    kU64 = 10,
+    kI64 = 11,
+    kF64 = 12,
   };
 
   void U8(const std::string& key, uint8_t v) { Kv(key, kU8, Le(v)); }
@@ -67,8 +78,8 @@ class GgufWriter {
              Le(static_cast<uint32_t>(alignment));
       ++kv_count;
     }
-    std::string out = "GGUF" + Le(version) + Le(static_cast<uint64_t>(tensors_.size())) +
-                      Le(kv_count) + kvs;
+    std::string out =
+        "GGUF" + Le(version) + Le(static_cast<uint64_t>(tensors_.size())) + Le(kv_count) + kvs;
     std::vector<uint64_t> offsets;
     uint64_t next = 0;
     for (const auto& t : tensors_) {

@@ -38,7 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const trace::engine::GgufFile& f = **parsed;
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (const trace::engine::GgufTensor& t : f.tensors()) {
-    const trace::engine::GgmlTypeInfo* info = trace::engine::FindGgmlType(static_cast<uint32_t>(t.type));
+    const trace::engine::GgmlTypeInfo* info =
+        trace::engine::FindGgmlType(static_cast<uint32_t>(t.type));
     if (info == nullptr) trace::fuzz::Fail("tensor " + t.name + " of an unknown type accepted");
     if (t.dims.empty() || t.dims[0] % info->block != 0) trace::fuzz::Fail("partial block accepted");
     if (static_cast<uint64_t>(t.numel() / info->block * info->block_bytes) != t.bytes) {
