@@ -168,10 +168,12 @@ Status ParseLlama3RopeScaling(const nlohmann::json& rs, const std::string& path,
     *f.value = it->get<double>();
   }
   if (!(r.factor >= 1.0) || !(r.low_freq_factor > 0.0) ||
-      !(r.high_freq_factor > r.low_freq_factor) || !(r.original_max_position_embeddings >= 1.0)) {
+      !(r.high_freq_factor > r.low_freq_factor) || !(r.original_max_position_embeddings >= 1.0) ||
+      r.original_max_position_embeddings > static_cast<double>(kMaxPositions)) {
     return InvalidArgument(path +
                            ": rope_scaling (llama3): needs factor >= 1, 0 < low_freq_factor < "
-                           "high_freq_factor and original_max_position_embeddings >= 1");
+                           "high_freq_factor and original_max_position_embeddings in 1.." +
+                           std::to_string(kMaxPositions));
   }
   *out = r;
   return Status::Ok();

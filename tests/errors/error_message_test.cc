@@ -182,6 +182,11 @@ TEST(ErrorMessages, ModelConfigLlama3RopeScaling) {
       {R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1,
            "original_max_position_embeddings": 8192})",
        "0 < low_freq_factor < high_freq_factor"},
+      // Past any context (a model_config_fuzz finding: it overflowed ModelConfigToJson's
+      // integer write).
+      {R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+           "original_max_position_embeddings": 1e308})",
+       "original_max_position_embeddings in 1..67108864"},
   };
   for (const Case& c : cases) {
     ojson doc = ojson::parse(text);
