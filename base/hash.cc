@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -54,6 +55,19 @@ Result<std::string> Sha256File(const std::string& path) {
 
 uint64_t Digest64(const void* data, size_t size) {
   return XXH3_64bits(data, size);
+}
+
+uint64_t LogitsDigest(std::span<const float> logits) {
+  const auto is_nan = [](float v) { return v != v; };
+  if (std::none_of(logits.begin(), logits.end(), is_nan)) {
+    return Digest64(logits.data(), logits.size_bytes());
+  }
+  std::vector<float> one_nan(logits.begin(), logits.end());
+  uint32_t bits = 0x7fc00000u;
+  float nan;
+  std::memcpy(&nan, &bits, 4);
+  std::replace_if(one_nan.begin(), one_nan.end(), is_nan, nan);
+  return Digest64(one_nan.data(), one_nan.size() * sizeof(float));
 }
 
 std::string DigestHex(uint64_t digest) {

@@ -22,10 +22,11 @@ Result<std::string> Sha256File(const std::string& path);
 
 // XXH3-64 of raw bytes.
 uint64_t Digest64(const void* data, size_t size);
-// The logits digest recorded per sampled token: XXH3-64 of the float bits, in order.
-inline uint64_t LogitsDigest(std::span<const float> logits) {
-  return Digest64(logits.data(), logits.size_bytes());
-}
+// The logits digest recorded per sampled token: XXH3-64 of the float bits, in order, with
+// every NaN as 0x7fc00000. Which NaN an operation returns is not in the numerics contract
+// (docs/numerics.md section 1: x86 and AArch64 make different ones), so two machines that
+// agree on every other bit give one digest.
+uint64_t LogitsDigest(std::span<const float> logits);
 // 16 lower-case hex digits.
 std::string DigestHex(uint64_t digest);
 

@@ -78,9 +78,10 @@ void Setup(CLI::App& app, int* exit_code) {
       "forward (prefill tokens/s), then --decode-tokens greedy decode steps of all B together\n"
       "(decode tokens/s). Canonical and fast engines run alternately in the same process;\n"
       "c/f is canonical / fast (1.0: determinism is free). Only the forward pass is timed.\n"
-      "On the CPU it also names the instruction-set path that ran (avx512, avx2, reference;\n"
-      "TRACE_CPU_ISA=scalar|avx2|avx512 caps it) and measures that path's fp32 FMA peak on\n"
-      "the same threads, reporting canonical prefill GFLOP/s as a fraction of it.\n\n"
+      "On the CPU it also names the instruction-set path that ran (avx512, avx2, neon,\n"
+      "reference; TRACE_CPU_ISA=scalar|avx2|avx512|neon caps it) and measures that\n"
+      "path's fp32 FMA peak on the same threads, reporting canonical prefill GFLOP/s as a\n"
+      "fraction of it.\n\n"
       "Examples:\n"
       "  trace bench throughput --batch 1,8 --prompt-len 64 --decode-tokens 16\n"
       "  trace bench throughput --model ./qwen --device cuda --batch 1,8,64 --json");

@@ -43,10 +43,10 @@ void Setup(CLI::App& app, int* exit_code) {
       "doctor",
       "Print this machine's fingerprint (CPU model and kernel path, CUDA driver, runtime,\n"
       "cuBLAS, GPUs) and run the numerics self-test: the canonical-v2 kernel cases on every\n"
-      "kernel path present (scalar reference, AVX2, each CUDA device) and the golden prompts\n"
-      "on a temporary tiny model, each against its pinned digest. A machine that passes\n"
-      "reproduces the canonical bits, so replays of its runs elsewhere (and of other runs\n"
-      "here) can be bitwise.\n"
+      "kernel path present (scalar reference, AVX2, AVX-512 or NEON, each CUDA device) and\n"
+      "the golden prompts on a temporary tiny model, each against its pinned digest. A\n"
+      "machine that passes reproduces the canonical bits, so replays of its runs elsewhere\n"
+      "(and of other runs here) can be bitwise.\n"
       "Exit 0: every check passed; 1: a digest differs; 2: a check could not run.");
   cmd->add_flag("--json", args->json, "Print the fingerprint and results as JSON");
   cmd->add_flag("--no-model", args->no_model,

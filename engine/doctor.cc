@@ -149,12 +149,12 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
     if (options.progress) options.progress(line);
   };
 
-  // The paths present: CPU reference, CPU AVX2, every CUDA device.
+  // The paths present: CPU reference, the CPU's SIMD paths, every CUDA device.
   struct Path {
     std::string name, device;
     kernels::Impl impl;
   };
-  // Every CPU path this machine has (reference first, then AVX2, then AVX-512).
+  // Every CPU path this machine has (reference first, then AVX2 and AVX-512, or NEON).
   std::vector<Path> paths;
   const std::vector<kernels::Impl> cpu_paths = kernels::AvailableCpuIsaPaths();
   for (auto it = cpu_paths.rbegin(); it != cpu_paths.rend(); ++it) {

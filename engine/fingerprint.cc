@@ -2,6 +2,7 @@
 
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -12,37 +13,28 @@
 namespace trace::engine {
 namespace {
 
-// The value of the first /proc/cpuinfo line starting with `key`.
-std::string CpuInfoField(const std::string& key) {
-  std::ifstream in("/proc/cpuinfo");
+// The value of the first line of `cpuinfo` whose key (before the colon, trimmed) is `key`.
+std::string CpuInfoField(const std::string& cpuinfo, const std::string& key) {
+  std::istringstream in(cpuinfo);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind(key, 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string v = line.substr(colon + 1);
-      v.erase(0, v.find_first_not_of(" \t"));
-      return v;
-    }
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    name.erase(name.find_last_not_of(" \t") + 1);
+    if (name != key) continue;
+    std::string v = line.substr(colon + 1);
+    v.erase(0, v.find_first_not_of(" \t"));
+    return v;
   }
   return "";
 }
 
-std::vector<std::string> KernelCpuFlags() {
-  std::istringstream words(CpuInfoField("flags"));
-  std::vector<std::string> present;
-  for (std::string w; words >> w;) present.push_back(w);
-  std::vector<std::string> out;
-  for (const char* f : {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
-                        "avx512_bf16", "avx512_fp16"}) {
-    for (const std::string& p : present) {
-      if (p == f) {
-        out.push_back(f);
-        break;
-      }
-    }
-  }
-  return out;
+std::string ReadCpuInfo() {
+  std::ifstream in("/proc/cpuinfo");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 std::string Os() {
@@ -53,10 +45,39 @@ std::string Os() {
 
 }  // namespace
 
+std::string CpuModelFromCpuInfo(const std::string& cpuinfo) {
+  std::string model = CpuInfoField(cpuinfo, "model name");
+  if (!model.empty()) return model;
+  const std::string implementer = CpuInfoField(cpuinfo, "CPU implementer");
+  if (implementer.empty()) return "";
+  model = "arm implementer " + implementer;
+  for (const char* field : {"part", "variant", "revision"}) {
+    const std::string v = CpuInfoField(cpuinfo, std::string("CPU ") + field);
+    if (!v.empty()) model += std::string(" ") + field + " " + v;
+  }
+  return model;
+}
+
+std::vector<std::string> KernelCpuFlagsFromCpuInfo(const std::string& cpuinfo) {
+  std::string listed = CpuInfoField(cpuinfo, "flags");
+  if (listed.empty()) listed = CpuInfoField(cpuinfo, "Features");  // ARM
+  std::istringstream words(listed);
+  std::vector<std::string> present;
+  for (std::string w; words >> w;) present.push_back(w);
+  std::vector<std::string> out;
+  for (const char* f :
+       {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
+        "avx512_fp16", "asimd", "fphp", "asimdhp", "asimddp", "sve", "sve2", "bf16", "i8mm"}) {
+    if (std::find(present.begin(), present.end(), f) != present.end()) out.push_back(f);
+  }
+  return out;
+}
+
 MachineFingerprint ReadMachineFingerprint() {
   MachineFingerprint m;
-  m.cpu_model = CpuInfoField("model name");
-  m.cpu_flags = KernelCpuFlags();
+  const std::string cpuinfo = ReadCpuInfo();
+  m.cpu_model = CpuModelFromCpuInfo(cpuinfo);
+  m.cpu_flags = KernelCpuFlagsFromCpuInfo(cpuinfo);
   m.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
   m.os = Os();
   m.cpu_isa_path = kernels::CpuIsaPathName(kernels::Impl::kAuto);
@@ -69,8 +90,9 @@ EngineDeviceFingerprint DescribeEngineDevice(const Engine& engine) {
   const EngineOptions& o = engine.options();
   d.device = o.device;
   d.description = engine.DeviceDescription();
-  d.cpu_model = CpuInfoField("model name");
-  d.cpu_flags = KernelCpuFlags();
+  const std::string cpuinfo = ReadCpuInfo();
+  d.cpu_model = CpuModelFromCpuInfo(cpuinfo);
+  d.cpu_flags = KernelCpuFlagsFromCpuInfo(cpuinfo);
   d.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
   d.os = Os();
   if (!IsCudaDevice(o.device)) {

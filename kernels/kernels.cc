@@ -1,7 +1,7 @@
-// Dispatch of kernels/kernels.h: picks the scalar reference, the AVX2 or the AVX-512 path
-// (checked once at run time, capped by TRACE_CPU_ISA or forced by Impl) and splits independent
-// outputs over the thread pool. Never splits a reduction: every output element is computed whole by
-// one thread.
+// Dispatch of kernels/kernels.h: picks the scalar reference, the AVX2, AVX-512 or NEON path
+// (checked once at run time, capped by TRACE_CPU_ISA or forced by Impl; each path a table of
+// its ops) and splits independent outputs over the thread pool. Never splits a reduction: every
+// output element is computed whole by one thread.
 #include "kernels/kernels.h"
 
 // The x86 SIMD paths (kernels/cpu/avx2_*, avx512_*) are compiled only for x86
@@ -12,6 +12,13 @@
 #include <cpuid.h>
 #else
 #define TRACE_X86_SIMD 0
+#endif
+// The NEON paths (kernels/cpu/neon_*) are compiled only for aarch64, where Advanced SIMD is
+// part of the architecture.
+#if defined(__aarch64__)
+#define TRACE_NEON_SIMD 1
+#else
+#define TRACE_NEON_SIMD 0
 #endif
 
 #include <algorithm>
@@ -278,6 +285,10 @@ bool HaveAvx2() {
 #endif
 }
 
+bool HaveNeon() {
+  return TRACE_NEON_SIMD != 0;  // Advanced SIMD is mandatory on AArch64
+}
+
 bool HaveAvx512() {
 #if !TRACE_X86_SIMD
   return false;
@@ -298,6 +309,8 @@ bool ParseCpuIsaPath(std::string_view name, Impl* impl) {
     *impl = Impl::kAvx2;
   } else if (name == "avx512") {
     *impl = Impl::kAvx512;
+  } else if (name == "neon") {
+    *impl = Impl::kNeon;
   } else if (name == "auto") {
     *impl = Impl::kAuto;
   } else {
@@ -312,7 +325,8 @@ Impl CpuIsaOverride() {
     Impl impl = Impl::kAuto;
     if (env != nullptr && *env != '\0' && !ParseCpuIsaPath(env, &impl)) {
       std::fprintf(stderr,
-                   "trace: TRACE_CPU_ISA=%s is not one of scalar|avx2|avx512|auto; ignored\n", env);
+                   "trace: TRACE_CPU_ISA=%s is not one of scalar|avx2|avx512|neon|auto; ignored\n",
+                   env);
       impl = Impl::kAuto;
     }
     return impl;
@@ -322,73 +336,208 @@ Impl CpuIsaOverride() {
 
 namespace {
 
-enum class Isa : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// ---- the CPU paths as tables ----------------------------------------------------------------
+// Each path is a table of its ops; where a path has no op of its own the table names the one it
+// runs instead (the reference, or AVX2's for AVX-512's fast ops), so the dispatch below is one
+// lookup per op and a new path is one table.
+using MatMulFn = void (*)(const float* x, int64_t M, const WeightView& w, const float* bias,
+                          float* y, int64_t n_begin, int64_t n_end);
+using RmsNormFn = void (*)(const float* x, int64_t M, int64_t n, const WeightView& weight,
+                           float eps, float* out);
+using EmbeddingFn = void (*)(const WeightView& table, const int32_t* ids, int64_t M, float* out);
+using RopeFn = void (*)(float* x, int64_t M, int64_t n_heads, int64_t head_dim,
+                        const int32_t* positions, const float* cos_table, const float* sin_table);
+using ElementwiseFn = void (*)(const float* a, const float* b, int64_t n, float* out);
+using ExpFn = void (*)(const float* x, int64_t n, float* out);
+using AttentionCanonicalFn = void (*)(const float* q, const float* k_cache, const float* v_cache,
+                                      int64_t pos, int64_t n_heads, int64_t n_kv_heads,
+                                      int64_t head_dim, float scale, float* scratch, float* out,
+                                      int64_t h_begin, int64_t h_end);
+using AttentionFastFn = void (*)(const float* q, const float* k_cache, const float* v_cache,
+                                 int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                 float scale, float* out, int64_t h_begin, int64_t h_end);
+
+struct CpuPath {
+  const char* name;  // CpuIsaPathName: recorded in fingerprints
+  MatMulFn matmul_canonical, matmul_fast;
+  // Which block types matmul_canonical takes (the rest run the reference; fast numerics on
+  // a block type always does): Q8_0 in either layout, row-major Q4_0 (kInterleaved32 holds
+  // Q4_0 as Q8_0).
+  bool canonical_q8_0, canonical_q4_0;
+  // Column ranges handed to threads by the canonical MatMul on row-major weights are multiples
+  // of this (kInterleaved32 weights: always 32), so the path sees whole register groups; the
+  // split does not change any output bit.
+  int64_t row_major_column_group;
+  RmsNormFn rms_norm;
+  EmbeddingFn embedding;
+  RopeFn rope;
+  ElementwiseFn silu_mul, gelu_tanh_mul, add;
+  ExpFn exp;
+  AttentionCanonicalFn attention_canonical;
+  AttentionFastFn attention_fast;
+};
+
+void RefExp(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Exp(x[i]);
+}
+
+constexpr CpuPath kReferencePath = {
+    .name = "reference",
+    .matmul_canonical = ref::MatMulCanonical,
+    .matmul_fast = ref::MatMulFast,
+    .canonical_q8_0 = false,
+    .canonical_q4_0 = false,
+    .row_major_column_group = 8,
+    .rms_norm = ref::RmsNorm,
+    .embedding = ref::Embedding,
+    .rope = ref::Rope,
+    .silu_mul = ref::SiluMul,
+    .gelu_tanh_mul = ref::GeluTanhMul,
+    .add = ref::Add,
+    .exp = RefExp,
+    .attention_canonical = ref::AttentionCanonical,
+    .attention_fast = ref::AttentionFast,
+};
+#if TRACE_X86_SIMD
+constexpr CpuPath kAvx2Path = {
+    .name = "avx2",
+    .matmul_canonical = avx2::MatMulCanonical,
+    .matmul_fast = avx2::MatMulFast,
+    .canonical_q8_0 = true,
+    .canonical_q4_0 = false,
+    .row_major_column_group = 8,
+    .rms_norm = avx2::RmsNorm,
+    .embedding = avx2::Embedding,
+    .rope = avx2::Rope,
+    .silu_mul = avx2::SiluMul,
+    .gelu_tanh_mul = avx2::GeluTanhMul,
+    .add = avx2::Add,
+    .exp = avx2::Exp8,
+    .attention_canonical = avx2::AttentionCanonical,
+    .attention_fast = avx2::AttentionFast,
+};
+// Fast MatMul and fast attention have no AVX-512 code: they run AVX2's.
+constexpr CpuPath kAvx512Path = {
+    .name = "avx512",
+    .matmul_canonical = avx512::MatMulCanonical,
+    .matmul_fast = avx2::MatMulFast,
+    .canonical_q8_0 = true,
+    .canonical_q4_0 = false,
+    .row_major_column_group = 32,
+    .rms_norm = avx512::RmsNorm,
+    .embedding = avx512::Embedding,
+    .rope = avx512::Rope,
+    .silu_mul = avx512::SiluMul,
+    .gelu_tanh_mul = avx512::GeluTanhMul,
+    .add = avx512::Add,
+    .exp = avx512::Exp16,
+    .attention_canonical = avx512::AttentionCanonical,
+    .attention_fast = avx2::AttentionFast,
+};
+#endif
+#if TRACE_NEON_SIMD
+// Fast numerics promises no bits across machines: its MatMul and attention run the reference.
+constexpr CpuPath kNeonPath = {
+    .name = "neon",
+    .matmul_canonical = neon::MatMulCanonical,
+    .matmul_fast = ref::MatMulFast,
+    .canonical_q8_0 = true,
+    .canonical_q4_0 = true,
+    .row_major_column_group = 8,
+    .rms_norm = neon::RmsNorm,
+    .embedding = neon::Embedding,
+    .rope = neon::Rope,
+    .silu_mul = neon::SiluMul,
+    .gelu_tanh_mul = neon::GeluTanhMul,
+    .add = neon::Add,
+    .exp = neon::Exp4,
+    .attention_canonical = neon::AttentionCanonical,
+    .attention_fast = ref::AttentionFast,
+};
+#endif
+
+enum class Isa : uint8_t { kScalar, kAvx2, kAvx512, kNeon };
+
+const CpuPath& PathOf(Isa isa) {
+  switch (isa) {
+#if TRACE_X86_SIMD
+    case Isa::kAvx2:
+      return kAvx2Path;
+    case Isa::kAvx512:
+      return kAvx512Path;
+#endif
+#if TRACE_NEON_SIMD
+    case Isa::kNeon:
+      return kNeonPath;
+#endif
+    default:
+      return kReferencePath;
+  }
+}
 
 Isa BestIsa() {
+  if (HaveNeon()) return Isa::kNeon;
   return HaveAvx512() ? Isa::kAvx512 : HaveAvx2() ? Isa::kAvx2 : Isa::kScalar;
 }
 
-// The path an explicit request runs: itself, or the best one below it that the CPU has.
+// The path an explicit request runs: itself, or the best one below it that the CPU has (the
+// x86 paths rank scalar < avx2 < avx512; NEON has only the scalar path below it).
 Isa Requested(Impl impl) {
   switch (impl) {
     case Impl::kReference:
       return Isa::kScalar;
+    case Impl::kNeon:
+      return HaveNeon() ? Isa::kNeon : Isa::kScalar;
     case Impl::kAvx2:
-      return std::min(Isa::kAvx2, BestIsa());
+      return HaveAvx2() ? Isa::kAvx2 : Isa::kScalar;
     case Impl::kAvx512:
+      return HaveAvx512() ? Isa::kAvx512 : HaveAvx2() ? Isa::kAvx2 : Isa::kScalar;
     case Impl::kAuto:
       return BestIsa();
   }
   return Isa::kScalar;
 }
 
+// kAuto: the best path, capped by TRACE_CPU_ISA (a cap names a path this CPU may lack: it
+// then runs the best one below it, as an explicit request does).
 Isa ResolveIsa(Impl impl) {
-  if (impl != Impl::kAuto) return Requested(impl);
-  return std::min(BestIsa(), Requested(CpuIsaOverride()));
+  return Requested(impl != Impl::kAuto ? impl : CpuIsaOverride());
+}
+
+const CpuPath& PathFor(const KernelContext& ctx) {
+  return PathOf(ResolveIsa(ctx.impl));
 }
 
 }  // namespace
 
 const char* CpuIsaPathName(Impl impl) {
-  switch (ResolveIsa(impl)) {
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kScalar:
-      break;
-  }
-  return "reference";
+  return PathOf(ResolveIsa(impl)).name;
 }
 
 std::vector<Impl> AvailableCpuIsaPaths() {
   std::vector<Impl> paths;
+  if (HaveNeon()) paths.push_back(Impl::kNeon);
   if (HaveAvx512()) paths.push_back(Impl::kAvx512);
   if (HaveAvx2()) paths.push_back(Impl::kAvx2);
   paths.push_back(Impl::kReference);
   return paths;
 }
 
-namespace {
-
-// Column ranges handed to threads are multiples of 8 (row-major) or 32 (interleaved, and
-// every AVX-512 canonical MatMul) so the SIMD path sees whole groups; the split does not
-// change any output bit.
-int64_t ColumnGroup(const WeightView& w, bool avx512) {
-  return w.layout == WeightLayout::kInterleaved32 || avx512 ? 32 : 8;
-}
-
-}  // namespace
-
 void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightView& w,
             const float* bias, float* y) {
   if (M <= 0 || w.rows <= 0) return;
-  const Isa isa = ResolveIsa(ctx.impl);
+  const CpuPath& path = PathFor(ctx);
   const bool canonical = ctx.numerics == Numerics::kCanonical;
-  // Fast numerics has no AVX-512 path: it runs the AVX2 one.
-  const bool avx512 = canonical && isa == Isa::kAvx512;
+  const bool simd =
+      !IsQuantized(w.dtype) ||
+      (canonical && (w.dtype == DType::kQ8_0 ? path.canonical_q8_0 : path.canonical_q4_0));
+  const MatMulFn run = !simd       ? (canonical ? ref::MatMulCanonical : ref::MatMulFast)
+                       : canonical ? path.matmul_canonical
+                                   : path.matmul_fast;
   const int64_t N = w.rows;
-  const int64_t group = ColumnGroup(w, avx512);
+  const int64_t group = w.layout == WeightLayout::kInterleaved32 ? 32
+                        : canonical                              ? path.row_major_column_group
+                                                                 : 8;
   const int64_t groups = (N + group - 1) / group;
   // Chunks the pool hands out dynamically: one 32-column panel in prefill (each panel is packed
   // once per block of rows anyway, so a finer split costs nothing and balances the threads);
@@ -396,60 +545,22 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
   const int64_t chunk_columns = M == 1 ? 128 : 32;
   const int64_t grain = std::max<int64_t>(1, chunk_columns / group);
   ParallelFor(ctx.pool, groups, grain, [&](int64_t g_begin, int64_t g_end) {
-    const int64_t n_begin = g_begin * group;
-    const int64_t n_end = std::min(N, g_end * group);
-#if TRACE_X86_SIMD
-    // Q8_0 has canonical AVX-512 and AVX2 paths (a Q4_0 matrix reaches them repacked as
-    // Q8_0); fast numerics and row-major Q4_0 run the reference.
-    const bool simd = w.dtype != DType::kQ4_0 && (canonical || w.dtype != DType::kQ8_0);
-    if (avx512 && simd) {
-      avx512::MatMulCanonical(x, M, w, bias, y, n_begin, n_end);
-      return;
-    }
-    if (isa >= Isa::kAvx2 && simd) {
-      canonical ? avx2::MatMulCanonical(x, M, w, bias, y, n_begin, n_end)
-                : avx2::MatMulFast(x, M, w, bias, y, n_begin, n_end);
-      return;
-    }
-#endif
-    {
-      canonical ? ref::MatMulCanonical(x, M, w, bias, y, n_begin, n_end)
-                : ref::MatMulFast(x, M, w, bias, y, n_begin, n_end);
-    }
+    run(x, M, w, bias, y, g_begin * group, std::min(N, g_end * group));
   });
 }
 
 void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
              const WeightView& weight, float eps, float* out) {
-  const Isa isa = ResolveIsa(ctx.impl);
+  const RmsNormFn run = PathFor(ctx).rms_norm;
   ParallelFor(ctx.pool, M, [&](int64_t begin, int64_t end) {
-#if TRACE_X86_SIMD
-    if (isa == Isa::kAvx512) {
-      avx512::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
-    } else if (isa == Isa::kAvx2) {
-      avx2::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
-    } else
-#endif
-    {
-      ref::RmsNorm(x + begin * n, end - begin, n, weight, eps, out + begin * n);
-    }
+    run(x + begin * n, end - begin, n, weight, eps, out + begin * n);
   });
 }
 
 void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
                float* out, float scale) {
   // A quantized table's rows are dequantized by the reference (M rows: no stream to speed up).
-  const Isa isa = IsQuantized(table.dtype) ? Isa::kScalar : ResolveIsa(ctx.impl);
-#if TRACE_X86_SIMD
-  if (isa == Isa::kAvx512) {
-    avx512::Embedding(table, ids, M, out);
-  } else if (isa == Isa::kAvx2) {
-    avx2::Embedding(table, ids, M, out);
-  } else
-#endif
-  {
-    ref::Embedding(table, ids, M, out);
-  }
+  (IsQuantized(table.dtype) ? ref::Embedding : PathFor(ctx).embedding)(table, ids, M, out);
   if (scale != 1.0f) {  // one rounded multiply per element (the compiler vectorises it)
     const int64_t n = M * table.cols;
     for (int64_t i = 0; i < n; ++i) out[i] = canonical::Mul(out[i], scale);
@@ -458,46 +569,15 @@ void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t*
 
 void Rope(const KernelContext& ctx, float* x, int64_t M, int64_t n_heads, int64_t head_dim,
           const int32_t* positions, const float* cos_table, const float* sin_table) {
-  const Isa isa = ResolveIsa(ctx.impl);
-#if TRACE_X86_SIMD
-  if (isa == Isa::kAvx512) {
-    avx512::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
-  } else if (isa == Isa::kAvx2) {
-    avx2::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
-  } else
-#endif
-  {
-    ref::Rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
-  }
+  PathFor(ctx).rope(x, M, n_heads, head_dim, positions, cos_table, sin_table);
 }
 
 namespace {
 
-// An elementwise op of (gate, up) on each ISA path.
-using GatedOp = void (*)(const float* gate, const float* up, int64_t n, float* out);
-struct GatedPaths {
-  GatedOp reference, avx2, avx512;
-};
-#if TRACE_X86_SIMD
-#define TRACE_GATED_PATHS(op)     \
-  GatedPaths {                    \
-    ref::op, avx2::op, avx512::op \
-  }
-#else
-#define TRACE_GATED_PATHS(op) \
-  GatedPaths {                \
-    ref::op, nullptr, nullptr \
-  }
-#endif
-
-// Runs `paths`' op for the context's ISA in chunks of 4096 over the pool; any split gives the
+// Runs an elementwise op of (gate, up) in chunks of 4096 over the pool; any split gives the
 // same bits.
 void RunGated(const KernelContext& ctx, const float* gate, const float* up, int64_t n, float* out,
-              const GatedPaths& paths) {
-  const Isa isa = ResolveIsa(ctx.impl);
-  const GatedOp op = isa == Isa::kAvx512 ? paths.avx512
-                     : isa == Isa::kAvx2 ? paths.avx2
-                                         : paths.reference;
+              ElementwiseFn op) {
   constexpr int64_t kChunk = 4096;
   ParallelFor(ctx.pool, (n + kChunk - 1) / kChunk, [&](int64_t c_begin, int64_t c_end) {
     const int64_t begin = c_begin * kChunk;
@@ -509,47 +589,26 @@ void RunGated(const KernelContext& ctx, const float* gate, const float* up, int6
 }  // namespace
 
 void SiluMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n, float* out) {
-  RunGated(ctx, gate, up, n, out, TRACE_GATED_PATHS(SiluMul));
+  RunGated(ctx, gate, up, n, out, PathFor(ctx).silu_mul);
 }
 
 void GeluTanhMul(const KernelContext& ctx, const float* gate, const float* up, int64_t n,
                  float* out) {
-  RunGated(ctx, gate, up, n, out, TRACE_GATED_PATHS(GeluTanhMul));
+  RunGated(ctx, gate, up, n, out, PathFor(ctx).gelu_tanh_mul);
 }
 
 void ExpArray(const KernelContext& ctx, const float* x, int64_t n, float* out) {
-  const Isa isa = ResolveIsa(ctx.impl);
-#if TRACE_X86_SIMD
-  if (isa == Isa::kAvx512) {
-    avx512::Exp16(x, n, out);
-  } else if (isa == Isa::kAvx2) {
-    avx2::Exp8(x, n, out);
-  } else
-#endif
-  {
-    for (int64_t i = 0; i < n; ++i) out[i] = Exp(x[i]);
-  }
+  PathFor(ctx).exp(x, n, out);
 }
 
 void Add(const KernelContext& ctx, const float* a, const float* b, int64_t n, float* y) {
-  const Isa isa = ResolveIsa(ctx.impl);
-#if TRACE_X86_SIMD
-  if (isa == Isa::kAvx512) {
-    avx512::Add(a, b, n, y);
-  } else if (isa == Isa::kAvx2) {
-    avx2::Add(a, b, n, y);
-  } else
-#endif
-  {
-    ref::Add(a, b, n, y);
-  }
+  PathFor(ctx).add(a, b, n, y);
 }
 
 void Attention(const KernelContext& ctx, const float* q, const float* k_cache, const float* v_cache,
                int64_t pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
                float* scratch, float* out) {
-  const Isa isa = ResolveIsa(ctx.impl);
-  [[maybe_unused]] const bool avx2 = isa >= Isa::kAvx2;  // fast attention: no AVX-512 path
+  const CpuPath& path = PathFor(ctx);
   const bool canonical = ctx.numerics == Numerics::kCanonical;
   const bool split = ctx.pool != nullptr && ctx.pool->num_threads() > 1 && n_heads > 1;
   ParallelFor(split ? ctx.pool : nullptr, n_heads, [&](int64_t h_begin, int64_t h_end) {
@@ -561,24 +620,13 @@ void Attention(const KernelContext& ctx, const float* q, const float* k_cache, c
       own_scratch.resize(static_cast<size_t>(2 * (pos + 1)));
       buffer = own_scratch.data();
     }
-#if TRACE_X86_SIMD
-    if (canonical && isa == Isa::kAvx512) {
-      avx512::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, scale,
-                                 buffer, out, h_begin, h_end);
-      return;
+    if (canonical) {
+      path.attention_canonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, scale,
+                               buffer, out, h_begin, h_end);
+    } else {
+      path.attention_fast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, scale, out,
+                          h_begin, h_end);
     }
-    if (avx2) {
-      canonical ? avx2::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
-                                           scale, buffer, out, h_begin, h_end)
-                : avx2::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
-                                      scale, out, h_begin, h_end);
-      return;
-    }
-#endif
-    canonical ? ref::AttentionCanonical(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim,
-                                        scale, buffer, out, h_begin, h_end)
-              : ref::AttentionFast(q, k_cache, v_cache, pos, n_heads, n_kv_heads, head_dim, scale,
-                                   out, h_begin, h_end);
   });
 }
 

@@ -102,22 +102,25 @@ uint16_t F32ToF16RoundNearestEven(float v);
 
 class ThreadPool;  // kernels/thread_pool.h; nullptr means run on the calling thread
 
-// Which implementation to run. kAuto: the best SIMD path this CPU has (AVX-512, else AVX2,
-// else the scalar reference), capped by the environment variable TRACE_CPU_ISA
-// (scalar|avx2|avx512, read once; see CpuIsaOverride). kReference: the scalar references.
-// kAvx2 / kAvx512: that path, or the best one below it when the CPU lacks it (so a test can
-// run every path the machine has). Every canonical path gives the same bits (tested).
-enum class Impl : uint8_t { kAuto = 0, kReference = 1, kAvx2 = 2, kAvx512 = 3 };
+// Which implementation to run. kAuto: the best SIMD path this CPU has (x86: AVX-512, else AVX2,
+// else the scalar reference; aarch64: NEON), capped by the environment variable TRACE_CPU_ISA
+// (scalar|avx2|avx512|neon, read once; see CpuIsaOverride). kReference: the scalar references.
+// kAvx2 / kAvx512 / kNeon: that path, or the best one below it when the CPU lacks it (so a test
+// can run every path the machine has; below NEON there is only the reference). Every canonical
+// path gives the same bits (tested; aarch64 under qemu: tests/arm64).
+enum class Impl : uint8_t { kAuto = 0, kReference = 1, kAvx2 = 2, kAvx512 = 3, kNeon = 4 };
 
 // The CPU instruction-set path that `impl` runs on this machine: "avx512" (AVX-512 F/BW/DQ/VL
-// canonical ops; fast MatMul and fast attention on AVX2), "avx2" (AVX2+FMA+F16C) or "reference"
-// (the scalar references). Recorded in every run's fingerprint: the bits are the same either way
-// (tested), but a replay says what ran.
+// canonical ops; fast MatMul and fast attention on AVX2), "avx2" (AVX2+FMA+F16C), "neon"
+// (AArch64 Advanced SIMD canonical ops; fast MatMul and fast attention on the reference) or
+// "reference" (the scalar references). Recorded in every run's fingerprint: the bits are the
+// same either way (tested), but a replay says what ran.
 const char* CpuIsaPathName(Impl impl);
-// The paths this CPU can run, best first, each as the Impl that forces it (kAvx512, kAvx2,
-// kReference; the scalar reference is always present).
+// The paths this CPU can run, best first, each as the Impl that forces it (kNeon, kAvx512,
+// kAvx2, kReference; the scalar reference is always present).
 std::vector<Impl> AvailableCpuIsaPaths();
-// Parses a path name: "scalar" or "reference", "avx2", "avx512", "auto". False if unknown.
+// Parses a path name: "scalar" or "reference", "avx2", "avx512", "neon", "auto". False if
+// unknown.
 bool ParseCpuIsaPath(std::string_view name, Impl* impl);
 // The cap set by TRACE_CPU_ISA (kAuto when unset). An unknown value is reported once on
 // stderr and ignored.

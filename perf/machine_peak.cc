@@ -1,15 +1,22 @@
 // Peak measurements of perf/machine_peak.h. The FMA loops keep 12 independent
-// accumulators per thread (more than latency x ports on current x86 cores) and are compiled
-// for their instruction set by target attributes, so this file needs no special flags; they
-// run only when kernels::AvailableCpuIsaPaths() lists that set.
+// accumulators per thread (more than latency x ports on current x86 cores); the x86 ones are
+// compiled for their instruction set by target attributes, so this file needs no special
+// flags, and the NEON one only for aarch64; they run only when kernels::AvailableCpuIsaPaths()
+// lists that set.
 #include "perf/machine_peak.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#define TRACE_PEAK_X86 1
 // GCC 12's AVX-512 intrinsics warn about their own dummy operand once inlined (GCC PR
 // 105593, fixed in GCC 13): silenced for that header.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 #include <time.h>
 
 #include <algorithm>
@@ -34,6 +41,7 @@ constexpr int64_t kIterations = int64_t{1} << 20;  // per thread and round (~25 
 constexpr float kScale = 0.99999994f;
 constexpr float kStep = 1e-7f;
 
+#if TRACE_PEAK_X86
 __attribute__((target("avx512f"))) float FmaLoop512(int64_t iterations) {
   __m512 acc[kChains];
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + static_cast<float>(c));
@@ -63,6 +71,22 @@ __attribute__((target("avx2,fma"))) float FmaLoop256(int64_t iterations) {
   for (float v : out) total += v;
   return total;
 }
+#endif
+
+#if defined(__aarch64__)
+float FmaLoopNeon(int64_t iterations) {
+  float32x4_t acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = vdupq_n_f32(1.0f + static_cast<float>(c));
+  const float32x4_t a = vdupq_n_f32(kScale), b = vdupq_n_f32(kStep);
+  for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 12
+    for (int c = 0; c < kChains; ++c) acc[c] = vfmaq_f32(b, acc[c], a);
+  }
+  float32x4_t s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = vaddq_f32(s, acc[c]);
+  return vaddvq_f32(s);
+}
+#endif
 
 float FmaLoopScalar(int64_t iterations) {
   float acc[kChains];
@@ -73,6 +97,28 @@ float FmaLoopScalar(int64_t iterations) {
   float total = 0;
   for (float v : acc) total += v;
   return total;
+}
+
+// The FMA loop of a path and the floats per instruction it counts.
+struct FmaLoop {
+  int width;
+  float (*run)(int64_t iterations);
+};
+FmaLoop FmaLoopFor(kernels::Impl isa) {
+  switch (isa) {
+#if TRACE_PEAK_X86
+    case kernels::Impl::kAvx512:
+      return {16, FmaLoop512};
+    case kernels::Impl::kAvx2:
+      return {8, FmaLoop256};
+#endif
+#if defined(__aarch64__)
+    case kernels::Impl::kNeon:
+      return {4, FmaLoopNeon};
+#endif
+    default:
+      return {1, FmaLoopScalar};
+  }
 }
 
 bool Have(kernels::Impl isa) {
@@ -104,7 +150,8 @@ double MeasureFmaPeakGflops(kernels::Impl isa, int threads, int repeats) {
   if (isa == kernels::Impl::kAuto) isa = BestCpuIsa();
   if (!Have(isa)) return 0;
   threads = std::max(1, threads);
-  const int width = isa == kernels::Impl::kAvx512 ? 16 : isa == kernels::Impl::kAvx2 ? 8 : 1;
+  const FmaLoop loop = FmaLoopFor(isa);
+  const int width = loop.width;
   // The scalar loop is ~10x slower per instruction than it is worth waiting for.
   const int64_t iterations = isa == kernels::Impl::kReference ? kIterations / 16 : kIterations;
   auto pool = kernels::ThreadPool::Create(threads);
@@ -114,10 +161,7 @@ double MeasureFmaPeakGflops(kernels::Impl isa, int threads, int repeats) {
     const double s = SecondsOf([&] {
       pool->ParallelFor(threads, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
-          const float v = isa == kernels::Impl::kAvx512 ? FmaLoop512(iterations)
-                          : isa == kernels::Impl::kAvx2 ? FmaLoop256(iterations)
-                                                        : FmaLoopScalar(iterations);
-          sink.store(v, std::memory_order_relaxed);
+          sink.store(loop.run(iterations), std::memory_order_relaxed);
         }
       });
     });
@@ -142,15 +186,14 @@ double ProcessCpuSeconds() {
 double MeasureFmaPeakGflopsPerCpuSecond(kernels::Impl isa, int repeats) {
   if (isa == kernels::Impl::kAuto) isa = BestCpuIsa();
   if (!Have(isa)) return 0;
-  const int width = isa == kernels::Impl::kAvx512 ? 16 : isa == kernels::Impl::kAvx2 ? 8 : 1;
+  const FmaLoop loop = FmaLoopFor(isa);
+  const int width = loop.width;
   const int64_t iterations = isa == kernels::Impl::kReference ? kIterations / 16 : kIterations;
   volatile float sink = 0;
   double best = 0;
   for (int r = 0; r < std::max(1, repeats) + 1; ++r) {  // round 0 warms up
     const double t0 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
-    sink = isa == kernels::Impl::kAvx512 ? FmaLoop512(iterations)
-           : isa == kernels::Impl::kAvx2 ? FmaLoop256(iterations)
-                                         : FmaLoopScalar(iterations);
+    sink = loop.run(iterations);
     const double s = CpuSeconds(CLOCK_THREAD_CPUTIME_ID) - t0;
     const double flops = 2.0 * kChains * width * static_cast<double>(iterations);
     if (r > 0 && s > 0) best = std::max(best, flops / s / 1e9);

@@ -16,7 +16,7 @@
 namespace trace::perf {
 
 // fp32 GFLOP/s of independent fused multiply-adds (2 flops each) on `threads` threads, with
-// the registers of `isa` (kernels::Impl::kAvx2: 8 floats, kAvx512: 16; kReference: scalar
+// the registers of `isa` (kernels::Impl::kAvx2: 8 floats, kAvx512: 16, kNeon: 4; kReference: scalar
 // fma). The best of `repeats` timed rounds of a fixed instruction count.
 double MeasureFmaPeakGflops(kernels::Impl isa, int threads, int repeats = 3);
 

@@ -7,8 +7,17 @@
 # `openai` SDK and zod for the client-compatibility tests; xgrammar and Ajv, the
 # independent references of the structured-output grammar tests).
 # Safe to run again: it installs only what is missing.
+#   scripts/setup.sh               what the build, the demo and most tests need
+#   scripts/setup.sh --with-arm64  also Debian's arm64 libraries, for the aarch64 cross build
+#                                  of tests/arm64/whole_model.sh (scripts/test.sh passes it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WITH_ARM64=0
+case "${1:-}" in
+  "") ;;
+  --with-arm64) WITH_ARM64=1 ;;
+  *) echo "setup.sh: unknown argument '$1' (the only one is --with-arm64)" >&2; exit 2 ;;
+esac
 
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
@@ -20,6 +29,17 @@ APT_PACKAGES=(
   chromium
   g++-aarch64-linux-gnu qemu-user
 )
+
+# Debian's arm64 libraries (multiarch) for the aarch64 cross build of trace that
+# tests/arm64/whole_model.sh runs under qemu: the -dev packages of trace's dependencies for
+# arm64 (libpq-dev cannot be installed for two architectures at once: that build has no
+# PostgreSQL, TRACE_POSTGRES=OFF).
+if [[ $WITH_ARM64 == 1 ]]; then
+  APT_PACKAGES+=(
+    libsqlite3-dev:arm64 libssl-dev:arm64 libxxhash-dev:arm64 libzstd-dev:arm64
+    libprotobuf-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libcpp-httplib-dev:arm64
+  )
+fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -35,6 +55,10 @@ if ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "setup: installing ${missing[*]}"
+  if [[ $WITH_ARM64 == 1 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "setup: adding Debian's arm64 architecture (multiarch) for the aarch64 cross build"
+    $SUDO dpkg --add-architecture arm64
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

@@ -16,7 +16,7 @@ case "$sanitizers" in
   *) echo "test.sh: TRACE_SANITIZERS is 0, slice (the default), or 1 / full" >&2; exit 2 ;;
 esac
 start=$SECONDS
-scripts/setup.sh
+scripts/setup.sh --with-arm64
 echo "test.sh: set-up took $((SECONDS - start)) s"
 start=$SECONDS
 scripts/build.sh

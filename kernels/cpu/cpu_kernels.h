@@ -4,6 +4,8 @@
 //        them only when HaveAvx2() is true. Canonical ones equal ref:: bit for bit.
 // avx512:: AVX-512 paths (kernels/cpu/avx512_*.cc, built with -mavx512f/bw/dq/vl); call
 //        them only when HaveAvx512() is true. Equal to ref:: bit for bit.
+// neon:: AArch64 Advanced SIMD paths (kernels/cpu/neon_*.cc, built only for aarch64), canonical
+//        only. Equal to ref:: bit for bit.
 // Ranges [begin, end) are output columns (MatMul) or heads (Attention): the dispatch in
 // kernels/kernels.cc splits them over the thread pool; each output is computed whole.
 //
@@ -77,6 +79,7 @@ void RopeHeads(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int
 
 bool HaveAvx2();    // AVX2, FMA and F16C, checked once with __builtin_cpu_supports
 bool HaveAvx512();  // HaveAvx2() and AVX-512 F, BW, DQ and VL
+bool HaveNeon();    // an aarch64 build (Advanced SIMD is part of the architecture)
 
 namespace ref {
 void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
@@ -143,5 +146,22 @@ void AttentionCanonical(const float* q, const float* k_cache, const float* v_cac
                         int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
                         float* scratch, float* out, int64_t h_begin, int64_t h_end);
 }  // namespace avx512
+
+namespace neon {
+void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                     int64_t n_begin, int64_t n_end);
+float CanonicalDot(const float* a, const float* b, int64_t n);
+void RmsNorm(const float* x, int64_t M, int64_t n, const WeightView& weight, float eps, float* out);
+void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* out);
+void Rope(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+          const float* cos_table, const float* sin_table);
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
+void Add(const float* a, const float* b, int64_t n, float* y);
+void Exp4(const float* x, int64_t n, float* out);  // out[i] = Exp(x[i]), vectorised
+void AttentionCanonical(const float* q, const float* k_cache, const float* v_cache, int64_t pos,
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                        float* scratch, float* out, int64_t h_begin, int64_t h_end);
+}  // namespace neon
 
 }  // namespace trace::kernels

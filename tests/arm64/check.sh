@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The numerics contract on aarch64, checked on x86 under emulation (docs/numerics.md,
-# "Machines"): cross-compiles the CPU kernels and their self-test with Debian's
-# g++-aarch64-linux-gnu (tests/arm64/standalone), runs it under qemu-aarch64 (qemu-user) and
-# requires every pinned canonical-v2 digest, pinned on x86, single-threaded and on 4 threads.
-# scripts/setup.sh installs both packages.
+# "Machines"): cross-compiles the CPU kernels (the NEON paths and the scalar references), their
+# self-test and their unit tests (tests/kernels) with Debian's g++-aarch64-linux-gnu
+# (tests/arm64/standalone), runs them under qemu-aarch64 (qemu-user) and requires every pinned
+# canonical-v2 digest, pinned on x86, on both paths, single-threaded and on 4 threads, and every
+# kernel test (each SIMD path bit for bit against the scalar reference). scripts/setup.sh
+# installs both packages. Whole models: tests/arm64/whole_model.sh.
 #
 #   tests/arm64/check.sh [--build-dir DIR] [--contract-fma]
 #
@@ -35,12 +37,19 @@ start=$SECONDS
 cmake -S "$ROOT/tests/arm64/standalone" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
   -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ "-DTRACE_CONTRACT_FLAGS=$FLAGS" >/dev/null || exit 2
-cmake --build "$BUILD" -j"$(nproc)" >/dev/null || exit 2
+targets=(arm64_kernels_selftest)
+[[ $EXPECT_MISMATCH == 1 ]] || targets+=(arm64_kernels_test)
+cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}" >/dev/null || exit 2
 echo "arm64/check.sh: built for aarch64 in $((SECONDS - start)) s ($FLAGS)"
 start=$SECONDS
 status=0
 qemu-aarch64 "$BUILD/arm64_kernels_selftest" || status=$?
-echo "arm64/check.sh: ran under qemu-aarch64 in $((SECONDS - start)) s"
+echo "arm64/check.sh: self-test ran under qemu-aarch64 in $((SECONDS - start)) s"
+if [[ $EXPECT_MISMATCH == 0 && $status == 0 ]]; then
+  start=$SECONDS
+  qemu-aarch64 "$BUILD/arm64_kernels_test" --gtest_brief=1 || status=$?
+  echo "arm64/check.sh: kernel tests ran under qemu-aarch64 in $((SECONDS - start)) s"
+fi
 if [[ $EXPECT_MISMATCH == 1 ]]; then
   [[ $status == 1 ]] && { echo "arm64/check.sh: FMA contraction changed the bits, as it must"; exit 0; }
   echo "arm64/check.sh: FMA contraction left every digest as pinned: the check would miss it" >&2

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
@@ -31,6 +32,26 @@ TEST(HashTest, LogitsDigestSeesEveryBit) {
   EXPECT_NE(LogitsDigest(a), LogitsDigest(b));
   EXPECT_EQ(LogitsDigest(a), LogitsDigest(std::vector<float>(a)));
   EXPECT_EQ(DigestHex(0x1234), "0000000000001234");
+}
+
+// x86's default NaN (0xffc00000) and AArch64's (0x7fc00000), and any payload, digest alike;
+// every other bit still counts, and a row without NaN digests as its raw bytes (the digests
+// recorded before NaNs were folded stay valid).
+TEST(HashTest, LogitsDigestFoldsEveryNanIntoOne) {
+  const auto from_bits = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  const std::vector<float> x86 = {1.0f, from_bits(0xffc00000u), -2.0f};
+  const std::vector<float> arm = {1.0f, from_bits(0x7fc00000u), -2.0f};
+  const std::vector<float> payload = {1.0f, from_bits(0x7f800123u), -2.0f};
+  EXPECT_EQ(LogitsDigest(x86), LogitsDigest(arm));
+  EXPECT_EQ(LogitsDigest(x86), LogitsDigest(payload));
+  EXPECT_NE(LogitsDigest(x86),
+            LogitsDigest(std::vector<float>{1.0f, from_bits(0x7fc00000u), 2.0f}));
+  const std::vector<float> plain = {1.0f, -0.0f, 3.5f};
+  EXPECT_EQ(LogitsDigest(plain), Digest64(plain.data(), plain.size() * sizeof(float)));
 }
 
 }  // namespace

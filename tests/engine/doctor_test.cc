@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/doctor.h"
+#include "engine/fingerprint.h"
 #include "engine/golden.h"
 #include "engine_test_util.h"
 #include "kernels/kernels.h"
@@ -13,6 +14,32 @@
 
 namespace trace::engine {
 namespace {
+
+// The CPU as /proc/cpuinfo describes it on x86 ("model name", "flags") and on ARM, which has
+// no model name: the CPU ID fields name it, "Features" lists NEON (asimd) and its extensions.
+TEST(Doctor, CpuModelAndFlagsFromX86AndArmCpuInfo) {
+  const std::string x86 =
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9654 96-Core "
+      "Processor\nflags\t\t: fpu sse4_2 avx fma f16c avx2 avx512f avx512bw avx512vl\n"
+      "vmx flags\t: ept\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 9654 96-Core Processor\n";
+  EXPECT_EQ(CpuModelFromCpuInfo(x86), "AMD EPYC 9654 96-Core Processor");
+  EXPECT_EQ(KernelCpuFlagsFromCpuInfo(x86),
+            (std::vector<std::string>{"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
+                                      "avx512vl"}));
+  const std::string graviton3 =
+      "processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd evtstrm aes pmull sha1 "
+      "sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma lrcpc dcpop sha3 sm3 sm4 "
+      "asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs paca pacg dcpodp svei8mm "
+      "svebf16 i8mm bf16 dgh rng\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU "
+      "variant\t: 0x1\nCPU part\t: 0xd40\nCPU revision\t: 1\n";
+  EXPECT_EQ(CpuModelFromCpuInfo(graviton3),
+            "arm implementer 0x41 part 0xd40 variant 0x1 revision 1");
+  EXPECT_EQ(
+      KernelCpuFlagsFromCpuInfo(graviton3),
+      (std::vector<std::string>{"asimd", "fphp", "asimdhp", "asimddp", "sve", "bf16", "i8mm"}));
+  EXPECT_EQ(CpuModelFromCpuInfo(""), "");
+  EXPECT_TRUE(KernelCpuFlagsFromCpuInfo("").empty());
+}
 
 TEST(Doctor, EveryCpuPathReproducesThePinnedDigests) {
   std::vector<std::string> progress;

@@ -1,5 +1,6 @@
 // The engine Exp (docs/numerics.md, "Exp"): accuracy against std::exp in double, the
-// special cases, and the AVX2 path equal to the scalar definition bit for bit.
+// special cases, and every SIMD path (AVX2, AVX-512, NEON) equal to the scalar definition bit for
+// bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -82,22 +83,26 @@ TEST(KernelsExp, SpecialCases) {
   EXPECT_GT(Exp(-103.0f), 0.0f);  // subnormal, not flushed
 }
 
-TEST(KernelsExp, Avx2EqualsScalarBitwise) {
-  if (!HaveAvx2()) GTEST_SKIP() << "no AVX2+FMA+F16C on this CPU";
+TEST(KernelsExp, EverySimdPathEqualsScalarBitwise) {
   std::vector<float> xs = SweepInputs();
   for (float s : {-INFINITY, INFINITY, NAN, -200.0f, 100.0f, 88.72283172607421875f,
                   88.7228393554687f, -104.0f, -103.97f, 0.0f, -0.0f, 1e-30f, -1e-30f}) {
     xs.push_back(s);
   }
-  while (xs.size() % 8 != 3) xs.push_back(0.5f);  // exercise the scalar tail too
-  std::vector<float> vec(xs.size());
-  avx2::Exp8(xs.data(), static_cast<int64_t>(xs.size()), vec.data());
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const float scalar = Exp(xs[i]);
-    if (std::isnan(scalar)) {
-      ASSERT_TRUE(std::isnan(vec[i])) << xs[i];
-    } else {
-      ASSERT_EQ(Bits(scalar), Bits(vec[i])) << "x = " << xs[i];
+  while (xs.size() % 16 != 11) xs.push_back(0.5f);  // exercise the scalar tails too
+  if (testing::SimdPaths().empty()) GTEST_SKIP() << "no SIMD path on this CPU";
+  for (Impl impl : testing::SimdPaths()) {
+    KernelContext ctx;
+    ctx.impl = impl;
+    std::vector<float> vec(xs.size());
+    ExpArray(ctx, xs.data(), static_cast<int64_t>(xs.size()), vec.data());
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float scalar = Exp(xs[i]);
+      if (std::isnan(scalar)) {
+        ASSERT_TRUE(std::isnan(vec[i])) << xs[i] << " " << CpuIsaPathName(impl);
+      } else {
+        ASSERT_EQ(Bits(scalar), Bits(vec[i])) << "x = " << xs[i] << " " << CpuIsaPathName(impl);
+      }
     }
   }
 }

@@ -21,9 +21,11 @@ namespace {
 using testing::AttentionCase;
 using testing::Bits;
 using testing::FirstBitDifference;
+using testing::NamedDot;
 using testing::RandomVector;
 using testing::RandomWeights;
 using testing::RunAttention;
+using testing::SimdDots;
 using testing::SimdPaths;
 
 constexpr double kUnitRoundoff = 0x1p-24;
@@ -108,14 +110,15 @@ TEST(KernelsDot, OrderIsTheContracts) {
   EXPECT_EQ(CanonicalSum(a.data(), static_cast<int64_t>(a.size())), 3.0f - 1e8f);
 }
 
-TEST(KernelsDot, Avx2EqualsReferenceBitwise) {
-  if (!HaveAvx2()) GTEST_SKIP() << "no AVX2";
+TEST(KernelsDot, SimdEqualsReferenceBitwise) {
+  if (SimdDots().empty()) GTEST_SKIP() << "no SIMD path on this CPU";
   std::mt19937_64 rng(2);
   for (int64_t n : {1, 7, 31, 33, 255, 256, 257, 896, 1000, 1025, 4097, 8192, 33000}) {
     const auto a = RandomVector(rng, n), b = RandomVector(rng, n);
-    ASSERT_EQ(Bits(CanonicalDot(a.data(), b.data(), n)),
-              Bits(avx2::CanonicalDot(a.data(), b.data(), n)))
-        << "n = " << n;
+    for (const NamedDot& simd : SimdDots()) {
+      ASSERT_EQ(Bits(CanonicalDot(a.data(), b.data(), n)), Bits(simd.dot(a.data(), b.data(), n)))
+          << "n = " << n << " " << simd.path;
+    }
   }
 }
 
@@ -330,7 +333,9 @@ TEST(KernelsMatMul, Q8_0AndQ4_0EqualTheirDequantizedMatricesOnEveryPath) {
       std::vector<float> want(M * N), want4(M * N), got(M * N);
       MatMul(Ctx(Impl::kReference), x.data(), M, f32, nullptr, want.data());
       MatMul(Ctx(Impl::kReference), x.data(), M, q4_f32, nullptr, want4.data());
-      for (Impl impl : {Impl::kReference, Impl::kAvx2, Impl::kAvx512}) {
+      std::vector<Impl> paths = SimdPaths();
+      paths.push_back(Impl::kReference);
+      for (Impl impl : paths) {
         for (const WeightView& w : {q4, q4i}) {
           MatMul(Ctx(impl), x.data(), M, w, nullptr, got.data());
           ASSERT_EQ(FirstBitDifference(want4.data(), got.data(), M * N), "")

@@ -1,11 +1,13 @@
-// Every CPU path this machine has (the scalar reference, AVX2, AVX-512, each forced by its
-// Impl) gives the same bits for every op besides MatMul (kernels_test.cc holds MatMul's):
+// Every CPU path this machine has (the scalar reference, AVX2, AVX-512 or NEON, each forced by
+// its Impl) gives the same bits for every op besides MatMul (kernels_test.cc holds MatMul's):
 // CanonicalDot, RmsNorm, Embedding, RoPE, SiluMul, Add, ExpArray and canonical Attention,
-// over odd lengths (not multiples of 8, 16 or 32; past the AVX-512 16-block group and the
-// 16-position group) and special values: subnormals, signed zeros, infinities and NaN (the
-// default NaN's bits, so that no payload choice is involved). docs/numerics.md section 10.
+// over odd lengths (not multiples of 4, 8, 16 or 32; past the AVX-512 16-block group and the
+// 16-position group) and special values: subnormals, signed zeros, infinities and NaN (a NaN
+// result must be NaN; which NaN is not in the contract: FirstBitDifference).
+// docs/numerics.md section 10. On aarch64 tests/arm64/check.sh runs this file under qemu.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -55,6 +57,38 @@ std::vector<float> WithSpecials(std::mt19937_64& rng, int64_t n, bool with_inf_n
   return v;
 }
 
+// The path names and what a request runs on this architecture: each path only where it is
+// built (x86: AVX2 and AVX-512 if the CPU has them; aarch64: NEON), a request for a path the
+// machine lacks runs the best one below it, and every name parses back to its path.
+TEST(KernelsSimdPaths, PathsExistOnlyOnTheirArchitecture) {
+  const std::vector<Impl> paths = AvailableCpuIsaPaths();
+  const auto has = [&](Impl impl) {
+    return std::find(paths.begin(), paths.end(), impl) != paths.end();
+  };
+  EXPECT_EQ(paths.back(), Impl::kReference);
+#if defined(__aarch64__)
+  EXPECT_TRUE(has(Impl::kNeon));
+  EXPECT_STREQ(CpuIsaPathName(Impl::kNeon), "neon");
+  EXPECT_STREQ(CpuIsaPathName(Impl::kAvx2), "reference");
+  EXPECT_STREQ(CpuIsaPathName(Impl::kAvx512), "reference");
+#else
+  EXPECT_FALSE(has(Impl::kNeon));
+  EXPECT_STREQ(CpuIsaPathName(Impl::kNeon), "reference");
+  EXPECT_EQ(has(Impl::kAvx2), HaveAvx2());
+  EXPECT_EQ(has(Impl::kAvx512), HaveAvx512());
+#endif
+  EXPECT_STREQ(CpuIsaPathName(Impl::kReference), "reference");
+  for (Impl impl : paths) {
+    Impl parsed = Impl::kAuto;
+    ASSERT_TRUE(ParseCpuIsaPath(CpuIsaPathName(impl), &parsed)) << CpuIsaPathName(impl);
+    EXPECT_EQ(parsed, impl) << CpuIsaPathName(impl);
+  }
+  Impl parsed = Impl::kAuto;
+  EXPECT_TRUE(ParseCpuIsaPath("neon", &parsed));
+  EXPECT_EQ(parsed, Impl::kNeon);
+  EXPECT_FALSE(ParseCpuIsaPath("sve", &parsed));
+}
+
 TEST(KernelsSimdPaths, DotEqualsReference) {
   std::mt19937_64 rng(41);
   for (int64_t n : {0, 1, 7, 31, 32, 33, 255, 511, 512, 513, 1000, 1024, 1025, 1567, 4097, 33000}) {
@@ -64,18 +98,11 @@ TEST(KernelsSimdPaths, DotEqualsReference) {
       const std::string where = "n = " + std::to_string(n) + (specials ? " specials" : "");
       const float dot = CanonicalDot(a.data(), b.data(), n);
       const float squares = CanonicalDot(a.data(), a.data(), n);
-      if (HaveAvx2()) {
-        EXPECT_EQ(testing::Bits(dot), testing::Bits(avx2::CanonicalDot(a.data(), b.data(), n)))
-            << where;
-        EXPECT_EQ(testing::Bits(squares), testing::Bits(avx2::CanonicalDot(a.data(), a.data(), n)))
-            << where;
-      }
-      if (HaveAvx512()) {
-        EXPECT_EQ(testing::Bits(dot), testing::Bits(avx512::CanonicalDot(a.data(), b.data(), n)))
-            << where;
-        EXPECT_EQ(testing::Bits(squares),
-                  testing::Bits(avx512::CanonicalDot(a.data(), a.data(), n)))
-            << where;
+      for (const testing::NamedDot& simd : testing::SimdDots()) {
+        EXPECT_EQ(testing::Bits(dot), testing::Bits(simd.dot(a.data(), b.data(), n)))
+            << where << " " << simd.path;
+        EXPECT_EQ(testing::Bits(squares), testing::Bits(simd.dot(a.data(), a.data(), n)))
+            << where << " " << simd.path;
       }
     }
   }
