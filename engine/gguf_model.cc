@@ -106,10 +106,17 @@ Result<kernels::DType> WeightDType(const GgufTensor& t, const std::string& path)
       return kernels::DType::kQ8_0;
     case GgmlType::kQ4_0:
       return kernels::DType::kQ4_0;
+    case GgmlType::kQ4_K:
+      return kernels::DType::kQ4_K;
+    case GgmlType::kQ5_K:
+      return kernels::DType::kQ5_K;
+    case GgmlType::kQ6_K:
+      return kernels::DType::kQ6_K;
     default:
-      return Unsupported(
-          path + ": tensor '" + EscapeForDisplay(t.name) + "' is " + TypeName(t.type) +
-          ": this quantization is not supported yet (F32, F16, BF16, Q8_0 and Q4_0 are)");
+      return Unsupported(path + ": tensor '" + EscapeForDisplay(t.name) + "' is " +
+                         TypeName(t.type) +
+                         ": this quantization is not supported yet (F32, F16, BF16, Q8_0, Q4_0, "
+                         "Q4_K, Q5_K and Q6_K are)");
   }
 }
 
@@ -154,7 +161,10 @@ Result<kernels::WeightView> GgufModel::Tensor(const std::string& name, std::vect
   v.dtype = dtype;
   v.rows = shape.size() == 2 ? shape[0] : 1;
   v.cols = shape.back();
-  const size_t align = kernels::IsQuantized(dtype) ? 2 : kernels::DTypeSize(dtype);
+  // Q8_0 / Q4_0 scales are read as 16-bit words; K-quant blocks byte by byte.
+  const size_t align = kernels::IsQuantized(dtype) ? 2
+                       : kernels::IsKQuant(dtype)  ? 1
+                                                   : kernels::DTypeSize(dtype);
   if (reinterpret_cast<uintptr_t>(t->data) % align != 0) {
     return Corruption(path + ": tensor '" + EscapeForDisplay(name) +
                       "' is not aligned to its element size");

@@ -186,6 +186,86 @@ struct Scalar {
   TRACE_HD static V Exp(V x);  // below
 };
 
+// ---- ggml's K-quants: super-blocks of 256 weights (docs/numerics.md, "Quantized weights") ----
+// Q4_K and Q5_K: per sub-block j of 32 weights a 6-bit scale sc and a 6-bit min m under the
+// block's f16 `d` and `dmin`; the weight is d*sc * q - dmin*m. d*sc and dmin*m are exact
+// (11-bit x 6-bit), and so is d*sc * q (q < 32: at most 22 bits), so the one rounding is the
+// subtraction: (d*sc * q) - dmin*m equals fma(d*sc, q, -dmin*m) and ggml's `d1 * q - m1`,
+// contracted or not. (Written as a multiply and a subtraction, which every compiler vectorises
+// without an fma instruction.)
+// Q6_K: per sub-block of 16 an int8 scale sc under the block's f16 d; the weight d*sc * q
+// (q in [-32, 31]) is exact (at most 23 bits). So a K-quant weight is a function of its bytes
+// alone, the same on every machine, whatever the order its row is dequantized in.
+inline constexpr int kKQuantBlockElems = 256;
+
+// Sub-block j's (0..7) scale and min from Q4_K / Q5_K's 12 packed bytes (ggml's
+// get_scale_min_k4): j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 split between the
+// nibbles of byte j + 4 and the top 2 bits of bytes j - 4 and j.
+TRACE_HD void KQuantScaleMin(const uint8_t* packed, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = packed[j] & 63;
+    *m = packed[j + 4] & 63;
+  } else {
+    *sc = (packed[j + 4] & 0xF) | ((packed[j - 4] >> 6) << 4);
+    *m = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+  }
+}
+
+// Q4_K / Q5_K into out[256]: elements 64i .. 64i + 31 are the low nibbles of qs[32i .. 32i + 31]
+// (sub-block 2i), the next 32 their high nibbles (sub-block 2i + 1); Q5_K (qh non-null) adds
+// 16 where bit (2i + half) of qh[l] is set.
+TRACE_HD void DequantizeAffineKQuant(const uint8_t* block, const uint8_t* qh, const uint8_t* qs,
+                                     float* out) {
+  const float d = F16ToF32(static_cast<uint16_t>(block[0] | (block[1] << 8)));
+  const float dmin = F16ToF32(static_cast<uint16_t>(block[2] | (block[3] << 8)));
+  const uint8_t* scales = block + 4;
+  for (int i = 0; i < 4; ++i) {
+    for (int half = 0; half < 2; ++half) {
+      int sc, m;
+      KQuantScaleMin(scales, 2 * i + half, &sc, &m);
+      const float scale = Scalar::Mul(d, static_cast<float>(sc));
+      const float min = Scalar::Mul(dmin, static_cast<float>(m));
+      for (int l = 0; l < 32; ++l) {
+        int q = (qs[32 * i + l] >> (4 * half)) & 0xF;
+        if (qh != nullptr) q += ((qh[l] >> (2 * i + half)) & 1) << 4;
+        out[64 * i + 32 * half + l] = Scalar::Sub(Scalar::Mul(scale, static_cast<float>(q)), min);
+      }
+    }
+  }
+}
+// Q4_K: 144 bytes: d, dmin, 12 scale bytes, 128 bytes of nibbles.
+TRACE_HD void DequantizeQ4_K(const uint8_t* block, float* out) {
+  DequantizeAffineKQuant(block, nullptr, block + 16, out);
+}
+// Q5_K: 176 bytes: d, dmin, 12 scale bytes, 32 bytes of fifth bits qh, 128 bytes of nibbles.
+TRACE_HD void DequantizeQ5_K(const uint8_t* block, float* out) {
+  DequantizeAffineKQuant(block, block + 16, block + 48, out);
+}
+
+// Q6_K (210 bytes: 128 bytes of low nibbles ql, 64 bytes of 2-bit highs qh, 16 int8 scales,
+// d): in each half of 128 (ql += 64, qh += 32, scales += 8), for l < 32 the four weights
+// l, l + 32, l + 64, l + 96 take ql[l] & 15, ql[l + 32] & 15, ql[l] >> 4, ql[l + 32] >> 4 with
+// bits 0-1, 2-3, 4-5, 6-7 of qh[l] on top, minus 32, under scales l / 16 + 0, 2, 4, 6.
+TRACE_HD void DequantizeQ6_K(const uint8_t* block, float* out) {
+  const uint8_t* ql = block;
+  const uint8_t* qh = block + 128;
+  const int8_t* scales = reinterpret_cast<const int8_t*>(block + 192);
+  const float d = F16ToF32(static_cast<uint16_t>(block[208] | (block[209] << 8)));
+  for (int h = 0; h < 2; ++h) {
+    for (int r = 0; r < 4; ++r) {  // weights 128h + 32r + l: sub-blocks 8h + 2r and 8h + 2r + 1
+      const uint8_t* low = ql + 64 * h + 32 * (r % 2);
+      const int shift = r < 2 ? 0 : 4;
+      for (int s16 = 0; s16 < 2; ++s16) {
+        const float scale = Scalar::Mul(d, static_cast<float>(scales[8 * h + 2 * r + s16]));
+        for (int l = 16 * s16; l < 16 * s16 + 16; ++l) {
+          const int q = ((low[l] >> shift) & 0xF) | (((qh[32 * h + l] >> (2 * r)) & 3) << 4);
+          out[128 * h + 32 * r + l] = Scalar::Mul(scale, static_cast<float>(q - 32));
+        }
+      }
+    }
+  }
+}
+
 // Free-function spelling of the scalar operations, for readable scalar code.
 TRACE_HD float Fma(float a, float b, float c) {
   return Scalar::Fma(a, b, c);

@@ -42,15 +42,38 @@ size_t DTypeSize(DType dtype) {
       return 2;
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       return 0;
   }
   return 0;
 }
 
+int64_t BlockBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+      return kQ8_0BlockBytes;
+    case DType::kQ4_0:
+      return kQ4_0BlockBytes;
+    case DType::kQ4_K:
+      return 144;
+    case DType::kQ5_K:
+      return 176;
+    case DType::kQ6_K:
+      return 210;
+    case DType::kF32:
+    case DType::kBF16:
+    case DType::kF16:
+      break;
+  }
+  return 0;
+}
+
 size_t WeightBytes(DType dtype, int64_t rows, int64_t cols) {
-  if (IsQuantized(dtype)) {
-    const int64_t block = dtype == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
-    return static_cast<size_t>(rows * (cols / kQ8_0BlockElems) * block);
+  if (IsQuantized(dtype) || IsKQuant(dtype)) {
+    const int64_t elems = IsKQuant(dtype) ? kKQuantBlockElems : kQ8_0BlockElems;
+    return static_cast<size_t>(rows * (cols / elems) * BlockBytes(dtype));
   }
   return static_cast<size_t>(rows * cols) * DTypeSize(dtype);
 }
@@ -67,6 +90,12 @@ const char* DTypeName(DType dtype) {
       return "q8_0";
     case DType::kQ4_0:
       return "q4_0";
+    case DType::kQ4_K:
+      return "q4_k";
+    case DType::kQ5_K:
+      return "q5_k";
+    case DType::kQ6_K:
+      return "q6_k";
   }
   return "unknown";
 }
@@ -217,10 +246,36 @@ float QuantizedAt(const WeightView& w, int64_t row, int64_t col) {
   return scale * static_cast<float>(static_cast<int8_t>(block[128 + (col % 32) * 32 + row % 32]));
 }
 
+// Super-block b of row `row` of a K-quant matrix (row-major), dequantized into out[256]. On
+// x86 compiled also for AVX2 and AVX-512 and chosen by the CPU (GCC's target_clones), so the
+// compiler vectorises the canonical loops wider: the same multiplies and subtractions per
+// weight, so the same bits (no contraction: -ffp-contract=off).
+#if TRACE_X86_SIMD
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void DequantizeKQuantBlock(const WeightView& w, int64_t row, int64_t b, float* out) {
+  const int64_t blocks = w.cols / kKQuantBlockElems;
+  const auto* block =
+      static_cast<const uint8_t*>(w.data) + (row * blocks + b) * BlockBytes(w.dtype);
+  switch (w.dtype) {
+    case DType::kQ4_K:
+      return canonical::DequantizeQ4_K(block, out);
+    case DType::kQ5_K:
+      return canonical::DequantizeQ5_K(block, out);
+    default:
+      return canonical::DequantizeQ6_K(block, out);
+  }
+}
+
 }  // namespace
 
 float WeightAt(const WeightView& w, int64_t row, int64_t col) {
   if (IsQuantized(w.dtype)) return QuantizedAt(w, row, col);
+  if (IsKQuant(w.dtype)) {
+    float block[kKQuantBlockElems];
+    DequantizeKQuantBlock(w, row, col / kKQuantBlockElems, block);
+    return block[col % kKQuantBlockElems];
+  }
   const int64_t i = w.layout == WeightLayout::kRowMajor
                         ? row * w.cols + col
                         : ((row / 32) * w.cols + col) * 32 + row % 32;
@@ -233,6 +288,9 @@ float WeightAt(const WeightView& w, int64_t row, int64_t col) {
       return F16ToF32(static_cast<const uint16_t*>(w.data)[i]);
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       break;
   }
   return 0.0f;
@@ -267,6 +325,21 @@ void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out) {
         }
       }
       return;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: {
+      float block[kKQuantBlockElems];
+      for (int64_t b = 0; b * kKQuantBlockElems < n; ++b) {
+        const int64_t done = b * kKQuantBlockElems;
+        if (n - done >= kKQuantBlockElems) {
+          DequantizeKQuantBlock(w, row, b, out + done);
+        } else {
+          DequantizeKQuantBlock(w, row, b, block);
+          std::memcpy(out + done, block, static_cast<size_t>(n - done) * 4);
+        }
+      }
+      return;
+    }
   }
 }
 
@@ -368,6 +441,7 @@ struct CpuPath {
   // of this (kInterleaved32 weights: always 32), so the path sees whole register groups; the
   // split does not change any output bit.
   int64_t row_major_column_group;
+  DotFn dot;  // the canonical dot: RmsNorm's, and the MatMul of K-quant rows
   RmsNormFn rms_norm;
   EmbeddingFn embedding;
   RopeFn rope;
@@ -388,6 +462,7 @@ constexpr CpuPath kReferencePath = {
     .canonical_q8_0 = false,
     .canonical_q4_0 = false,
     .row_major_column_group = 8,
+    .dot = CanonicalDot,
     .rms_norm = ref::RmsNorm,
     .embedding = ref::Embedding,
     .rope = ref::Rope,
@@ -406,6 +481,7 @@ constexpr CpuPath kAvx2Path = {
     .canonical_q8_0 = true,
     .canonical_q4_0 = false,
     .row_major_column_group = 8,
+    .dot = avx2::CanonicalDot,
     .rms_norm = avx2::RmsNorm,
     .embedding = avx2::Embedding,
     .rope = avx2::Rope,
@@ -424,6 +500,7 @@ constexpr CpuPath kAvx512Path = {
     .canonical_q8_0 = true,
     .canonical_q4_0 = false,
     .row_major_column_group = 32,
+    .dot = avx512::CanonicalDot,
     .rms_norm = avx512::RmsNorm,
     .embedding = avx512::Embedding,
     .rope = avx512::Rope,
@@ -444,6 +521,7 @@ constexpr CpuPath kNeonPath = {
     .canonical_q8_0 = true,
     .canonical_q4_0 = true,
     .row_major_column_group = 8,
+    .dot = neon::CanonicalDot,
     .rms_norm = neon::RmsNorm,
     .embedding = neon::Embedding,
     .rope = neon::Rope,
@@ -523,30 +601,47 @@ std::vector<Impl> AvailableCpuIsaPaths() {
   return paths;
 }
 
+namespace {
+
+// Splits the output columns [0, N) over the pool in ranges that are multiples of `group`, so a
+// path sees whole register groups (the split changes no bit), and runs fn(n_begin, n_end).
+template <class Fn>
+void ForColumnRanges(ThreadPool* pool, int64_t M, int64_t N, int64_t group, Fn fn) {
+  // Chunks the pool hands out dynamically: one 32-column panel in prefill (each panel is packed
+  // once per block of rows anyway, so a finer split costs nothing and balances the threads);
+  // 128 columns in decode, the width of the AVX-512 decode stream (4 groups of 32).
+  const int64_t chunk_columns = M == 1 ? 128 : 32;
+  const int64_t grain = std::max<int64_t>(1, chunk_columns / group);
+  ParallelFor(pool, (N + group - 1) / group, grain, [&](int64_t g_begin, int64_t g_end) {
+    fn(g_begin * group, std::min(N, g_end * group));
+  });
+}
+
+}  // namespace
+
 void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightView& w,
             const float* bias, float* y) {
   if (M <= 0 || w.rows <= 0) return;
   const CpuPath& path = PathFor(ctx);
   const bool canonical = ctx.numerics == Numerics::kCanonical;
+  if (IsKQuant(w.dtype)) {  // row by row, dequantized, through the path's dot (kernels.h)
+    ForColumnRanges(ctx.pool, M, w.rows, 8, [&](int64_t n_begin, int64_t n_end) {
+      canonical ? MatMulRowsCanonical(x, M, w, bias, y, n_begin, n_end, path.dot)
+                : ref::MatMulFast(x, M, w, bias, y, n_begin, n_end);
+    });
+    return;
+  }
   const bool simd =
       !IsQuantized(w.dtype) ||
       (canonical && (w.dtype == DType::kQ8_0 ? path.canonical_q8_0 : path.canonical_q4_0));
   const MatMulFn run = !simd       ? (canonical ? ref::MatMulCanonical : ref::MatMulFast)
                        : canonical ? path.matmul_canonical
                                    : path.matmul_fast;
-  const int64_t N = w.rows;
   const int64_t group = w.layout == WeightLayout::kInterleaved32 ? 32
                         : canonical                              ? path.row_major_column_group
                                                                  : 8;
-  const int64_t groups = (N + group - 1) / group;
-  // Chunks the pool hands out dynamically: one 32-column panel in prefill (each panel is packed
-  // once per block of rows anyway, so a finer split costs nothing and balances the threads);
-  // 128 columns in decode, the width of the AVX-512 decode stream (4 groups of 32).
-  const int64_t chunk_columns = M == 1 ? 128 : 32;
-  const int64_t grain = std::max<int64_t>(1, chunk_columns / group);
-  ParallelFor(ctx.pool, groups, grain, [&](int64_t g_begin, int64_t g_end) {
-    run(x, M, w, bias, y, g_begin * group, std::min(N, g_end * group));
-  });
+  ForColumnRanges(ctx.pool, M, w.rows, group,
+                  [&](int64_t n_begin, int64_t n_end) { run(x, M, w, bias, y, n_begin, n_end); });
 }
 
 void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
@@ -559,8 +654,9 @@ void RmsNorm(const KernelContext& ctx, const float* x, int64_t M, int64_t n,
 
 void Embedding(const KernelContext& ctx, const WeightView& table, const int32_t* ids, int64_t M,
                float* out, float scale) {
-  // A quantized table's rows are dequantized by the reference (M rows: no stream to speed up).
-  (IsQuantized(table.dtype) ? ref::Embedding : PathFor(ctx).embedding)(table, ids, M, out);
+  // A block type's rows are dequantized by the reference (M rows: no stream to speed up).
+  const bool blocks = IsQuantized(table.dtype) || IsKQuant(table.dtype);
+  (blocks ? ref::Embedding : PathFor(ctx).embedding)(table, ids, M, out);
   if (scale != 1.0f) {  // one rounded multiply per element (the compiler vectorises it)
     const int64_t n = M * table.cols;
     for (int64_t i = 0; i < n; ++i) out[i] = canonical::Mul(out[i], scale);

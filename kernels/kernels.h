@@ -33,17 +33,38 @@ namespace trace::kernels {
 // bytes, an f16 scale d then 16 bytes whose low nibbles are elements 0..15 and high nibbles
 // 16..31; element k is Q8_0Weight(d, nibble - 8). InterleaveWeights turns a Q4_0 matrix into
 // the kQ8_0 interleaved layout (the same values). cols must be a multiple of 32.
-enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8_0 = 3, kQ4_0 = 4 };
+// kQ4_K, kQ5_K, kQ6_K are ggml's K-quants: each row is cols / 256 super-blocks of 144, 176 and
+// 210 bytes, dequantized by canonical::DequantizeQ4_K / Q5_K / Q6_K (exact but for one rounding
+// per Q4_K / Q5_K weight, fixed by the contract). They stay row-major (InterleaveWeights does
+// not take them): MatMul dequantizes one row at a time and runs the path's canonical dot.
+enum class DType : uint8_t {
+  kF32 = 0,
+  kBF16 = 1,
+  kF16 = 2,
+  kQ8_0 = 3,
+  kQ4_0 = 4,
+  kQ4_K = 5,
+  kQ5_K = 6,
+  kQ6_K = 7,
+};
 // Bytes per element of the plain types (4, 2, 2); 0 for a block type (use WeightBytes).
 size_t DTypeSize(DType dtype);
 const char* DTypeName(DType dtype);
 inline constexpr int64_t kQ8_0BlockElems = 32;
 inline constexpr int64_t kQ8_0BlockBytes = 34;
 inline constexpr int64_t kQ4_0BlockBytes = 18;
-// Whether `dtype` is a ggml block type (Q8_0, Q4_0): blocks of 32 along a row.
+// Whether `dtype` is a ggml block type of 32 (Q8_0, Q4_0): blocks of 32 along a row.
 inline constexpr bool IsQuantized(DType dtype) {
   return dtype == DType::kQ8_0 || dtype == DType::kQ4_0;
 }
+// Whether `dtype` is a ggml K-quant (Q4_K, Q5_K, Q6_K): super-blocks of 256 along a row.
+inline constexpr int64_t kKQuantBlockElems = 256;
+inline constexpr bool IsKQuant(DType dtype) {
+  return dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ6_K;
+}
+// Bytes of one block of a block type (Q8_0 34, Q4_0 18, Q4_K 144, Q5_K 176, Q6_K 210); 0 for
+// the plain types.
+int64_t BlockBytes(DType dtype);
 // Bytes of `rows` row-major rows of `cols` elements in `dtype`.
 size_t WeightBytes(DType dtype, int64_t rows, int64_t cols);
 

@@ -4,8 +4,11 @@
 // lengths. Each figure is the best of several repetitions; the ratio canonical / fast is what the
 // numerics cost. Then the canonical ops besides MatMul on every CPU path (reference, AVX2,
 // AVX-512, each forced) with the ratio AVX2 time / AVX-512 time (--paths only that part).
+// --quant: canonical decode MatMul (M = 1) on the weight types of GGUF files, each against bf16
+// in the same run: bf16 and Q8_0 in the engine's interleaved layout, Q4_K / Q5_K / Q6_K row by
+// row (dequantized into the path's dot), as GB/s of the file's bytes and time / bf16's.
 //
-// Usage: kernels_bench [--threads N] [--quick] [--paths]
+// Usage: kernels_bench [--threads N] [--quick] [--paths | --quant]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +22,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
+#include "testkit/kquant_reference.h"
 
 namespace tk = trace::kernels;
 
@@ -146,10 +150,68 @@ void OpsOnEveryPath(tk::ThreadPool* pool, double min_s, std::mt19937_64& rng) {
 
 }  // namespace
 
+// Random Q8_0 blocks: f16 scales around 0.002 (exponent 8..9), int8 values anywhere.
+std::vector<uint8_t> RandomQ8_0(std::mt19937_64& rng, int64_t N, int64_t K) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(N * K / 32 * 34));
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  for (size_t at = 0; at < bytes.size(); at += 34) bytes[at + 1] = 0x18 | (bytes[at + 1] & 3);
+  return bytes;
+}
+
+void QuantDecode(tk::ThreadPool* pool, double min_s, std::mt19937_64& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  // Two layer shapes (in cache) and an output head (beyond any cache: the DRAM-bound case).
+  const Shape shapes[] = {{"gate_proj 1024x4864", 1024, 4864},
+                          {"down_proj 4864x1024", 4864, 1024},
+                          {"lm_head 1024x151936", 1024, 151936}};
+  std::printf("\n%-22s | %10s %10s %10s %10s %10s | time / bf16: %s\n", "decode GB/s (file)",
+              "bf16", "q8_0", "q4_k", "q5_k", "q6_k", "q8_0 q4_k q5_k q6_k");
+  for (const Shape& s : shapes) {
+    std::vector<float> values(static_cast<size_t>(s.K * s.N));
+    for (auto& v : values) v = dist(rng) * 0.05f;
+    std::vector<uint16_t> bf16(values.size());
+    for (size_t i = 0; i < values.size(); ++i) bf16[i] = tk::F32ToBf16RoundNearestEven(values[i]);
+    const std::vector<uint8_t> q8 = RandomQ8_0(rng, s.N, s.K);
+    std::vector<std::string> kq;
+    for (auto type : {trace::testkit::KQuant::kQ4_K, trace::testkit::KQuant::kQ5_K,
+                      trace::testkit::KQuant::kQ6_K}) {
+      kq.push_back(trace::testkit::QuantizeKQuant(type, values));
+    }
+    struct Variant {
+      tk::WeightView view;
+      std::vector<uint8_t> storage;
+    };
+    std::vector<Variant> variants(5);
+    const tk::WeightView plain[] = {{bf16.data(), tk::DType::kBF16, s.N, s.K},
+                                    {q8.data(), tk::DType::kQ8_0, s.N, s.K}};
+    for (int i = 0; i < 2; ++i) {  // the engine's layout
+      variants[i].storage.resize(tk::InterleavedWeightsBytes(plain[i]));
+      variants[i].view = tk::InterleaveWeights(plain[i], variants[i].storage.data());
+    }
+    const tk::DType kq_types[] = {tk::DType::kQ4_K, tk::DType::kQ5_K, tk::DType::kQ6_K};
+    for (int i = 0; i < 3; ++i) variants[2 + i].view = {kq[i].data(), kq_types[i], s.N, s.K};
+    std::vector<float> x(static_cast<size_t>(s.K)), y(static_cast<size_t>(s.N));
+    for (auto& v : x) v = dist(rng);
+    double t[5];
+    std::printf("%-22s |", s.name);
+    for (int i = 0; i < 5; ++i) {
+      tk::KernelContext ctx;
+      ctx.pool = pool;
+      t[i] = Seconds([&] { tk::MatMul(ctx, x.data(), 1, variants[i].view, nullptr, y.data()); },
+                     min_s);
+      const tk::DType file_type = i == 1 ? tk::DType::kQ8_0 : variants[i].view.dtype;
+      std::printf(" %10.1f",
+                  static_cast<double>(tk::WeightBytes(file_type, s.N, s.K)) / t[i] / 1e9);
+    }
+    std::printf(" | %.2f %.2f %.2f %.2f\n", t[1] / t[0], t[2] / t[0], t[3] / t[0], t[4] / t[0]);
+  }
+}
+
 int main(int argc, char** argv) {
   int threads = 1;
   bool quick = false;
   bool paths_only = false;
+  bool quant_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
@@ -157,9 +219,12 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (std::strcmp(argv[i], "--paths") == 0) {
       paths_only = true;
+    } else if (std::strcmp(argv[i], "--quant") == 0) {
+      quant_only = true;
     } else {
       std::fprintf(stderr,
-                   "kernels_bench: unknown argument %s (use --threads N, --quick, --paths)\n",
+                   "kernels_bench: unknown argument %s (use --threads N, --quick, --paths, "
+                   "--quant)\n",
                    argv[i]);
       return 2;
     }
@@ -172,6 +237,10 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   if (paths_only) {
     OpsOnEveryPath(pool.get(), min_s, rng);
+    return 0;
+  }
+  if (quant_only) {
+    QuantDecode(pool.get(), min_s, rng);
     return 0;
   }
 

@@ -66,7 +66,7 @@ Status CudaOps::Activate() {
 Result<WeightView> CudaOps::Upload(const WeightView& host, const std::string& what) {
   WeightView dev = host;
   if (host.data == nullptr) return dev;
-  if (kernels::IsQuantized(host.dtype)) {
+  if (kernels::IsQuantized(host.dtype) || kernels::IsKQuant(host.dtype)) {
     return Unsupported("the CUDA backend has no kernels for quantized weights yet (" + what +
                        "): run this GGUF file with --device cpu");
   }

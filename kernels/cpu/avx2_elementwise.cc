@@ -72,6 +72,9 @@ void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* ou
   switch (table.dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       return ref::Embedding(table, ids, M, out);
     case DType::kF32:
       return EmbeddingRows<DType::kF32>(table, ids, M, out);

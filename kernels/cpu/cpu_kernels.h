@@ -30,7 +30,8 @@ void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out);
 
 // Calls fn(std::integral_constant<DType, D>{}) for the D that `dtype` names, so a kernel
 // templated on its weight dtype is instantiated and chosen in one line. The plain types only:
-// the dispatch sends Q8_0 to its own paths (kernels.cc), and reaching here with it is a bug.
+// the dispatch sends the block types to their own paths (kernels.cc): reaching here with one is
+// a bug.
 template <class Fn>
 decltype(auto) WithDType(DType dtype, Fn&& fn) {
   switch (dtype) {
@@ -40,6 +41,9 @@ decltype(auto) WithDType(DType dtype, Fn&& fn) {
       return fn(std::integral_constant<DType, DType::kF16>{});
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       std::abort();
     case DType::kF32:
       break;
@@ -76,6 +80,14 @@ void RopeHeads(float* x, int64_t M, int64_t n_heads, int64_t head_dim, const int
     for (int64_t h = 0; h < n_heads; ++h) rotate(x + (m * n_heads + h) * head_dim, c, s, half);
   }
 }
+
+// The canonical MatMul one weight row at a time: row n as f32 (WeightRowToF32: any dtype and
+// layout), then y[m, n] = dot(x_m, row) (+ bias[n]) for every m, where `dot` is a path's
+// canonical dot (the contract's: every path gives the reference's bits). The reference MatMul,
+// and every path's MatMul of K-quant matrices (which stay row-major, dequantized per row).
+using DotFn = float (*)(const float* a, const float* b, int64_t n);
+void MatMulRowsCanonical(const float* x, int64_t M, const WeightView& w, const float* bias,
+                         float* y, int64_t n_begin, int64_t n_end, DotFn dot);
 
 bool HaveAvx2();    // AVX2, FMA and F16C, checked once with __builtin_cpu_supports
 bool HaveAvx512();  // HaveAvx2() and AVX-512 F, BW, DQ and VL

@@ -9,10 +9,10 @@
 #include "kernels/canonical.h"
 #include "kernels/cpu/cpu_kernels.h"
 
-namespace trace::kernels::ref {
+namespace trace::kernels {
 
-void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
-                     int64_t n_begin, int64_t n_end) {
+void MatMulRowsCanonical(const float* x, int64_t M, const WeightView& w, const float* bias,
+                         float* y, int64_t n_begin, int64_t n_end, DotFn dot) {
   const int64_t K = w.cols;
   const int64_t N = w.rows;
   thread_local std::vector<float> row;
@@ -20,11 +20,20 @@ void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float
   for (int64_t n = n_begin; n < n_end; ++n) {
     WeightRowToF32(w, n, K, row.data());
     for (int64_t m = 0; m < M; ++m) {
-      float v = canonical::Dot(x + m * K, row.data(), K);
+      float v = dot(x + m * K, row.data(), K);
       if (bias != nullptr) v = canonical::AddBias(v, bias[n]);
       y[m * N + n] = v;
     }
   }
+}
+
+}  // namespace trace::kernels
+
+namespace trace::kernels::ref {
+
+void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                     int64_t n_begin, int64_t n_end) {
+  MatMulRowsCanonical(x, M, w, bias, y, n_begin, n_end, canonical::Dot);
 }
 
 void MatMulFast(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,

@@ -115,10 +115,10 @@ TEST(GgufCli, RecordReplayTokenizeTemplateAndInfoOnAGgufFile) {
 
 TEST(GgufCli, AnUnsupportedQuantizationIsRefusedNamingTheTensor) {
   testing::TempDir tmp;
-  testing::WriteAll(tmp.path() + "/q4k.gguf", testing::Q4KFile("qwen2"));
-  auto r = RunTrace("generate --model " + tmp.path() + "/q4k.gguf --prompt hi", tmp.path());
+  testing::WriteAll(tmp.path() + "/q2k.gguf", testing::Q2KFile("qwen2"));
+  auto r = RunTrace("generate --model " + tmp.path() + "/q2k.gguf --prompt hi", tmp.path());
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("q4k.gguf: tensor 'token_embd.weight' is Q4_K: this quantization is not "
+  EXPECT_NE(r.err.find("q2k.gguf: tensor 'token_embd.weight' is Q2_K: this quantization is not "
                        "supported yet"),
             std::string::npos)
       << r.err;

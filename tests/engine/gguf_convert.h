@@ -16,6 +16,7 @@
 #include "engine/safetensors.h"
 #include "engine_test_util.h"
 #include "testkit/gguf_writer.h"
+#include "testkit/kquant_reference.h"
 
 namespace trace::engine::testing {
 
@@ -23,9 +24,29 @@ using json = nlohmann::json;
 using testkit::GgufWriter;
 
 inline constexpr uint32_t kGgmlF32 = 0, kGgmlBF16 = 30, kGgmlQ8_0 = 8, kGgmlQ4_0 = 2,
-                          kGgmlQ4_K = 12;
+                          kGgmlQ2_K = 10, kGgmlQ4_K = 12, kGgmlQ5_K = 13, kGgmlQ6_K = 14;
 
-enum class MatrixType { kF32, kBF16, kQ8_0, kQ8_0Dequantized, kQ4_0, kQ4_0Dequantized };
+enum class MatrixType {
+  kF32,
+  kBF16,
+  kQ8_0,
+  kQ8_0Dequantized,
+  kQ4_0,
+  kQ4_0Dequantized,
+  kKQuants,             // a Q4_K_M-like mix: KQuantOf (Q8_0 where a row is not whole blocks)
+  kKQuantsDequantized,  // the F32 values of those blocks (testkit/kquant_reference.h)
+};
+
+// The K-quant of a matrix in the kKQuants mix, after llama-quantize's Q4_K_M (Q6_K for the
+// value projection and the output, Q4_K for the rest) with Q5_K for the down projection so that
+// all three types appear.
+inline testkit::KQuant KQuantOf(const std::string& gguf_name) {
+  if (gguf_name.find("attn_v") != std::string::npos || gguf_name == "output.weight") {
+    return testkit::KQuant::kQ6_K;
+  }
+  if (gguf_name.find("ffn_down") != std::string::npos) return testkit::KQuant::kQ5_K;
+  return testkit::KQuant::kQ4_K;
+}
 
 struct ConvertOptions {
   // Matrices as F32 (widened), BF16 (their stored bytes), Q8_0 or Q4_0 (llama.cpp's
@@ -217,6 +238,21 @@ inline void ConvertToGguf(const std::string& dir, const std::string& out, const 
       const bool dequantized = o.matrices == MatrixType::kQ8_0Dequantized;
       bytes = QuantizeQ8_0(Values(*t), dequantized);
       ggml = dequantized ? kGgmlF32 : kGgmlQ8_0;
+    } else if (matrix && (o.matrices == MatrixType::kKQuants ||
+                          o.matrices == MatrixType::kKQuantsDequantized)) {
+      const bool dequantized = o.matrices == MatrixType::kKQuantsDequantized;
+      if (t->shape.back() % 256 == 0) {
+        const testkit::KQuant type = KQuantOf(gguf_name);
+        bytes = testkit::QuantizeKQuant(type, Values(*t));
+        if (dequantized) bytes = F32Bytes(testkit::DequantizeKQuant(type, bytes));
+        ggml = dequantized                      ? kGgmlF32
+               : type == testkit::KQuant::kQ4_K ? kGgmlQ4_K
+               : type == testkit::KQuant::kQ5_K ? kGgmlQ5_K
+                                                : kGgmlQ6_K;
+      } else {
+        bytes = QuantizeQ8_0(Values(*t), dequantized);
+        ggml = dequantized ? kGgmlF32 : kGgmlQ8_0;
+      }
     } else if (matrix &&
                (o.matrices == MatrixType::kQ4_0 || o.matrices == MatrixType::kQ4_0Dequantized)) {
       const bool dequantized = o.matrices == MatrixType::kQ4_0Dequantized;
@@ -282,8 +318,8 @@ inline void ConvertToGguf(const std::string& dir, const std::string& out, const 
   testing::WriteAll(out, w.Finish());
 }
 
-// A one-layer `arch` file whose token embedding is Q4_K: a quantization the loader refuses.
-inline std::string Q4KFile(const std::string& arch) {
+// A one-layer `arch` file whose token embedding is Q2_K: a quantization the loader refuses.
+inline std::string Q2KFile(const std::string& arch) {
   GgufWriter w;
   w.String("general.architecture", arch);
   for (const auto& [k, v] : {std::pair<const char*, uint32_t>{".embedding_length", 256},
@@ -294,7 +330,7 @@ inline std::string Q4KFile(const std::string& arch) {
     w.U32(arch + k, v);
   }
   w.F32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
-  w.Tensor("token_embd.weight", {256, 8}, kGgmlQ4_K, std::string(8 * 144, '\0'));
+  w.Tensor("token_embd.weight", {256, 8}, kGgmlQ2_K, std::string(8 * 84, '\0'));
   return w.Finish();
 }
 

@@ -156,6 +156,49 @@ TEST_F(GgufModelTest, Q8_0AndQ4_0FilesAreTheirDequantizedValuesBitForBit) {
   }
 }
 
+// A Q4_K_M-like file (Q4_K, Q5_K and Q6_K matrices; Q8_0 where a row is not whole blocks of
+// 256) is, bit for bit, the model of its dequantized values (computed in double by the test's
+// own dequantizer, testkit/kquant_reference.h, and rounded once) on every CPU path, in decode,
+// prefill and chunks, with the weights left in the file's mapping.
+TEST_F(GgufModelTest, KQuantFilesAreTheirDequantizedValuesBitForBit) {
+  auto config = PresetConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  config->hidden_size = 256;
+  config->intermediate_size = 512;
+  config->num_heads = 4;
+  config->num_kv_heads = 2;
+  config->head_dim = 64;
+  const std::string dir = Preset("tiny", &*config);
+  testing::ConvertToGguf(dir, tmp_.path() + "/k.gguf", {MatrixType::kKQuants, "qwen2"});
+  testing::ConvertToGguf(dir, tmp_.path() + "/dk.gguf", {MatrixType::kKQuantsDequantized, "qwen2"});
+  auto q = testing::LoadOrDie(tmp_.path() + "/k.gguf");
+  auto dq = testing::LoadOrDie(tmp_.path() + "/dk.gguf");
+  ASSERT_NE(q, nullptr);
+  ASSERT_NE(dq, nullptr);
+  std::map<kernels::DType, int> types;
+  for (const LayerWeights& l : q->weights().layers) {
+    for (const kernels::WeightView* w :
+         {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj}) {
+      ++types[w->dtype];
+    }
+  }
+  EXPECT_EQ(types[kernels::DType::kQ4_K], 10);  // q, k, o, gate, up of 2 layers
+  EXPECT_EQ(types[kernels::DType::kQ6_K], 2);   // v
+  EXPECT_EQ(types[kernels::DType::kQ5_K], 2);   // down
+  EXPECT_EQ(q->weights().embed_tokens.dtype, kernels::DType::kQ4_K);
+  std::mt19937_64 rng(9);
+  const auto tokens = RandomTokens(&rng, 24, static_cast<int32_t>(q->config().vocab_size));
+  auto want_engine = EngineOrDie(dq, Numerics::kCanonical, Impl::kReference, 1);
+  const auto want = AllLogits(want_engine.get(), tokens, 0);
+  for (Impl impl : kernels::AvailableCpuIsaPaths()) {
+    auto engine = EngineOrDie(q, Numerics::kCanonical, impl, 2);
+    for (size_t chunk : {0, 1, 5}) {  // one pass (prefill), decode, chunks
+      EXPECT_EQ(Bits(AllLogits(engine.get(), tokens, chunk)), Bits(want))
+          << kernels::CpuIsaPathName(impl) << " chunk " << chunk;
+    }
+  }
+}
+
 TEST_F(GgufModelTest, Llama3RopeFreqsAreHonoured) {
   const std::string dir = Preset("llama3-tiny");
   testing::ConvertToGguf(dir, tmp_.path() + "/llama3.gguf", {MatrixType::kBF16, "llama-bpe", true});
@@ -211,9 +254,9 @@ TEST_F(GgufModelTest, UnsupportedAndBrokenFilesAreOneLineErrors) {
   arch.replace(at, 5, "mamba");
   expect_error(arch, "GGUF architecture 'mamba' is not supported (supported: llama, qwen2, qwen3)");
   expect_error(bytes.substr(0, bytes.size() - 100), "truncated GGUF file");
-  expect_error(testing::Q4KFile("qwen3"),
-               "tensor 'token_embd.weight' is Q4_K: this quantization is not supported yet (F32, "
-               "F16, BF16, Q8_0 and Q4_0 are)");
+  expect_error(testing::Q2KFile("qwen3"),
+               "tensor 'token_embd.weight' is Q2_K: this quantization is not supported yet (F32, "
+               "F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K are)");
   GgufWriter no_eps;
   no_eps.String("general.architecture", "qwen3");
   no_eps.Tensor("token_embd.weight", {64, 8}, kGgmlF32, std::string(64 * 8 * 4, '\0'));

@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_pool.h"
+#include "testkit/kquant_reference.h"
 #include "tests/kernels/test_util.h"
 
 namespace trace::kernels {
@@ -276,6 +277,71 @@ TEST(KernelsMatMul, SpecialValuesEqualOnEveryPath) {
 // made here from ggml's description. Every path, both layouts, decode and prefill, 1 and 2
 // threads: bit for bit the MatMul of the dequantized f32 matrix (f16 scale x int8, exact), and
 // the same for Embedding.
+// K-quant blocks of random bytes (any f16 scale but inf / NaN) dequantize, through
+// kernels/canonical.h, to the values the test's own dequantizer computes in double and rounds
+// once (testkit/kquant_reference.h): every weight bit for bit.
+TEST(KernelsKQuant, DequantizationEqualsTheFormatsDefinition) {
+  std::mt19937_64 rng(31);
+  for (testkit::KQuant type :
+       {testkit::KQuant::kQ4_K, testkit::KQuant::kQ5_K, testkit::KQuant::kQ6_K}) {
+    const size_t bytes = testkit::KQuantBlockBytes(type);
+    for (int trial = 0; trial < 400; ++trial) {
+      std::vector<uint8_t> block(bytes);
+      for (auto& b : block) b = static_cast<uint8_t>(rng());
+      // f16 scales with exponent below 31 (finite), sometimes subnormal or zero.
+      for (size_t at :
+           type == testkit::KQuant::kQ6_K ? std::vector<size_t>{208} : std::vector<size_t>{0, 2}) {
+        block[at + 1] = static_cast<uint8_t>(block[at + 1] % (trial % 7 == 0 ? 4 : 0x78));
+      }
+      float got[256];
+      if (type == testkit::KQuant::kQ4_K) canonical::DequantizeQ4_K(block.data(), got);
+      if (type == testkit::KQuant::kQ5_K) canonical::DequantizeQ5_K(block.data(), got);
+      if (type == testkit::KQuant::kQ6_K) canonical::DequantizeQ6_K(block.data(), got);
+      const std::vector<float> want = testkit::DequantizeKQuantBlock(type, block.data());
+      ASSERT_EQ(FirstBitDifference(want.data(), got, 256), "")
+          << "type " << static_cast<int>(type) << " trial " << trial;
+    }
+  }
+}
+
+// A K-quant matrix gives, on every path, with and without a pool, in decode and prefill, the
+// bits of the F32 matrix of its dequantized values (MatMul dequantizes it row by row).
+TEST(KernelsKQuant, MatMulEqualsTheDequantizedMatrixOnEveryPath) {
+  std::mt19937_64 rng(32);
+  auto pool = ThreadPool::Create(3);
+  const std::pair<testkit::KQuant, DType> types[] = {{testkit::KQuant::kQ4_K, DType::kQ4_K},
+                                                     {testkit::KQuant::kQ5_K, DType::kQ5_K},
+                                                     {testkit::KQuant::kQ6_K, DType::kQ6_K}};
+  for (const auto& [type, dtype] : types) {
+    for (const auto& [N, K] : {std::pair<int64_t, int64_t>{37, 256}, {70, 768}}) {
+      const std::string blocks = testkit::QuantizeKQuant(type, RandomVector(rng, N * K, 0.1f));
+      const std::vector<float> values = testkit::DequantizeKQuant(type, blocks);
+      const WeightView kq{blocks.data(), dtype, N, K};
+      const WeightView f32{values.data(), DType::kF32, N, K};
+      EXPECT_EQ(WeightBytes(dtype, N, K), blocks.size());
+      const auto bias = RandomVector(rng, N);
+      std::vector<Impl> paths = SimdPaths();
+      paths.push_back(Impl::kReference);
+      for (int64_t M : {1, 3, 9}) {
+        const auto x = RandomVector(rng, M * K, 2.0f);
+        const auto want = RunMatMul(Ctx(Impl::kReference), x, M, f32, bias.data());
+        for (Impl impl : paths) {
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), pool.get()}) {
+            const auto got = RunMatMul(Ctx(impl, Numerics::kCanonical, p), x, M, kq, bias.data());
+            ASSERT_EQ(FirstBitDifference(want.data(), got.data(), want.size()), "")
+                << DTypeName(dtype) << " N " << N << " K " << K << " M " << M << " "
+                << CpuIsaPathName(impl);
+          }
+        }
+        std::vector<float> row(static_cast<size_t>(K));
+        WeightRowToF32(kq, N - 1, K, row.data());
+        EXPECT_EQ(FirstBitDifference(row.data(), values.data() + (N - 1) * K, K), "");
+        EXPECT_EQ(Bits(WeightAt(kq, 5, K - 3)), Bits(values[5 * K + K - 3]));
+      }
+    }
+  }
+}
+
 TEST(KernelsMatMul, Q8_0AndQ4_0EqualTheirDequantizedMatricesOnEveryPath) {
   std::mt19937_64 rng(31);
   std::uniform_int_distribution<int> q(-128, 127);
