@@ -246,13 +246,9 @@ float QuantizedAt(const WeightView& w, int64_t row, int64_t col) {
   return scale * static_cast<float>(static_cast<int8_t>(block[128 + (col % 32) * 32 + row % 32]));
 }
 
-// Super-block b of row `row` of a K-quant matrix (row-major), dequantized into out[256]. On
-// x86 compiled also for AVX2 and AVX-512 and chosen by the CPU (GCC's target_clones), so the
-// compiler vectorises the canonical loops wider: the same multiplies and subtractions per
-// weight, so the same bits (no contraction: -ffp-contract=off).
-#if TRACE_X86_SIMD
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+// Super-block b of row `row` of a K-quant matrix (row-major), dequantized into out[256]. (Not
+// target_clones: its ifunc resolver runs before ThreadSanitizer's runtime is up and crashes
+// the TSan build.)
 void DequantizeKQuantBlock(const WeightView& w, int64_t row, int64_t b, float* out) {
   const int64_t blocks = w.cols / kKQuantBlockElems;
   const auto* block =
