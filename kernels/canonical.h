@@ -198,6 +198,19 @@ struct Scalar {
 // alone, the same on every machine, whatever the order its row is dequantized in.
 inline constexpr int kKQuantBlockElems = 256;
 
+// One K-quant weight from its sub-block's scale (d*sc, exact) and, for Q4_K / Q5_K, min
+// (dmin*m, exact) and its integer q as f32: (scale * q) - min, the product exact, one rounding
+// (affine); Q6_K: scale * (q - 32), exact (symmetric). Every path's dequantization of every
+// layout computes through these two.
+template <class A = Scalar>
+TRACE_HD typename A::V KQuantAffineWeight(typename A::V scale, typename A::V q, typename A::V min) {
+  return A::Sub(A::Mul(scale, q), min);
+}
+template <class A = Scalar>
+TRACE_HD typename A::V KQuantSymmetricWeight(typename A::V scale, typename A::V q_minus_32) {
+  return A::Mul(scale, q_minus_32);
+}
+
 // Sub-block j's (0..7) scale and min from Q4_K / Q5_K's 12 packed bytes (ggml's
 // get_scale_min_k4): j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 split between the
 // nibbles of byte j + 4 and the top 2 bits of bytes j - 4 and j.
@@ -228,7 +241,7 @@ TRACE_HD void DequantizeAffineKQuant(const uint8_t* block, const uint8_t* qh, co
       for (int l = 0; l < 32; ++l) {
         int q = (qs[32 * i + l] >> (4 * half)) & 0xF;
         if (qh != nullptr) q += ((qh[l] >> (2 * i + half)) & 1) << 4;
-        out[64 * i + 32 * half + l] = Scalar::Sub(Scalar::Mul(scale, static_cast<float>(q)), min);
+        out[64 * i + 32 * half + l] = KQuantAffineWeight(scale, static_cast<float>(q), min);
       }
     }
   }
@@ -259,7 +272,7 @@ TRACE_HD void DequantizeQ6_K(const uint8_t* block, float* out) {
         const float scale = Scalar::Mul(d, static_cast<float>(scales[8 * h + 2 * r + s16]));
         for (int l = 16 * s16; l < 16 * s16 + 16; ++l) {
           const int q = ((low[l] >> shift) & 0xF) | (((qh[32 * h + l] >> (2 * r)) & 3) << 4);
-          out[128 * h + 32 * r + l] = Scalar::Mul(scale, static_cast<float>(q - 32));
+          out[128 * h + 32 * r + l] = KQuantSymmetricWeight(scale, static_cast<float>(q - 32));
         }
       }
     }

@@ -29,6 +29,7 @@
 
 #include "kernels/canonical.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kquant_interleaved.h"
 #include "kernels/thread_pool.h"
 
 namespace trace::kernels {
@@ -156,6 +157,7 @@ uint16_t F32ToF16RoundNearestEven(float v) {
 
 size_t InterleavedWeightsBytes(const WeightView& w) {
   const int64_t groups = (w.rows + 31) / 32;
+  if (IsKQuant(w.dtype)) return static_cast<size_t>(kquant::InterleavedBytes(w));
   if (IsQuantized(w.dtype)) {
     return static_cast<size_t>(groups * (w.cols / kQ8_0BlockElems) * kQ8_0Interleaved32BlockBytes);
   }
@@ -207,7 +209,9 @@ void InterleaveQuantized(const WeightView& w, uint8_t* out) {
 WeightView InterleaveWeights(const WeightView& w, void* dst) {
   auto* out = static_cast<uint8_t*>(dst);
   std::memset(out, 0, InterleavedWeightsBytes(w));
-  if (IsQuantized(w.dtype)) {
+  if (IsKQuant(w.dtype)) {
+    kquant::Interleave(w, out);
+  } else if (IsQuantized(w.dtype)) {
     InterleaveQuantized(w, out);
   } else {
     const size_t elem = DTypeSize(w.dtype);
@@ -267,6 +271,11 @@ void DequantizeKQuantBlock(const WeightView& w, int64_t row, int64_t b, float* o
 
 float WeightAt(const WeightView& w, int64_t row, int64_t col) {
   if (IsQuantized(w.dtype)) return QuantizedAt(w, row, col);
+  if (IsKQuant(w.dtype) && w.layout == WeightLayout::kInterleaved32) {
+    float block[canonical::kBlockLen];
+    kquant::InterleavedBlockToF32(w, row, col / canonical::kBlockLen, canonical::kBlockLen, block);
+    return block[col % canonical::kBlockLen];
+  }
   if (IsKQuant(w.dtype)) {
     float block[kKQuantBlockElems];
     DequantizeKQuantBlock(w, row, col / kKQuantBlockElems, block);
@@ -293,6 +302,9 @@ float WeightAt(const WeightView& w, int64_t row, int64_t col) {
 }
 
 void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out) {
+  if (w.layout != WeightLayout::kRowMajor && IsKQuant(w.dtype)) {
+    return kquant::InterleavedRowToF32(w, row, n, out);
+  }
   if (w.layout != WeightLayout::kRowMajor) {
     for (int64_t i = 0; i < n; ++i) out[i] = WeightAt(w, row, i);
     return;
@@ -433,6 +445,9 @@ struct CpuPath {
   // a block type always does): Q8_0 in either layout, row-major Q4_0 (kInterleaved32 holds
   // Q4_0 as Q8_0).
   bool canonical_q8_0, canonical_q4_0;
+  // Whether matmul_canonical takes K-quants in the kInterleaved32 layout (the rest run
+  // MatMulRowsCanonical with this path's dot).
+  bool canonical_kquant;
   // Column ranges handed to threads by the canonical MatMul on row-major weights are multiples
   // of this (kInterleaved32 weights: always 32), so the path sees whole register groups; the
   // split does not change any output bit.
@@ -457,6 +472,7 @@ constexpr CpuPath kReferencePath = {
     .matmul_fast = ref::MatMulFast,
     .canonical_q8_0 = false,
     .canonical_q4_0 = false,
+    .canonical_kquant = false,
     .row_major_column_group = 8,
     .dot = CanonicalDot,
     .rms_norm = ref::RmsNorm,
@@ -476,6 +492,7 @@ constexpr CpuPath kAvx2Path = {
     .matmul_fast = avx2::MatMulFast,
     .canonical_q8_0 = true,
     .canonical_q4_0 = false,
+    .canonical_kquant = true,
     .row_major_column_group = 8,
     .dot = avx2::CanonicalDot,
     .rms_norm = avx2::RmsNorm,
@@ -495,6 +512,7 @@ constexpr CpuPath kAvx512Path = {
     .matmul_fast = avx2::MatMulFast,
     .canonical_q8_0 = true,
     .canonical_q4_0 = false,
+    .canonical_kquant = true,
     .row_major_column_group = 32,
     .dot = avx512::CanonicalDot,
     .rms_norm = avx512::RmsNorm,
@@ -516,6 +534,7 @@ constexpr CpuPath kNeonPath = {
     .matmul_fast = ref::MatMulFast,
     .canonical_q8_0 = true,
     .canonical_q4_0 = true,
+    .canonical_kquant = false,
     .row_major_column_group = 8,
     .dot = neon::CanonicalDot,
     .rms_norm = neon::RmsNorm,
@@ -620,6 +639,13 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
   if (M <= 0 || w.rows <= 0) return;
   const CpuPath& path = PathFor(ctx);
   const bool canonical = ctx.numerics == Numerics::kCanonical;
+  if (IsKQuant(w.dtype) && canonical && path.canonical_kquant &&
+      w.layout == WeightLayout::kInterleaved32) {
+    ForColumnRanges(ctx.pool, M, w.rows, 32, [&](int64_t n_begin, int64_t n_end) {
+      path.matmul_canonical(x, M, w, bias, y, n_begin, n_end);
+    });
+    return;
+  }
   if (IsKQuant(w.dtype)) {  // row by row, dequantized, through the path's dot (kernels.h)
     ForColumnRanges(ctx.pool, M, w.rows, 8, [&](int64_t n_begin, int64_t n_end) {
       canonical ? MatMulRowsCanonical(x, M, w, bias, y, n_begin, n_end, path.dot)

@@ -35,8 +35,10 @@ namespace trace::kernels {
 // the kQ8_0 interleaved layout (the same values). cols must be a multiple of 32.
 // kQ4_K, kQ5_K, kQ6_K are ggml's K-quants: each row is cols / 256 super-blocks of 144, 176 and
 // 210 bytes, dequantized by canonical::DequantizeQ4_K / Q5_K / Q6_K (exact but for one rounding
-// per Q4_K / Q5_K weight, fixed by the contract). They stay row-major (InterleaveWeights does
-// not take them): MatMul dequantizes one row at a time and runs the path's canonical dot.
+// per Q4_K / Q5_K weight, fixed by the contract). InterleaveWeights keeps them quantized in
+// records of 32 rows (kernels/kquant_interleaved.h: 1-3% more bytes than the file), which the
+// AVX2 and AVX-512 MatMuls dequantize in registers; row-major (and on the other paths) MatMul
+// dequantizes one row at a time and runs the path's canonical dot. Same bits either way.
 enum class DType : uint8_t {
   kF32 = 0,
   kBF16 = 1,
@@ -90,11 +92,13 @@ inline constexpr const char* VersionedNumericsName(Numerics numerics) {
 //                  ((n / 32) * cols + k) * 32 + n % 32, the last group padded with zero
 //                  rows. kQ8_0 in this layout: per group of 32 rows and block b of 32
 //                  columns, 1152 bytes: the 32 rows' scales as f32, then the int8 q as
-//                  [k % 32][n % 32] (kQ8_0Interleaved32BlockBytes). Made by InterleaveWeights; lets
-//                  the canonical MatMul read 8 output columns with one load instead of a transpose,
-//                  in one sequential stream (decode then runs at memory bandwidth). Accepted by
-//                  MatMul and Embedding (so a tied embedding needs one copy); results are bitwise
-//                  the same as with kRowMajor. Other ops take row-major weights.
+//                  [k % 32][n % 32] (kQ8_0Interleaved32BlockBytes); the K-quants in records
+//                  of 32 rows by 256 columns (kernels/kquant_interleaved.h). Made by
+//                  InterleaveWeights; lets the canonical MatMul read 8 output columns with one load
+//                  instead of a transpose, in one sequential stream (decode then runs at memory
+//                  bandwidth). Accepted by MatMul and Embedding (so a tied embedding needs one
+//                  copy); results are bitwise the same as with kRowMajor. Other ops take row-major
+//                  weights.
 enum class WeightLayout : uint8_t { kRowMajor = 0, kInterleaved32 = 1 };
 
 // A weight matrix [rows, cols] in its stored dtype (memory-mapped or repacked).
@@ -108,7 +112,8 @@ struct WeightView {
 
 inline constexpr int64_t kQ8_0Interleaved32BlockBytes = 32 * 4 + 32 * 32;
 // Bytes that InterleaveWeights writes for `w`: ceil(rows / 32) * 32 * cols * DTypeSize (kQ8_0
-// and kQ4_0: ceil(rows / 32) * cols / 32 * kQ8_0Interleaved32BlockBytes).
+// and kQ4_0: ceil(rows / 32) * cols / 32 * kQ8_0Interleaved32BlockBytes; the K-quants:
+// ceil(rows / 32) * cols / 256 * kquant::RecordBytes).
 size_t InterleavedWeightsBytes(const WeightView& w);
 // Copies row-major `w` into `dst` (InterleavedWeightsBytes(w) bytes, caller-owned) in the
 // kInterleaved32 layout and returns the view of it (same dtype, rows and cols; kQ4_0 becomes

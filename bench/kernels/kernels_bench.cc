@@ -4,9 +4,10 @@
 // lengths. Each figure is the best of several repetitions; the ratio canonical / fast is what the
 // numerics cost. Then the canonical ops besides MatMul on every CPU path (reference, AVX2,
 // AVX-512, each forced) with the ratio AVX2 time / AVX-512 time (--paths only that part).
-// --quant: canonical decode MatMul (M = 1) on the weight types of GGUF files, each against bf16
-// in the same run: bf16 and Q8_0 in the engine's interleaved layout, Q4_K / Q5_K / Q6_K row by
-// row (dequantized into the path's dot), as GB/s of the file's bytes and time / bf16's.
+// --quant: canonical MatMul on the weight types of GGUF files, each against bf16 in the same
+// run, every type in the engine's interleaved layout (and Q4_K also in the file's, dequantized
+// row by row): decode (M = 1) as GB/s of the file's bytes, prefill (M = 64) as GFLOP/s, and
+// time / bf16's.
 //
 // Usage: kernels_bench [--threads N] [--quick] [--paths | --quant]
 #include <algorithm>
@@ -164,46 +165,66 @@ void QuantDecode(tk::ThreadPool* pool, double min_s, std::mt19937_64& rng) {
   const Shape shapes[] = {{"gate_proj 1024x4864", 1024, 4864},
                           {"down_proj 4864x1024", 4864, 1024},
                           {"lm_head 1024x151936", 1024, 151936}};
-  std::printf("\n%-22s | %10s %10s %10s %10s %10s | time / bf16: %s\n", "decode GB/s (file)",
-              "bf16", "q8_0", "q4_k", "q5_k", "q6_k", "q8_0 q4_k q5_k q6_k");
-  for (const Shape& s : shapes) {
-    std::vector<float> values(static_cast<size_t>(s.K * s.N));
-    for (auto& v : values) v = dist(rng) * 0.05f;
-    std::vector<uint16_t> bf16(values.size());
-    for (size_t i = 0; i < values.size(); ++i) bf16[i] = tk::F32ToBf16RoundNearestEven(values[i]);
-    const std::vector<uint8_t> q8 = RandomQ8_0(rng, s.N, s.K);
-    std::vector<std::string> kq;
-    for (auto type : {trace::testkit::KQuant::kQ4_K, trace::testkit::KQuant::kQ5_K,
-                      trace::testkit::KQuant::kQ6_K}) {
-      kq.push_back(trace::testkit::QuantizeKQuant(type, values));
+  const char* names[] = {"bf16", "q8_0", "q4_k", "q5_k", "q6_k", "q4_k-rows"};
+  constexpr int kVariants = 6;
+  for (int64_t M : {1, 64}) {
+    if (M == 1) {
+      std::printf("\ndecode (M = 1), GB/s of the file's bytes\n");
+    } else {
+      std::printf("\nprefill (M = 64), GFLOP/s\n");
     }
-    struct Variant {
-      tk::WeightView view;
-      std::vector<uint8_t> storage;
-    };
-    std::vector<Variant> variants(5);
-    const tk::WeightView plain[] = {{bf16.data(), tk::DType::kBF16, s.N, s.K},
-                                    {q8.data(), tk::DType::kQ8_0, s.N, s.K}};
-    for (int i = 0; i < 2; ++i) {  // the engine's layout
-      variants[i].storage.resize(tk::InterleavedWeightsBytes(plain[i]));
-      variants[i].view = tk::InterleaveWeights(plain[i], variants[i].storage.data());
+    std::printf("%-22s |", "shape");
+    for (const char* n : names) std::printf(" %9s", n);
+    std::printf(" | time / bf16:");
+    for (int i = 1; i < kVariants; ++i) std::printf(" %s", names[i]);
+    std::printf("\n");
+    for (const Shape& s : shapes) {
+      if (M > 1 && s.N > 100000) continue;  // the head: decode only
+      std::vector<float> values(static_cast<size_t>(s.K * s.N));
+      for (auto& v : values) v = dist(rng) * 0.05f;
+      std::vector<uint16_t> bf16(values.size());
+      for (size_t i = 0; i < values.size(); ++i) {
+        bf16[i] = tk::F32ToBf16RoundNearestEven(values[i]);
+      }
+      const std::vector<uint8_t> q8 = RandomQ8_0(rng, s.N, s.K);
+      std::vector<std::string> kq;
+      for (auto type : {trace::testkit::KQuant::kQ4_K, trace::testkit::KQuant::kQ5_K,
+                        trace::testkit::KQuant::kQ6_K}) {
+        kq.push_back(trace::testkit::QuantizeKQuant(type, values));
+      }
+      struct Variant {
+        tk::WeightView view;
+        std::vector<uint8_t> storage;
+      };
+      std::vector<Variant> variants(kVariants);
+      const tk::WeightView plain[] = {{bf16.data(), tk::DType::kBF16, s.N, s.K},
+                                      {q8.data(), tk::DType::kQ8_0, s.N, s.K},
+                                      {kq[0].data(), tk::DType::kQ4_K, s.N, s.K},
+                                      {kq[1].data(), tk::DType::kQ5_K, s.N, s.K},
+                                      {kq[2].data(), tk::DType::kQ6_K, s.N, s.K}};
+      for (int i = 0; i < 5; ++i) {  // the engine's layout
+        variants[i].storage.resize(tk::InterleavedWeightsBytes(plain[i]));
+        variants[i].view = tk::InterleaveWeights(plain[i], variants[i].storage.data());
+      }
+      variants[5].view = plain[2];  // the file's layout, dequantized row by row
+      std::vector<float> x(static_cast<size_t>(M * s.K)), y(static_cast<size_t>(M * s.N));
+      for (auto& v : x) v = dist(rng);
+      double t[kVariants];
+      std::printf("%-22s |", s.name);
+      for (int i = 0; i < kVariants; ++i) {
+        tk::KernelContext ctx;
+        ctx.pool = pool;
+        t[i] = Seconds([&] { tk::MatMul(ctx, x.data(), M, variants[i].view, nullptr, y.data()); },
+                       min_s);
+        const double file_bytes =
+            static_cast<double>(tk::WeightBytes(plain[i == 5 ? 2 : i].dtype, s.N, s.K));
+        const double flops = 2.0 * static_cast<double>(M * s.K * s.N);
+        std::printf(" %9.1f", (M == 1 ? file_bytes : flops) / t[i] / 1e9);
+      }
+      std::printf(" |");
+      for (int i = 1; i < kVariants; ++i) std::printf(" %.2f", t[i] / t[0]);
+      std::printf("\n");
     }
-    const tk::DType kq_types[] = {tk::DType::kQ4_K, tk::DType::kQ5_K, tk::DType::kQ6_K};
-    for (int i = 0; i < 3; ++i) variants[2 + i].view = {kq[i].data(), kq_types[i], s.N, s.K};
-    std::vector<float> x(static_cast<size_t>(s.K)), y(static_cast<size_t>(s.N));
-    for (auto& v : x) v = dist(rng);
-    double t[5];
-    std::printf("%-22s |", s.name);
-    for (int i = 0; i < 5; ++i) {
-      tk::KernelContext ctx;
-      ctx.pool = pool;
-      t[i] = Seconds([&] { tk::MatMul(ctx, x.data(), 1, variants[i].view, nullptr, y.data()); },
-                     min_s);
-      const tk::DType file_type = i == 1 ? tk::DType::kQ8_0 : variants[i].view.dtype;
-      std::printf(" %10.1f",
-                  static_cast<double>(tk::WeightBytes(file_type, s.N, s.K)) / t[i] / 1e9);
-    }
-    std::printf(" | %.2f %.2f %.2f %.2f\n", t[1] / t[0], t[2] / t[0], t[3] / t[0], t[4] / t[0]);
   }
 }
 

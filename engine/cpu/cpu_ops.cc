@@ -67,11 +67,7 @@ void CpuOps::RepackWeights() {
   weights_ = model_->weights();
   std::unordered_map<const void*, kernels::WeightView> done;
   auto repack = [&](kernels::WeightView* w) {
-    // K-quants stay row-major in the file's mapping (MatMul dequantizes them row by row).
-    if (w->data == nullptr || w->layout != kernels::WeightLayout::kRowMajor ||
-        kernels::IsKQuant(w->dtype)) {
-      return;
-    }
+    if (w->data == nullptr || w->layout != kernels::WeightLayout::kRowMajor) return;
     if (auto it = done.find(w->data); it != done.end()) {
       *w = it->second;
       return;

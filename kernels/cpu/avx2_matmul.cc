@@ -6,8 +6,11 @@
 // Fast: the conventional baseline, 8-wide partial sums along K (a different order).
 // Q8_0 (canonical only): decode streams the interleaved blocks (int8 -> f32, times the
 // row's scale: the exact weight), prefill packs dequantized 8-column panels.
-// Shapes: x [M, K], w [N, K] bf16|f16|f32|q8_0, y [M, N]; a column range [n_begin, n_end)
-// from the dispatch. Check: ctest -R 'KernelsMatMul'; bench: bench/kernels.
+// K-quants (kInterleaved32, kernels/kquant_interleaved.h): the same two schedules, 8 rows'
+// weights dequantized in a register from their nibbles and high bits
+// (canonical::KQuantAffineWeight / KQuantSymmetricWeight), the scales made once per block.
+// Shapes: x [M, K], w [N, K] bf16|f16|f32|q8_0|q4_k|q5_k|q6_k, y [M, N]; a column range [n_begin,
+// n_end) from the dispatch. Check: ctest -R 'KernelsMatMul'; bench: bench/kernels.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -15,6 +18,7 @@
 
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kquant_interleaved.h"
 
 namespace trace::kernels::avx2 {
 namespace {
@@ -452,17 +456,12 @@ void PackPanelQ8(const WeightView& w, int64_t n0, int64_t ncols, float* panel) {
   }
 }
 
-void CanonicalQ8(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
-                 int64_t n_begin, int64_t n_end) {
+// Prefill of a block type: columns [n_start, n_end) in 8-column panels, each packed to f32 once
+// per tile of rows by pack(n0, ncols, panel), then every micro-tile of the tile over it.
+template <class Pack>
+void PackedPanels(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                  int64_t n_start, int64_t n_end, Pack pack) {
   const int64_t K = w.cols, N = w.rows;
-  int64_t n_start = n_begin;
-  if (M == 1 && w.layout == WeightLayout::kInterleaved32) {
-    const int64_t group_bytes = K / kQ8_0BlockElems * kQ8_0Interleaved32BlockBytes;
-    for (; n_start + 32 <= n_end; n_start += 32) {
-      DecodeQ8Interleaved4(x, K, static_cast<const uint8_t*>(w.data) + n_start / 32 * group_bytes,
-                           bias ? bias + n_start : nullptr, y + n_start);
-    }
-  }
   thread_local std::vector<float> panel_storage;
   panel_storage.resize(static_cast<size_t>(K * 8 + 8));
   float* panel = panel_storage.data();  // 32-byte aligned inside the buffer
@@ -472,7 +471,7 @@ void CanonicalQ8(const float* x, int64_t M, const WeightView& w, const float* bi
     const int64_t m_end = std::min(M, m0 + tile);
     for (int64_t n0 = n_start; n0 < n_end; n0 += 8) {
       const int64_t ncols = std::min<int64_t>(8, n_end - n0);
-      PackPanelQ8(w, n0, ncols, panel);
+      pack(n0, ncols, panel);
       const float* bias_n = bias ? bias + n0 : nullptr;
       for (int64_t m = m0; m < m_end; m += kRowsPerMicroTile) {
         const int rows = static_cast<int>(std::min<int64_t>(kRowsPerMicroTile, m_end - m));
@@ -482,11 +481,175 @@ void CanonicalQ8(const float* x, int64_t M, const WeightView& w, const float* bi
   }
 }
 
+void CanonicalQ8(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                 int64_t n_begin, int64_t n_end) {
+  const int64_t K = w.cols;
+  int64_t n_start = n_begin;
+  if (M == 1 && w.layout == WeightLayout::kInterleaved32) {
+    const int64_t group_bytes = K / kQ8_0BlockElems * kQ8_0Interleaved32BlockBytes;
+    for (; n_start + 32 <= n_end; n_start += 32) {
+      DecodeQ8Interleaved4(x, K, static_cast<const uint8_t*>(w.data) + n_start / 32 * group_bytes,
+                           bias ? bias + n_start : nullptr, y + n_start);
+    }
+  }
+  PackedPanels(x, M, w, bias, y, n_start, n_end,
+               [&](int64_t n0, int64_t ncols, float* panel) { PackPanelQ8(w, n0, ncols, panel); });
+}
+
+// ---- K-quants in kInterleaved32 (kernels/kquant_interleaved.h) ----
+
+// Rows 8c .. 8c + 7 of a group's sub-block j: their scales (and mins) made once, then the
+// weights of any pair of elements.
+template <DType T>
+class KQuantRows8 {
+ public:
+  KQuantRows8(const uint8_t* record, int64_t j, int c)
+      : sub_(kquant::SubRecord(record, T, j)), c_(c) {
+    const __m256 d = HalvesToF32(record + 16 * c);
+    const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sub_ + 8 * c));
+    const __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sub_ + 32 + 8 * c));
+    if constexpr (T == DType::kQ6_K) {  // int8 scales of elements 0..15 and 16..31
+      scale_ = Arith::Mul(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+      second_ = Arith::Mul(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(m)));
+    } else {
+      scale_ = Arith::Mul(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
+      second_ = Arith::Mul(HalvesToF32(record + 64 + 16 * c),
+                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m)));
+    }
+  }
+
+  // The weights at elements 2p and 2p + 1.
+  void Pair(int p, __m256* w0, __m256* w1) const {
+    const __m256i nibbles = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+        reinterpret_cast<const __m128i*>(sub_ + kquant::kScaleBytes + p * 32 + 8 * c_)));
+    __m256i q0 = _mm256_and_si256(nibbles, _mm256_set1_epi32(0xF));
+    __m256i q1 = _mm256_srli_epi32(nibbles, 4);
+    const uint8_t* plane = sub_ + kquant::kScaleBytes + kquant::kNibbleBytes;
+    for (int b = 0; b < kquant::HighPlanes(T); ++b) {
+      const uint8_t* bits = plane + b * kquant::kPlaneBytes + c_;
+      q0 = _mm256_or_si256(q0, HighBit(bits[(2 * p) * 4], 4 + b));
+      q1 = _mm256_or_si256(q1, HighBit(bits[(2 * p + 1) * 4], 4 + b));
+    }
+    if constexpr (T == DType::kQ6_K) {
+      const __m256i minus32 = _mm256_set1_epi32(32);
+      const __m256 scale = p < 8 ? scale_ : second_;
+      *w0 = canonical::KQuantSymmetricWeight<Arith>(
+          scale, _mm256_cvtepi32_ps(_mm256_sub_epi32(q0, minus32)));
+      *w1 = canonical::KQuantSymmetricWeight<Arith>(
+          scale, _mm256_cvtepi32_ps(_mm256_sub_epi32(q1, minus32)));
+    } else {
+      *w0 = canonical::KQuantAffineWeight<Arith>(scale_, _mm256_cvtepi32_ps(q0), second_);
+      *w1 = canonical::KQuantAffineWeight<Arith>(scale_, _mm256_cvtepi32_ps(q1), second_);
+    }
+  }
+
+ private:
+  static __m256 HalvesToF32(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  // 1 << shift in the rows whose bit is set in `bits` (row 8c + i at bit i), else 0.
+  static __m256i HighBit(uint8_t bits, int shift) {
+    const __m256i select = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i set =
+        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), select), select);
+    return _mm256_and_si256(set, _mm256_set1_epi32(1 << shift));
+  }
+
+  const uint8_t* sub_;
+  int c_;
+  __m256 scale_, second_;  // Q4_K / Q5_K: scale and min; Q6_K: the two halves' scales
+};
+
+// Decode: one group of 32 interleaved K-quant rows, 4 registers of 8 side by side, a block
+// (sub-block) at a time.
+template <DType T>
+void DecodeKQuantInterleaved4(const float* x, int64_t K, const uint8_t* group, const float* bias,
+                              float* y) {
+  constexpr int G = 4;
+  __m256 lanes[32][G];
+  for (auto& l : lanes) {
+    for (int g = 0; g < G; ++g) l[g] = _mm256_setzero_ps();
+  }
+  constexpr int64_t kRecord = kquant::RecordBytes(T), kSub = kquant::SubRecordBytes(T);
+  for (int64_t s = 0; s < K / kKQuantBlockElems; ++s) {
+    const uint8_t* record = group + s * kRecord;
+    for (int64_t j = 0; j < kquant::kSubBlocks; ++j) {
+      const int64_t b = s * kquant::kSubBlocks + j;
+      const uint8_t* ahead = kquant::SubRecord(record, T, j) + 2 * kSub;
+      for (int64_t line = 0; line < kSub; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+      }
+      const float* xb = x + b * canonical::kBlockLen;
+      for (int g = 0; g < G; ++g) {
+        const KQuantRows8<T> rows(record, j, g);
+        __m256 acc = lanes[canonical::LaneOfBlock(b)][g];
+        for (int p = 0; p < 16; ++p) {
+          __m256 w0, w1;
+          rows.Pair(p, &w0, &w1);
+          acc = canonical::ChainStep<Arith>(acc, _mm256_broadcast_ss(xb + 2 * p), w0);
+          acc = canonical::ChainStep<Arith>(acc, _mm256_broadcast_ss(xb + 2 * p + 1), w1);
+        }
+        lanes[canonical::LaneOfBlock(b)][g] = acc;
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    __m256 sum = canonical::FoldLanes<Arith>(&lanes[0][g], G);
+    if (bias != nullptr) sum = canonical::AddBias<Arith>(sum, _mm256_loadu_ps(bias + g * 8));
+    _mm256_storeu_ps(y + g * 8, sum);
+  }
+}
+
+// panel[k * 8 + c] = w[n0 + c, k] dequantized (a missing row's weights are zero).
+template <DType T>
+void PackPanelKQuant(const WeightView& w, int64_t n0, float* panel) {
+  for (int64_t s = 0; s < w.cols / kKQuantBlockElems; ++s) {
+    const uint8_t* record = kquant::Record(w, n0 / 32, s);
+    for (int64_t j = 0; j < kquant::kSubBlocks; ++j) {
+      const KQuantRows8<T> rows(record, j, static_cast<int>(n0 % 32 / 8));
+      float* block = panel + (s * kKQuantBlockElems + j * canonical::kBlockLen) * 8;
+      for (int p = 0; p < 16; ++p) {
+        __m256 w0, w1;
+        rows.Pair(p, &w0, &w1);
+        _mm256_store_ps(block + (2 * p) * 8, w0);
+        _mm256_store_ps(block + (2 * p + 1) * 8, w1);
+      }
+    }
+  }
+}
+
+template <DType T>
+void CanonicalKQuant(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                     int64_t n_begin, int64_t n_end) {
+  const int64_t K = w.cols;
+  int64_t n_start = n_begin;
+  if (M == 1) {
+    const int64_t group_bytes = K / kKQuantBlockElems * kquant::RecordBytes(T);
+    for (; n_start + 32 <= n_end; n_start += 32) {
+      DecodeKQuantInterleaved4<T>(x, K,
+                                  static_cast<const uint8_t*>(w.data) + n_start / 32 * group_bytes,
+                                  bias ? bias + n_start : nullptr, y + n_start);
+    }
+  }
+  PackedPanels(x, M, w, bias, y, n_start, n_end,
+               [&](int64_t n0, int64_t, float* panel) { PackPanelKQuant<T>(w, n0, panel); });
+}
+
 }  // namespace
 
 void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
                      int64_t n_begin, int64_t n_end) {
   if (w.dtype == DType::kQ8_0) return CanonicalQ8(x, M, w, bias, y, n_begin, n_end);
+  switch (w.dtype) {  // K-quants: kInterleaved32 only (the dispatch sends row-major elsewhere)
+    case DType::kQ4_K:
+      return CanonicalKQuant<DType::kQ4_K>(x, M, w, bias, y, n_begin, n_end);
+    case DType::kQ5_K:
+      return CanonicalKQuant<DType::kQ5_K>(x, M, w, bias, y, n_begin, n_end);
+    case DType::kQ6_K:
+      return CanonicalKQuant<DType::kQ6_K>(x, M, w, bias, y, n_begin, n_end);
+    default:
+      break;
+  }
   WithDType(w.dtype,
             [&](auto d) { CanonicalTyped<decltype(d)::value>(x, M, w, bias, y, n_begin, n_end); });
 }

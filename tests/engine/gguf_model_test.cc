@@ -159,7 +159,7 @@ TEST_F(GgufModelTest, Q8_0AndQ4_0FilesAreTheirDequantizedValuesBitForBit) {
 // A Q4_K_M-like file (Q4_K, Q5_K and Q6_K matrices; Q8_0 where a row is not whole blocks of
 // 256) is, bit for bit, the model of its dequantized values (computed in double by the test's
 // own dequantizer, testkit/kquant_reference.h, and rounded once) on every CPU path, in decode,
-// prefill and chunks, with the weights left in the file's mapping.
+// prefill and chunks, with the weights in the engine's interleaved K-quant records.
 TEST_F(GgufModelTest, KQuantFilesAreTheirDequantizedValuesBitForBit) {
   auto config = PresetConfig("tiny");
   ASSERT_TRUE(config.ok());

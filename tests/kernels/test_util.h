@@ -53,6 +53,23 @@ inline TestWeights RandomWeights(std::mt19937_64& rng, DType dtype, int64_t rows
   return w;
 }
 
+inline KernelContext Ctx(Impl impl, Numerics numerics = Numerics::kCanonical,
+                         ThreadPool* pool = nullptr) {
+  KernelContext ctx;
+  ctx.impl = impl;
+  ctx.numerics = numerics;
+  ctx.pool = pool;
+  return ctx;
+}
+
+// y = MatMul(x [M, w.cols], w) (+ bias), every output first set to NaN.
+inline std::vector<float> RunMatMul(const KernelContext& ctx, const std::vector<float>& x,
+                                    int64_t M, const WeightView& w, const float* bias) {
+  std::vector<float> y(static_cast<size_t>(M * w.rows), NAN);
+  MatMul(ctx, x.data(), M, w, bias, y.data());
+  return y;
+}
+
 // The SIMD paths this machine has (AVX-512 and AVX2 where present), each as the Impl that
 // forces it; the scalar reference is what they are held to.
 inline std::vector<Impl> SimdPaths() {
