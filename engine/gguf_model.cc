@@ -106,6 +106,12 @@ Result<kernels::DType> WeightDType(const GgufTensor& t, const std::string& path)
       return kernels::DType::kQ8_0;
     case GgmlType::kQ4_0:
       return kernels::DType::kQ4_0;
+    case GgmlType::kQ5_0:
+      return kernels::DType::kQ5_0;
+    case GgmlType::kQ4_1:
+      return kernels::DType::kQ4_1;
+    case GgmlType::kQ5_1:
+      return kernels::DType::kQ5_1;
     case GgmlType::kQ4_K:
       return kernels::DType::kQ4_K;
     case GgmlType::kQ5_K:
@@ -116,7 +122,7 @@ Result<kernels::DType> WeightDType(const GgufTensor& t, const std::string& path)
       return Unsupported(path + ": tensor '" + EscapeForDisplay(t.name) + "' is " +
                          TypeName(t.type) +
                          ": this quantization is not supported yet (F32, F16, BF16, Q8_0, Q4_0, "
-                         "Q4_K, Q5_K and Q6_K are)");
+                         "Q5_0, Q4_1, Q5_1, Q4_K, Q5_K and Q6_K are)");
   }
 }
 
@@ -161,7 +167,8 @@ Result<kernels::WeightView> GgufModel::Tensor(const std::string& name, std::vect
   v.dtype = dtype;
   v.rows = shape.size() == 2 ? shape[0] : 1;
   v.cols = shape.back();
-  // Q8_0 / Q4_0 scales are read as 16-bit words; K-quant blocks byte by byte.
+  // Q8_0 / Q4_0 / Q5_0 / Q4_1 / Q5_1 scales are read as 16-bit words; K-quant blocks byte by
+  // byte.
   const size_t align = kernels::IsQuantized(dtype) ? 2
                        : kernels::IsKQuant(dtype)  ? 1
                                                    : kernels::DTypeSize(dtype);

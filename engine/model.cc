@@ -176,6 +176,9 @@ float ToF32(const kernels::WeightView& v, int64_t i) {
       return kernels::F16ToF32(static_cast<const uint16_t*>(v.data)[i]);
     case kernels::DType::kQ8_0:  // safetensors holds no ggml block types
     case kernels::DType::kQ4_0:
+    case kernels::DType::kQ5_0:
+    case kernels::DType::kQ4_1:
+    case kernels::DType::kQ5_1:
     case kernels::DType::kQ4_K:
     case kernels::DType::kQ5_K:
     case kernels::DType::kQ6_K:

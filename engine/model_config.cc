@@ -305,6 +305,12 @@ const char* TorchDTypeName(kernels::DType dtype) {
       return "q8_0";
     case kernels::DType::kQ4_0:
       return "q4_0";
+    case kernels::DType::kQ5_0:
+      return "q5_0";
+    case kernels::DType::kQ4_1:
+      return "q4_1";
+    case kernels::DType::kQ5_1:
+      return "q5_1";
     case kernels::DType::kQ4_K:
       return "q4_k";
     case kernels::DType::kQ5_K:

@@ -39,6 +39,9 @@ const char* SafetensorsDTypeName(kernels::DType dtype) {
       return "F16";
     case kernels::DType::kQ8_0:  // not safetensors dtypes
     case kernels::DType::kQ4_0:
+    case kernels::DType::kQ5_0:
+    case kernels::DType::kQ4_1:
+    case kernels::DType::kQ5_1:
     case kernels::DType::kQ4_K:
     case kernels::DType::kQ5_K:
     case kernels::DType::kQ6_K:

@@ -118,6 +118,13 @@ TRACE_HD float Q8_0Weight(uint16_t scale_f16, int8_t q) {
   return F16ToF32(scale_f16) * static_cast<float>(q);
 }
 
+// ggml's Q5_0 weight is Q8_0Weight(d, q - 16) (q of 5 bits: exact). Q4_1 / Q5_1: the f16 d
+// times q (0..15 or 0..31: exact, at most 16 bits) plus the block's f16 min m, one rounding:
+// ggml's `x0*d + m`, contracted into an fma or not.
+TRACE_HD float AffineBlockWeight(uint16_t scale_f16, uint16_t min_f16, int q) {
+  return F16ToF32(scale_f16) * static_cast<float>(q) + F16ToF32(min_f16);
+}
+
 // ---- the scalar arithmetic: one rounding per call ------------------------------------------
 struct Scalar {
   using V = float;

@@ -43,6 +43,9 @@ size_t DTypeSize(DType dtype) {
       return 2;
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ4_1:
+    case DType::kQ5_1:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
@@ -57,6 +60,12 @@ int64_t BlockBytes(DType dtype) {
       return kQ8_0BlockBytes;
     case DType::kQ4_0:
       return kQ4_0BlockBytes;
+    case DType::kQ5_0:
+      return 22;
+    case DType::kQ4_1:
+      return 20;
+    case DType::kQ5_1:
+      return 24;
     case DType::kQ4_K:
       return 144;
     case DType::kQ5_K:
@@ -91,6 +100,12 @@ const char* DTypeName(DType dtype) {
       return "q8_0";
     case DType::kQ4_0:
       return "q4_0";
+    case DType::kQ5_0:
+      return "q5_0";
+    case DType::kQ4_1:
+      return "q4_1";
+    case DType::kQ5_1:
+      return "q5_1";
     case DType::kQ4_K:
       return "q4_k";
     case DType::kQ5_K:
@@ -166,28 +181,52 @@ size_t InterleavedWeightsBytes(const WeightView& w) {
 
 namespace {
 
-// Block b of row n of a ggml block matrix (Q8_0 or Q4_0): its f16 scale and its 32 values as
-// int8 (Q4_0: nibble - 8, low nibbles first).
+// Block b of row n of a ggml block matrix of 32 (IsQuantized): its f16 scale, for Q4_1 / Q5_1
+// its f16 min, and its 32 values as int8: Q8_0's bytes; Q4_0 nibble - 8, Q5_0 (nibble | fifth
+// bit << 4) - 16 (symmetric: weight Q8_0Weight(scale, q)); Q4_1 nibble, Q5_1 nibble | fifth
+// bit << 4 (affine: AffineBlockWeight(scale, min, q)). Nibbles: element k < 16 the low one of
+// byte k, element k + 16 its high one; the fifth bit of element k is bit k of qh (ggml).
 struct QuantBlock {
-  uint16_t scale;
+  uint16_t scale = 0;
+  uint16_t min = 0;
   int8_t q[32];
+  float Weight(int k) const {
+    return affine ? canonical::AffineBlockWeight(scale, min, q[k])
+                  : canonical::Q8_0Weight(scale, q[k]);
+  }
+  bool affine = false;
 };
 QuantBlock ReadQuantBlock(const WeightView& w, int64_t n, int64_t b) {
   const int64_t blocks = w.cols / kQ8_0BlockElems;
-  const int64_t bytes = w.dtype == DType::kQ8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
-  const auto* block = static_cast<const uint8_t*>(w.data) + (n * blocks + b) * bytes;
+  const auto* block = static_cast<const uint8_t*>(w.data) + (n * blocks + b) * BlockBytes(w.dtype);
   QuantBlock out;
   std::memcpy(&out.scale, block, 2);
+  if (w.dtype == DType::kQ8_0) {
+    for (int k = 0; k < 32; ++k) out.q[k] = static_cast<int8_t>(block[2 + k]);
+    return out;
+  }
+  out.affine = IsAffineBlock32(w.dtype);
+  const uint8_t* p = block + 2;
+  if (out.affine) {
+    std::memcpy(&out.min, p, 2);
+    p += 2;
+  }
+  const bool fifth = w.dtype == DType::kQ5_0 || w.dtype == DType::kQ5_1;
+  uint32_t qh = 0;
+  if (fifth) {
+    std::memcpy(&qh, p, 4);
+    p += 4;
+  }
+  const int offset = out.affine ? 0 : fifth ? 16 : 8;
   for (int k = 0; k < 32; ++k) {
-    out.q[k] =
-        w.dtype == DType::kQ8_0
-            ? static_cast<int8_t>(block[2 + k])
-            : static_cast<int8_t>((k < 16 ? block[2 + k] & 0x0f : block[2 + k - 16] >> 4) - 8);
+    int q = (k < 16 ? p[k] & 0x0f : p[k - 16] >> 4);
+    if (fifth) q |= static_cast<int>((qh >> k) & 1u) << 4;
+    out.q[k] = static_cast<int8_t>(q - offset);
   }
   return out;
 }
 
-// Q8_0 and Q4_0 into kInterleaved32: per (group, block), the 32 rows' scales as f32 (exact),
+// Q8_0, Q4_0 and Q5_0 into kInterleaved32: per (group, block), the 32 rows' scales as f32 (exact),
 // then the int8 values as [k % 32][row % 32]; missing rows of the last group stay zero.
 void InterleaveQuantized(const WeightView& w, uint8_t* out) {
   const int64_t blocks = w.cols / kQ8_0BlockElems;
@@ -230,7 +269,7 @@ WeightView InterleaveWeights(const WeightView& w, void* dst) {
   WeightView view = w;
   view.data = dst;
   view.layout = WeightLayout::kInterleaved32;
-  if (IsQuantized(w.dtype)) view.dtype = DType::kQ8_0;  // Q4_0's values as int8
+  if (IsQuantized(w.dtype)) view.dtype = DType::kQ8_0;  // Q4_0's and Q5_0's values as int8
   return view;
 }
 
@@ -240,8 +279,7 @@ namespace {
 float QuantizedAt(const WeightView& w, int64_t row, int64_t col) {
   const int64_t blocks = w.cols / kQ8_0BlockElems, b = col / kQ8_0BlockElems;
   if (w.layout == WeightLayout::kRowMajor) {
-    const QuantBlock block = ReadQuantBlock(w, row, b);
-    return canonical::Q8_0Weight(block.scale, block.q[col % kQ8_0BlockElems]);
+    return ReadQuantBlock(w, row, b).Weight(static_cast<int>(col % kQ8_0BlockElems));
   }
   const auto* block = static_cast<const uint8_t*>(w.data) +
                       ((row / 32) * blocks + b) * kQ8_0Interleaved32BlockBytes;
@@ -293,6 +331,9 @@ float WeightAt(const WeightView& w, int64_t row, int64_t col) {
       return F16ToF32(static_cast<const uint16_t*>(w.data)[i]);
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ4_1:
+    case DType::kQ5_1:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
@@ -326,10 +367,13 @@ void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out) {
     }
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ4_1:
+    case DType::kQ5_1:
       for (int64_t b = 0; b * kQ8_0BlockElems < n; ++b) {
         const QuantBlock block = ReadQuantBlock(w, row, b);
         for (int64_t k = 0; k < kQ8_0BlockElems && b * kQ8_0BlockElems + k < n; ++k) {
-          out[b * kQ8_0BlockElems + k] = canonical::Q8_0Weight(block.scale, block.q[k]);
+          out[b * kQ8_0BlockElems + k] = block.Weight(static_cast<int>(k));
         }
       }
       return;
@@ -646,7 +690,8 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
     });
     return;
   }
-  if (IsKQuant(w.dtype)) {  // row by row, dequantized, through the path's dot (kernels.h)
+  if (IsKQuant(w.dtype) || IsAffineBlock32(w.dtype)) {
+    // Row by row, dequantized, through the path's dot (kernels.h).
     ForColumnRanges(ctx.pool, M, w.rows, 8, [&](int64_t n_begin, int64_t n_end) {
       canonical ? MatMulRowsCanonical(x, M, w, bias, y, n_begin, n_end, path.dot)
                 : ref::MatMulFast(x, M, w, bias, y, n_begin, n_end);

@@ -32,7 +32,12 @@ namespace trace::kernels {
 // exact product (docs/numerics.md, "Quantized weights"). kQ4_0 is ggml's Q4_0: blocks of 18
 // bytes, an f16 scale d then 16 bytes whose low nibbles are elements 0..15 and high nibbles
 // 16..31; element k is Q8_0Weight(d, nibble - 8). InterleaveWeights turns a Q4_0 matrix into
-// the kQ8_0 interleaved layout (the same values). cols must be a multiple of 32.
+// the kQ8_0 interleaved layout (the same values), and so does kQ5_0 (ggml's Q5_0: 22 bytes, an
+// f16 d, 4 bytes of fifth bits qh, 16 bytes of nibbles as Q4_0's; element k is Q8_0Weight(d,
+// q - 16)). kQ4_1 and kQ5_1 (20 and 24 bytes: Q4_0's / Q5_0's with an f16 min m after d) are
+// affine, canonical::AffineBlockWeight(d, m, q) = d*q + m, one rounding: they have no int8
+// form and stay row-major (MatMul dequantizes a row at a time). cols must be a multiple of
+// 32.
 // kQ4_K, kQ5_K, kQ6_K are ggml's K-quants: each row is cols / 256 super-blocks of 144, 176 and
 // 210 bytes, dequantized by canonical::DequantizeQ4_K / Q5_K / Q6_K (exact but for one rounding
 // per Q4_K / Q5_K weight, fixed by the contract). InterleaveWeights keeps them quantized in
@@ -48,6 +53,9 @@ enum class DType : uint8_t {
   kQ4_K = 5,
   kQ5_K = 6,
   kQ6_K = 7,
+  kQ4_1 = 8,
+  kQ5_0 = 9,
+  kQ5_1 = 10,
 };
 // Bytes per element of the plain types (4, 2, 2); 0 for a block type (use WeightBytes).
 size_t DTypeSize(DType dtype);
@@ -55,17 +63,23 @@ const char* DTypeName(DType dtype);
 inline constexpr int64_t kQ8_0BlockElems = 32;
 inline constexpr int64_t kQ8_0BlockBytes = 34;
 inline constexpr int64_t kQ4_0BlockBytes = 18;
-// Whether `dtype` is a ggml block type of 32 (Q8_0, Q4_0): blocks of 32 along a row.
+// Whether `dtype` is a ggml block type of 32 (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1): blocks of 32
+// along a row.
 inline constexpr bool IsQuantized(DType dtype) {
-  return dtype == DType::kQ8_0 || dtype == DType::kQ4_0;
+  return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ5_0 ||
+         dtype == DType::kQ4_1 || dtype == DType::kQ5_1;
+}
+// Whether `dtype` is a block type of 32 with a min (Q4_1, Q5_1): row-major only.
+inline constexpr bool IsAffineBlock32(DType dtype) {
+  return dtype == DType::kQ4_1 || dtype == DType::kQ5_1;
 }
 // Whether `dtype` is a ggml K-quant (Q4_K, Q5_K, Q6_K): super-blocks of 256 along a row.
 inline constexpr int64_t kKQuantBlockElems = 256;
 inline constexpr bool IsKQuant(DType dtype) {
   return dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ6_K;
 }
-// Bytes of one block of a block type (Q8_0 34, Q4_0 18, Q4_K 144, Q5_K 176, Q6_K 210); 0 for
-// the plain types.
+// Bytes of one block of a block type (Q8_0 34, Q4_0 18, Q5_0 22, Q4_1 20, Q5_1 24, Q4_K 144,
+// Q5_K 176, Q6_K 210); 0 for the plain types.
 int64_t BlockBytes(DType dtype);
 // Bytes of `rows` row-major rows of `cols` elements in `dtype`.
 size_t WeightBytes(DType dtype, int64_t rows, int64_t cols);
@@ -115,9 +129,13 @@ inline constexpr int64_t kQ8_0Interleaved32BlockBytes = 32 * 4 + 32 * 32;
 // and kQ4_0: ceil(rows / 32) * cols / 32 * kQ8_0Interleaved32BlockBytes; the K-quants:
 // ceil(rows / 32) * cols / 256 * kquant::RecordBytes).
 size_t InterleavedWeightsBytes(const WeightView& w);
+// Whether InterleaveWeights takes `dtype` (all but Q4_1 and Q5_1).
+inline constexpr bool HasInterleavedLayout(DType dtype) {
+  return !IsAffineBlock32(dtype);
+}
 // Copies row-major `w` into `dst` (InterleavedWeightsBytes(w) bytes, caller-owned) in the
-// kInterleaved32 layout and returns the view of it (same dtype, rows and cols; kQ4_0 becomes
-// kQ8_0).
+// kInterleaved32 layout and returns the view of it (same dtype, rows and cols; kQ4_0 and kQ5_0
+// become kQ8_0). HasInterleavedLayout(w.dtype) must hold.
 WeightView InterleaveWeights(const WeightView& w, void* dst);
 
 // Exact conversions (bf16 and f16 are subsets of f32).

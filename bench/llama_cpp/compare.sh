@@ -18,6 +18,7 @@ LLAMA_ARGS=""
 JSON=0
 CHECK=1
 SPEED=1
+QUANT=""
 PY=/usr/bin/python3
 # A fixed token sequence for the fidelity check: ordinary text tokens of the Qwen vocabulary
 # and a few from its upper range (the rows of the embedding that a short prompt rarely hits).
@@ -53,6 +54,13 @@ Steps (each reused when already done, with a progress line):
   5. Speed: --pairs pairs, alternating which side runs first (bench/llama_cpp/compare_speed.py);
      prints every pair, the median ratio ours/theirs with its spread, our ISA path, the load
      average and the targets.
+With --quant TYPES (llama-quantize's names, e.g. Q8_0,Q4_K_M) the run is about quantized files
+instead: llama.cpp's own llama-quantize makes WORK/gguf/*-TYPE.gguf from the F32 file (with
+its fallbacks: a row that is not whole blocks of 256 becomes Q5_0, Q5_1 or Q8_0), the fidelity
+check compares both engines on each file (max |diff| relative to the spread of our logits
+<= 5e-2: llama.cpp quantizes the activations to 8 bits for its dot products, we keep them f32),
+and the speed pairs run both engines on the very same file (bench/llama_cpp/compare_quant.py;
+targets: decode >= 1.5x on Q8_0 and Q4_K_M, prefill >= 1.0x).
 
 Options:
   --pairs N         pairs of measurements (default $PAIRS, at least 3 recommended)
@@ -67,6 +75,7 @@ Options:
   --work DIR        scratch folder for npm, llama.cpp, models and GGUFs (default build-llama/)
   --trace-build DIR trace's CMake build folder with bin/trace and bench/engine/engine_bench
                     (default build/; the two targets are built there if missing)
+  --quant TYPES     compare on llama-quantize's files of these types instead (comma-separated)
   --check-only      stop after the fidelity check
   --skip-check      no fidelity check (only when it already passed on these GGUFs)
   --json            the speed result as one JSON object on stdout (progress stays on stderr)
@@ -96,6 +105,7 @@ while [[ $# -gt 0 ]]; do
     --model) need_value "$@"; MODEL=$2; shift 2 ;;
     --work) need_value "$@"; WORK=$2; shift 2 ;;
     --trace-build) need_value "$@"; TRACE_BUILD=$2; shift 2 ;;
+    --quant) need_value "$@"; QUANT=$2; shift 2 ;;
     --check-only) SPEED=0; shift ;;
     --skip-check) CHECK=0; shift ;;
     --json) JSON=1; shift ;;
@@ -170,6 +180,12 @@ if [[ ! -x "$LLAMA_BENCH" ]]; then
   cmake --build "$LLAMA_BUILD" -j2 --target llama-bench llama >> "$WORK/llama-build.log" 2>&1 ||
     die "building llama-bench failed; see $WORK/llama-build.log"
 fi
+LLAMA_QUANTIZE="$LLAMA_BUILD/bin/llama-quantize"
+if [[ -n "$QUANT" && ! -x "$LLAMA_QUANTIZE" ]]; then
+  progress "building llama.cpp's llama-quantize; log $WORK/llama-build.log"
+  cmake --build "$LLAMA_BUILD" -j2 --target llama-quantize >> "$WORK/llama-build.log" 2>&1 ||
+    die "building llama-quantize failed; see $WORK/llama-build.log"
+fi
 if [[ ! -x "$LOGITS" || "$HERE/llama_logits.cc" -nt "$LOGITS" ]]; then
   progress "building llama_logits against libllama"
   mapfile -t libs < <(find "$LLAMA_BUILD/src" "$LLAMA_BUILD/ggml" -name '*.a' | sort)
@@ -204,9 +220,36 @@ for dtype in f32 bf16; do
 done
 F32="$GGUF_DIR/$name-f32.gguf"
 BF16="$GGUF_DIR/$name-bf16.gguf"
+QUANT_FILES=()
+IFS=, read -r -a quant_types <<< "$QUANT"
+for qtype in "${quant_types[@]}"; do
+  [[ "$qtype" =~ ^[A-Za-z0-9_]+$ ]] || die "--quant: '$qtype' is not a llama-quantize type name"
+  out="$GGUF_DIR/$name-$qtype.gguf"
+  if [[ ! -f "$out" || "$F32" -nt "$out" ]]; then
+    progress "quantizing $F32 to $qtype with llama-quantize"
+    "$LLAMA_QUANTIZE" "$F32" "$out.tmp" "$qtype" "$THREADS" > "$WORK/quantize-$qtype.log" 2>&1 ||
+      die "llama-quantize to $qtype failed; see $WORK/quantize-$qtype.log"
+    mv "$out.tmp" "$out"
+  fi
+  QUANT_FILES+=("$qtype=$out")
+done
 
 # ---- 4. fidelity --------------------------------------------------------------------------
-if [[ $CHECK -eq 1 ]]; then
+if [[ $CHECK -eq 1 && -n "$QUANT" ]]; then
+  ok=1
+  for spec in "${QUANT_FILES[@]}"; do
+    qtype=${spec%%=*}
+    gguf=${spec#*=}
+    progress "fidelity on $qtype: logits after $(tr -cd , <<< "$CHECK_TOKENS" | wc -c)+1 tokens, llama.cpp vs trace on $gguf"
+    "$TRACE" logits --model "$gguf" --tokens "$CHECK_TOKENS" --all --json --numerics canonical \
+      --threads "$THREADS" > "$WORK/logits-trace-$qtype.json" || die "trace logits on $gguf failed"
+    "$LOGITS" "$gguf" "$CHECK_TOKENS" "$THREADS" > "$WORK/logits-llama-$qtype.txt" ||
+      die "llama_logits on $gguf failed"
+    "$PY" "$HERE/check_logits.py" --label "llama.cpp $qtype" --tolerance 5e-2 \
+      "$WORK/logits-trace-$qtype.json" "$WORK/logits-llama-$qtype.txt" >&2 || ok=0
+  done
+  [[ $ok -eq 1 ]] || die "the engines disagree on a quantized file (above); no speed comparison"
+elif [[ $CHECK -eq 1 ]]; then
   progress "fidelity: logits after $(tr -cd , <<< "$CHECK_TOKENS" | wc -c)+1 tokens, llama.cpp vs trace (canonical)"
   "$TRACE" logits --model "$MODEL" --tokens "$CHECK_TOKENS" --all --json --numerics canonical \
     --threads "$THREADS" > "$WORK/logits-trace.json" || die "trace logits failed"
@@ -231,6 +274,13 @@ fi
 progress "llama.cpp from node-llama-cpp $NPM_VERSION (bundle tag $LLAMA_TAG); model $MODEL"
 json=()
 [[ $JSON -eq 1 ]] && json=(--json)
+if [[ -n "$QUANT" ]]; then
+  files=()
+  for spec in "${QUANT_FILES[@]}"; do files+=(--gguf "$spec"); done
+  exec "$PY" "$HERE/compare_quant.py" --engine-bench "$ENGINE_BENCH" --llama-bench "$LLAMA_BENCH" \
+    "${files[@]}" --pairs "$PAIRS" --threads "$THREADS" --prefill "$PREFILL" --decode "$DECODE" \
+    --repeat "$REPEAT" --llama-args "$LLAMA_ARGS" "${json[@]}"
+fi
 exec "$PY" "$HERE/compare_speed.py" --engine-bench "$ENGINE_BENCH" --model "$MODEL" \
   --llama-bench "$LLAMA_BENCH" --f32 "$F32" --bf16 "$BF16" --pairs "$PAIRS" \
   --threads "$THREADS" --prefill "$PREFILL" --decode "$DECODE" --repeat "$REPEAT" \

@@ -72,6 +72,9 @@ void Embedding(const WeightView& table, const int32_t* ids, int64_t M, float* ou
   switch (table.dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ4_1:
+    case DType::kQ5_1:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:

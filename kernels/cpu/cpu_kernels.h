@@ -41,6 +41,9 @@ decltype(auto) WithDType(DType dtype, Fn&& fn) {
       return fn(std::integral_constant<DType, DType::kF16>{});
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ4_1:
+    case DType::kQ5_1:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:

@@ -23,8 +23,9 @@ namespace trace::engine::testing {
 using json = nlohmann::json;
 using testkit::GgufWriter;
 
-inline constexpr uint32_t kGgmlF32 = 0, kGgmlBF16 = 30, kGgmlQ8_0 = 8, kGgmlQ4_0 = 2,
-                          kGgmlQ2_K = 10, kGgmlQ4_K = 12, kGgmlQ5_K = 13, kGgmlQ6_K = 14;
+inline constexpr uint32_t kGgmlF32 = 0, kGgmlBF16 = 30, kGgmlQ8_0 = 8, kGgmlQ4_0 = 2, kGgmlQ4_1 = 3,
+                          kGgmlQ5_0 = 6, kGgmlQ5_1 = 7, kGgmlQ2_K = 10, kGgmlQ4_K = 12,
+                          kGgmlQ5_K = 13, kGgmlQ6_K = 14;
 
 enum class MatrixType {
   kF32,
@@ -35,6 +36,12 @@ enum class MatrixType {
   kQ4_0Dequantized,
   kKQuants,             // a Q4_K_M-like mix: KQuantOf (Q8_0 where a row is not whole blocks)
   kKQuantsDequantized,  // the F32 values of those blocks (testkit/kquant_reference.h)
+  kQ5_0,
+  kQ5_0Dequantized,
+  kQ4_1,
+  kQ4_1Dequantized,
+  kQ5_1,
+  kQ5_1Dequantized,
 };
 
 // The K-quant of a matrix in the kKQuants mix, after llama-quantize's Q4_K_M (Q6_K for the
@@ -110,6 +117,64 @@ inline std::string QuantizeQ8_0(const std::vector<float>& x, bool dequantized) {
         out += static_cast<char>(q);
       }
     }
+  }
+  return out;
+}
+
+// ggml's quantize_row_q5_0_ref, q4_1_ref and q5_1_ref, from their description, per block of 32:
+//   Q5_0: max = the value of largest magnitude, d = max / -16, q = min(31, (int8)(x / d + 16.5)),
+//         value d * (q - 16);
+//   Q4_1 / Q5_1: d = (max - min) / 15 (31), m = min, q = (x - min) / d + 0.5 truncated (Q4_1
+//         clamped to 15), value d * q + m;
+// stored as f16 d, (f16 m), (4 bytes qh: bit j = bit 4 of element j), 16 bytes of nibbles (the
+// low nibble of byte j element j, the high one element j + 16). `dequantized`: the f32 values
+// (computed in double, rounded once) instead of the blocks.
+inline std::string QuantizeBlock32(MatrixType type, const std::vector<float>& x, bool dequantized) {
+  const bool affine = type == MatrixType::kQ4_1 || type == MatrixType::kQ5_1;
+  const bool fifth = type == MatrixType::kQ5_0 || type == MatrixType::kQ5_1;
+  std::string out;
+  auto append = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float d = 0, min = 0;
+    if (affine) {
+      float lo = x[b], hi = x[b];
+      for (size_t j = 0; j < 32; ++j) lo = std::min(lo, x[b + j]), hi = std::max(hi, x[b + j]);
+      d = (hi - lo) / (fifth ? 31.0f : 15.0f);
+      min = lo;
+    } else {
+      float amax = 0, max = 0;
+      for (size_t j = 0; j < 32; ++j) {
+        if (amax < std::fabs(x[b + j])) amax = std::fabs(x[b + j]), max = x[b + j];
+      }
+      d = max / -16.0f;
+    }
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const uint16_t d16 = kernels::F32ToF16RoundNearestEven(d);
+    const uint16_t m16 = kernels::F32ToF16RoundNearestEven(min);
+    int q[32];
+    uint32_t qh = 0;
+    for (size_t j = 0; j < 32; ++j) {
+      if (affine) {
+        q[j] = static_cast<uint8_t>((x[b + j] - min) * id + 0.5f);
+        if (!fifth) q[j] = std::min(15, q[j]);
+      } else {
+        q[j] = std::min(31, static_cast<int>(static_cast<int8_t>(x[b + j] * id + 16.5f)));
+      }
+      qh |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
+    }
+    if (dequantized) {
+      const double dd = kernels::F16ToF32(d16), mm = kernels::F16ToF32(m16);
+      for (size_t j = 0; j < 32; ++j) {
+        const float v = static_cast<float>(affine ? dd * q[j] + mm : dd * (q[j] - 16));
+        append(&v, 4);
+      }
+      continue;
+    }
+    append(&d16, 2);
+    if (affine) append(&m16, 2);
+    if (fifth) append(&qh, 4);
+    for (size_t j = 0; j < 16; ++j)
+      out += static_cast<char>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
   }
   return out;
 }
@@ -192,6 +257,26 @@ inline void WriteVocab(GgufWriter* w, const std::string& dir, int64_t vocab_size
 }
 
 // Converts the model folder `dir` to `out` as convert_hf_to_gguf.py would.
+// The Q5_0 / Q4_1 / Q5_1 matrix types: which quantizer, and its ggml type id.
+struct Block32Type {
+  MatrixType matrices, type;
+  bool dequantized;
+  uint32_t ggml;
+};
+inline const Block32Type* Block32Of(MatrixType m) {
+  static constexpr Block32Type kTypes[] = {
+      {MatrixType::kQ5_0, MatrixType::kQ5_0, false, kGgmlQ5_0},
+      {MatrixType::kQ5_0Dequantized, MatrixType::kQ5_0, true, kGgmlQ5_0},
+      {MatrixType::kQ4_1, MatrixType::kQ4_1, false, kGgmlQ4_1},
+      {MatrixType::kQ4_1Dequantized, MatrixType::kQ4_1, true, kGgmlQ4_1},
+      {MatrixType::kQ5_1, MatrixType::kQ5_1, false, kGgmlQ5_1},
+      {MatrixType::kQ5_1Dequantized, MatrixType::kQ5_1, true, kGgmlQ5_1}};
+  for (const Block32Type& t : kTypes) {
+    if (t.matrices == m) return &t;
+  }
+  return nullptr;
+}
+
 inline void ConvertToGguf(const std::string& dir, const std::string& out, const ConvertOptions& o) {
   const json c = json::parse(testing::ReadAll(dir + "/config.json"));
   const std::string type = c["model_type"];
@@ -233,6 +318,9 @@ inline void ConvertToGguf(const std::string& dir, const std::string& out, const 
     if (matrix && o.matrices == MatrixType::kBF16) {
       bytes.assign(static_cast<const char*>(t->data), static_cast<size_t>(t->numel()) * 2);
       ggml = kGgmlBF16;
+    } else if (const auto* block32 = Block32Of(o.matrices); matrix && block32 != nullptr) {
+      bytes = QuantizeBlock32(block32->type, Values(*t), block32->dequantized);
+      ggml = block32->dequantized ? kGgmlF32 : block32->ggml;
     } else if (matrix &&
                (o.matrices == MatrixType::kQ8_0 || o.matrices == MatrixType::kQ8_0Dequantized)) {
       const bool dequantized = o.matrices == MatrixType::kQ8_0Dequantized;

@@ -1,4 +1,4 @@
-// Quantized weights (docs/numerics.md, "Quantized weights"): ggml's Q8_0, Q4_0 and K-quant
+// Quantized weights (docs/numerics.md, "Quantized weights"): ggml's blocks of 32 and K-quant
 // blocks, made or dequantized here from the format's description (testkit/kquant_reference.h),
 // against every CPU path's MatMul, in both layouts, bit for bit.
 #include <gtest/gtest.h>
@@ -212,6 +212,94 @@ TEST(KernelsMatMul, Q8_0AndQ4_0EqualTheirDequantizedMatricesOnEveryPath) {
     for (const WeightView& w : {q8, q8i}) {
       Embedding(Ctx(Impl::kAuto), w, ids.data(), 3, got.data());
       ASSERT_EQ(FirstBitDifference(want.data(), got.data(), 3 * K), "") << "embedding N " << N;
+    }
+  }
+}
+
+// ggml's other blocks of 32, built here from the format's description: Q5_0 (f16 d, 4 bytes of
+// fifth bits, 16 bytes of nibbles: element k < 16 the low nibble of byte k and bit k of qh,
+// element k + 16 the high nibble and bit k + 16; weight d * (q - 16)), Q4_1 (f16 d, f16 m,
+// nibbles; d * q + m) and Q5_1 (f16 d, f16 m, qh, nibbles; d * q + m). Each weight is computed
+// in double and rounded once. Every path, both layouts for Q5_0 (Q4_1 / Q5_1 have only the
+// row-major one), decode and prefill, 1 and 2 threads, equals the MatMul of the F32 matrix of
+// those values; so do Embedding and WeightAt.
+TEST(KernelsMatMul, Q5_0Q4_1AndQ5_1EqualTheirDequantizedMatricesOnEveryPath) {
+  std::mt19937_64 rng(37);
+  auto pool = ThreadPool::Create(2);
+  struct Format {
+    DType dtype;
+    bool min, fifth;
+  };
+  for (const Format f : {Format{DType::kQ5_0, false, true}, Format{DType::kQ4_1, true, false},
+                         Format{DType::kQ5_1, true, true}}) {
+    for (const auto& [N, K] : {std::pair<int64_t, int64_t>{37, 64}, {100, 896}}) {
+      std::string bytes;
+      std::vector<float> values(static_cast<size_t>(N * K));
+      auto f16 = [&](float v) {
+        const uint16_t h = F32ToF16RoundNearestEven(v);
+        bytes.append(reinterpret_cast<const char*>(&h), 2);
+        return static_cast<double>(F16ToF32(h));
+      };
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t b = 0; b < K / 32; ++b) {
+          // Scales over the f16 range, subnormal and zero included; mins of either sign.
+          const float scale = b % 7 == 6 ? 0.0f
+                                         : std::ldexp(1.0f + (rng() % 1024) / 1024.0f,
+                                                      static_cast<int>(rng() % 30) - 24);
+          const double d = f16(scale);
+          const double m =
+              f.min ? f16(std::ldexp((rng() % 2 ? -1.0f : 1.0f) * (rng() % 2048) / 1024.0f,
+                                     static_cast<int>(rng() % 20) - 16))
+                    : 0.0;
+          int q[32];
+          uint32_t qh = 0;
+          for (int k = 0; k < 32; ++k) {
+            q[k] = static_cast<int>(rng() % (f.fifth ? 32 : 16));
+            qh |= static_cast<uint32_t>(q[k] >> 4) << k;
+            const double v = f.min ? d * q[k] + m : d * (q[k] - 16);
+            values[n * K + b * 32 + k] = static_cast<float>(v);
+          }
+          if (f.fifth) bytes.append(reinterpret_cast<const char*>(&qh), 4);
+          for (int k = 0; k < 16; ++k) {
+            bytes.push_back(static_cast<char>((q[k] & 0xF) | ((q[k + 16] & 0xF) << 4)));
+          }
+        }
+      }
+      const WeightView w{bytes.data(), f.dtype, N, K};
+      ASSERT_EQ(WeightBytes(f.dtype, N, K), bytes.size()) << DTypeName(f.dtype);
+      const WeightView f32{values.data(), DType::kF32, N, K};
+      std::vector<WeightView> layouts = {w};
+      std::vector<uint8_t> packed;
+      if (HasInterleavedLayout(f.dtype)) {
+        packed.resize(InterleavedWeightsBytes(w));
+        layouts.push_back(InterleaveWeights(w, packed.data()));
+        EXPECT_EQ(layouts.back().dtype, DType::kQ8_0);
+      }
+      std::vector<Impl> paths = SimdPaths();
+      paths.push_back(Impl::kReference);
+      for (int64_t M : {1, 3, 9}) {
+        const auto x = RandomVector(rng, M * K, 2.0f);
+        const auto want = RunMatMul(Ctx(Impl::kReference), x, M, f32, nullptr);
+        for (Impl impl : paths) {
+          for (const WeightView& view : layouts) {
+            for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), pool.get()}) {
+              const auto got = RunMatMul(Ctx(impl, Numerics::kCanonical, p), x, M, view, nullptr);
+              ASSERT_EQ(FirstBitDifference(want.data(), got.data(), want.size()), "")
+                  << DTypeName(f.dtype) << " N " << N << " K " << K << " M " << M << " "
+                  << CpuIsaPathName(impl)
+                  << (view.layout == WeightLayout::kRowMajor ? " row-major" : " interleaved");
+            }
+          }
+        }
+      }
+      const std::vector<int32_t> ids = {0, static_cast<int32_t>(N - 1), 7};
+      std::vector<float> want(3 * K), got(3 * K);
+      Embedding(Ctx(Impl::kReference), f32, ids.data(), 3, want.data());
+      for (const WeightView& view : layouts) {
+        Embedding(Ctx(Impl::kAuto), view, ids.data(), 3, got.data());
+        ASSERT_EQ(FirstBitDifference(want.data(), got.data(), 3 * K), "") << DTypeName(f.dtype);
+        EXPECT_EQ(Bits(WeightAt(view, N - 1, K - 1)), Bits(values[N * K - 1]));
+      }
     }
   }
 }
