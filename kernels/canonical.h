@@ -121,9 +121,7 @@ TRACE_HD float Q8_0Weight(uint16_t scale_f16, int8_t q) {
 // ggml's Q5_0 weight is Q8_0Weight(d, q - 16) (q of 5 bits: exact). Q4_1 / Q5_1: the f16 d
 // times q (0..15 or 0..31: exact, at most 16 bits) plus the block's f16 min m, one rounding:
 // ggml's `x0*d + m`, contracted into an fma or not.
-TRACE_HD float AffineBlockWeight(uint16_t scale_f16, uint16_t min_f16, int q) {
-  return F16ToF32(scale_f16) * static_cast<float>(q) + F16ToF32(min_f16);
-}
+// (AffineBlock32Weight, for any arithmetic type, is defined after Scalar below.)
 
 // ---- the scalar arithmetic: one rounding per call ------------------------------------------
 struct Scalar {
@@ -216,6 +214,15 @@ TRACE_HD typename A::V KQuantAffineWeight(typename A::V scale, typename A::V q, 
 template <class A = Scalar>
 TRACE_HD typename A::V KQuantSymmetricWeight(typename A::V scale, typename A::V q_minus_32) {
   return A::Mul(scale, q_minus_32);
+}
+
+// Q4_1 / Q5_1 (above): d * q + m from d and m as f32 (exact conversions of their f16 bits).
+template <class A = Scalar>
+TRACE_HD typename A::V AffineBlock32Weight(typename A::V d, typename A::V q, typename A::V m) {
+  return A::Add(A::Mul(d, q), m);
+}
+TRACE_HD float AffineBlockWeight(uint16_t scale_f16, uint16_t min_f16, int q) {
+  return AffineBlock32Weight(F16ToF32(scale_f16), static_cast<float>(q), F16ToF32(min_f16));
 }
 
 // Sub-block j's (0..7) scale and min from Q4_K / Q5_K's 12 packed bytes (ggml's

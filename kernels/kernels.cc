@@ -172,30 +172,13 @@ uint16_t F32ToF16RoundNearestEven(float v) {
 
 size_t InterleavedWeightsBytes(const WeightView& w) {
   const int64_t groups = (w.rows + 31) / 32;
-  if (IsKQuant(w.dtype)) return static_cast<size_t>(kquant::InterleavedBytes(w));
+  if (kquant::UsesRecords(w.dtype)) return static_cast<size_t>(kquant::InterleavedBytes(w));
   if (IsQuantized(w.dtype)) {
     return static_cast<size_t>(groups * (w.cols / kQ8_0BlockElems) * kQ8_0Interleaved32BlockBytes);
   }
   return static_cast<size_t>(groups * 32 * w.cols) * DTypeSize(w.dtype);
 }
 
-namespace {
-
-// Block b of row n of a ggml block matrix of 32 (IsQuantized): its f16 scale, for Q4_1 / Q5_1
-// its f16 min, and its 32 values as int8: Q8_0's bytes; Q4_0 nibble - 8, Q5_0 (nibble | fifth
-// bit << 4) - 16 (symmetric: weight Q8_0Weight(scale, q)); Q4_1 nibble, Q5_1 nibble | fifth
-// bit << 4 (affine: AffineBlockWeight(scale, min, q)). Nibbles: element k < 16 the low one of
-// byte k, element k + 16 its high one; the fifth bit of element k is bit k of qh (ggml).
-struct QuantBlock {
-  uint16_t scale = 0;
-  uint16_t min = 0;
-  int8_t q[32];
-  float Weight(int k) const {
-    return affine ? canonical::AffineBlockWeight(scale, min, q[k])
-                  : canonical::Q8_0Weight(scale, q[k]);
-  }
-  bool affine = false;
-};
 QuantBlock ReadQuantBlock(const WeightView& w, int64_t n, int64_t b) {
   const int64_t blocks = w.cols / kQ8_0BlockElems;
   const auto* block = static_cast<const uint8_t*>(w.data) + (n * blocks + b) * BlockBytes(w.dtype);
@@ -226,6 +209,8 @@ QuantBlock ReadQuantBlock(const WeightView& w, int64_t n, int64_t b) {
   return out;
 }
 
+namespace {
+
 // Q8_0, Q4_0 and Q5_0 into kInterleaved32: per (group, block), the 32 rows' scales as f32 (exact),
 // then the int8 values as [k % 32][row % 32]; missing rows of the last group stay zero.
 void InterleaveQuantized(const WeightView& w, uint8_t* out) {
@@ -248,7 +233,7 @@ void InterleaveQuantized(const WeightView& w, uint8_t* out) {
 WeightView InterleaveWeights(const WeightView& w, void* dst) {
   auto* out = static_cast<uint8_t*>(dst);
   std::memset(out, 0, InterleavedWeightsBytes(w));
-  if (IsKQuant(w.dtype)) {
+  if (kquant::UsesRecords(w.dtype)) {
     kquant::Interleave(w, out);
   } else if (IsQuantized(w.dtype)) {
     InterleaveQuantized(w, out);
@@ -269,7 +254,9 @@ WeightView InterleaveWeights(const WeightView& w, void* dst) {
   WeightView view = w;
   view.data = dst;
   view.layout = WeightLayout::kInterleaved32;
-  if (IsQuantized(w.dtype)) view.dtype = DType::kQ8_0;  // Q4_0's and Q5_0's values as int8
+  if (IsQuantized(w.dtype) && !kquant::UsesRecords(w.dtype)) {
+    view.dtype = DType::kQ8_0;  // Q4_0's and Q5_0's values as int8
+  }
   return view;
 }
 
@@ -308,12 +295,12 @@ void DequantizeKQuantBlock(const WeightView& w, int64_t row, int64_t b, float* o
 }  // namespace
 
 float WeightAt(const WeightView& w, int64_t row, int64_t col) {
-  if (IsQuantized(w.dtype)) return QuantizedAt(w, row, col);
-  if (IsKQuant(w.dtype) && w.layout == WeightLayout::kInterleaved32) {
+  if (kquant::UsesRecords(w.dtype) && w.layout == WeightLayout::kInterleaved32) {
     float block[canonical::kBlockLen];
     kquant::InterleavedBlockToF32(w, row, col / canonical::kBlockLen, canonical::kBlockLen, block);
     return block[col % canonical::kBlockLen];
   }
+  if (IsQuantized(w.dtype)) return QuantizedAt(w, row, col);
   if (IsKQuant(w.dtype)) {
     float block[kKQuantBlockElems];
     DequantizeKQuantBlock(w, row, col / kKQuantBlockElems, block);
@@ -343,7 +330,7 @@ float WeightAt(const WeightView& w, int64_t row, int64_t col) {
 }
 
 void WeightRowToF32(const WeightView& w, int64_t row, int64_t n, float* out) {
-  if (w.layout != WeightLayout::kRowMajor && IsKQuant(w.dtype)) {
+  if (w.layout != WeightLayout::kRowMajor && kquant::UsesRecords(w.dtype)) {
     return kquant::InterleavedRowToF32(w, row, n, out);
   }
   if (w.layout != WeightLayout::kRowMajor) {
@@ -683,7 +670,7 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
   if (M <= 0 || w.rows <= 0) return;
   const CpuPath& path = PathFor(ctx);
   const bool canonical = ctx.numerics == Numerics::kCanonical;
-  if (IsKQuant(w.dtype) && canonical && path.canonical_kquant &&
+  if (kquant::UsesRecords(w.dtype) && canonical && path.canonical_kquant &&
       w.layout == WeightLayout::kInterleaved32) {
     ForColumnRanges(ctx.pool, M, w.rows, 32, [&](int64_t n_begin, int64_t n_end) {
       path.matmul_canonical(x, M, w, bias, y, n_begin, n_end);

@@ -35,9 +35,9 @@ namespace trace::kernels {
 // the kQ8_0 interleaved layout (the same values), and so does kQ5_0 (ggml's Q5_0: 22 bytes, an
 // f16 d, 4 bytes of fifth bits qh, 16 bytes of nibbles as Q4_0's; element k is Q8_0Weight(d,
 // q - 16)). kQ4_1 and kQ5_1 (20 and 24 bytes: Q4_0's / Q5_0's with an f16 min m after d) are
-// affine, canonical::AffineBlockWeight(d, m, q) = d*q + m, one rounding: they have no int8
-// form and stay row-major (MatMul dequantizes a row at a time). cols must be a multiple of
-// 32.
+// affine, canonical::AffineBlockWeight(d, m, q) = d*q + m, one rounding: InterleaveWeights
+// keeps them in records of nibbles as the K-quants (kernels/kquant_interleaved.h). cols must
+// be a multiple of 32.
 // kQ4_K, kQ5_K, kQ6_K are ggml's K-quants: each row is cols / 256 super-blocks of 144, 176 and
 // 210 bytes, dequantized by canonical::DequantizeQ4_K / Q5_K / Q6_K (exact but for one rounding
 // per Q4_K / Q5_K weight, fixed by the contract). InterleaveWeights keeps them quantized in
@@ -69,7 +69,7 @@ inline constexpr bool IsQuantized(DType dtype) {
   return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ5_0 ||
          dtype == DType::kQ4_1 || dtype == DType::kQ5_1;
 }
-// Whether `dtype` is a block type of 32 with a min (Q4_1, Q5_1): row-major only.
+// Whether `dtype` is a block type of 32 with a min (Q4_1, Q5_1).
 inline constexpr bool IsAffineBlock32(DType dtype) {
   return dtype == DType::kQ4_1 || dtype == DType::kQ5_1;
 }
@@ -107,12 +107,12 @@ inline constexpr const char* VersionedNumericsName(Numerics numerics) {
 //                  rows. kQ8_0 in this layout: per group of 32 rows and block b of 32
 //                  columns, 1152 bytes: the 32 rows' scales as f32, then the int8 q as
 //                  [k % 32][n % 32] (kQ8_0Interleaved32BlockBytes); the K-quants in records
-//                  of 32 rows by 256 columns (kernels/kquant_interleaved.h). Made by
-//                  InterleaveWeights; lets the canonical MatMul read 8 output columns with one load
-//                  instead of a transpose, in one sequential stream (decode then runs at memory
-//                  bandwidth). Accepted by MatMul and Embedding (so a tied embedding needs one
-//                  copy); results are bitwise the same as with kRowMajor. Other ops take row-major
-//                  weights.
+//                  of 32 rows by 256 columns, Q4_1 / Q5_1 by 32 (kernels/kquant_interleaved.h).
+//                  Made by InterleaveWeights; lets the canonical MatMul read 8 output columns with
+//                  one load instead of a transpose, in one sequential stream (decode then runs at
+//                  memory bandwidth). Accepted by MatMul and Embedding (so a tied embedding needs
+//                  one copy); results are bitwise the same as with kRowMajor. Other ops take
+//                  row-major weights.
 enum class WeightLayout : uint8_t { kRowMajor = 0, kInterleaved32 = 1 };
 
 // A weight matrix [rows, cols] in its stored dtype (memory-mapped or repacked).
@@ -129,13 +129,9 @@ inline constexpr int64_t kQ8_0Interleaved32BlockBytes = 32 * 4 + 32 * 32;
 // and kQ4_0: ceil(rows / 32) * cols / 32 * kQ8_0Interleaved32BlockBytes; the K-quants:
 // ceil(rows / 32) * cols / 256 * kquant::RecordBytes).
 size_t InterleavedWeightsBytes(const WeightView& w);
-// Whether InterleaveWeights takes `dtype` (all but Q4_1 and Q5_1).
-inline constexpr bool HasInterleavedLayout(DType dtype) {
-  return !IsAffineBlock32(dtype);
-}
 // Copies row-major `w` into `dst` (InterleavedWeightsBytes(w) bytes, caller-owned) in the
 // kInterleaved32 layout and returns the view of it (same dtype, rows and cols; kQ4_0 and kQ5_0
-// become kQ8_0). HasInterleavedLayout(w.dtype) must hold.
+// become kQ8_0).
 WeightView InterleaveWeights(const WeightView& w, void* dst);
 
 // Exact conversions (bf16 and f16 are subsets of f32).

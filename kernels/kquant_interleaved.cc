@@ -1,6 +1,9 @@
-// The kInterleaved32 layout of the K-quants: its writer and its scalar reader (the reference
+// The kInterleaved32 records of the nibble types (K-quants, Q4_1, Q5_1): their writer and their
+// scalar reader (the reference
 // path's, NEON's and fast numerics' row conversion). Layout: kernels/kquant_interleaved.h.
 #include "kernels/kquant_interleaved.h"
+
+#include "kernels/cpu/cpu_kernels.h"
 
 #include <algorithm>
 #include <cstring>
@@ -73,48 +76,84 @@ void Unpack(DType dtype, const uint8_t* block, Unpacked* u) {
 }  // namespace
 
 int64_t InterleavedBytes(const WeightView& w) {
-  return (w.rows + 31) / 32 * (w.cols / kKQuantBlockElems) * RecordBytes(w.dtype);
+  return (w.rows + 31) / 32 * GroupBytes(w.dtype, w.cols);
 }
 
-void Interleave(const WeightView& w, uint8_t* out) {
-  const int64_t supers = w.cols / kKQuantBlockElems;
-  const int64_t block_bytes = BlockBytes(w.dtype);
-  const int planes = HighPlanes(w.dtype);
-  for (int64_t n = 0; n < w.rows; ++n) {
-    const int r = static_cast<int>(n % 32);
-    for (int64_t s = 0; s < supers; ++s) {
-      Unpacked u;
-      Unpack(w.dtype, static_cast<const uint8_t*>(w.data) + (n * supers + s) * block_bytes, &u);
-      uint8_t* record = out + ((n / 32) * supers + s) * RecordBytes(w.dtype);
-      std::memcpy(record + 2 * r, &u.d, 2);
-      std::memcpy(record + 64 + 2 * r, &u.dmin, 2);
-      for (int j = 0; j < kSubBlocks; ++j) {
-        uint8_t* sub = record + kHeaderBytes + j * SubRecordBytes(w.dtype);
-        sub[r] = u.sc[j];
-        sub[32 + r] = u.m[j];
-        const uint8_t* q = u.q + 32 * j;
-        for (int p = 0; p < 16; ++p) {
-          sub[kScaleBytes + p * 32 + r] =
-              static_cast<uint8_t>((q[2 * p] & 0xF) | ((q[2 * p + 1] & 0xF) << 4));
-        }
-        uint8_t* plane = sub + kScaleBytes + kNibbleBytes;
-        for (int b = 0; b < planes; ++b) {
-          for (int i = 0; i < 32; ++i) {
-            if ((q[i] >> (4 + b)) & 1) {
-              plane[b * kPlaneBytes + i * 4 + r / 8] |= static_cast<uint8_t>(1u << (r % 8));
-            }
-          }
-        }
+namespace {
+
+// Writes row r's (0..31) block of 32 q values into a sub-record's nibbles and bit planes.
+void WriteQuants(DType dtype, int r, const uint8_t* q, uint8_t* sub) {
+  uint8_t* nibbles = sub + ScaleBytes(dtype);
+  for (int p = 0; p < 16; ++p) {
+    nibbles[p * 32 + r] = static_cast<uint8_t>((q[2 * p] & 0xF) | ((q[2 * p + 1] & 0xF) << 4));
+  }
+  uint8_t* plane = nibbles + kNibbleBytes;
+  for (int b = 0; b < HighPlanes(dtype); ++b) {
+    for (int i = 0; i < 32; ++i) {
+      if ((q[i] >> (4 + b)) & 1) {
+        plane[b * kPlaneBytes + i * 4 + r / 8] |= static_cast<uint8_t>(1u << (r % 8));
       }
     }
   }
 }
 
+void InterleaveKQuant(const WeightView& w, uint8_t* out) {
+  const int64_t supers = w.cols / kKQuantBlockElems;
+  const int64_t block_bytes = BlockBytes(w.dtype);
+  for (int64_t n = 0; n < w.rows; ++n) {
+    const int r = static_cast<int>(n % 32);
+    for (int64_t s = 0; s < supers; ++s) {
+      Unpacked u;
+      Unpack(w.dtype, static_cast<const uint8_t*>(w.data) + (n * supers + s) * block_bytes, &u);
+      uint8_t* record = out + (n / 32) * GroupBytes(w.dtype, w.cols) + s * RecordBytes(w.dtype);
+      std::memcpy(record + 2 * r, &u.d, 2);
+      std::memcpy(record + 64 + 2 * r, &u.dmin, 2);
+      for (int j = 0; j < kSubBlocks; ++j) {
+        uint8_t* sub = record + kKQuantHeaderBytes + j * SubRecordBytes(w.dtype);
+        sub[r] = u.sc[j];
+        sub[32 + r] = u.m[j];
+        WriteQuants(w.dtype, r, u.q + 32 * j, sub);
+      }
+    }
+  }
+}
+
+// Q4_1 / Q5_1: per block, the rows' d and m (f16 bits) and their q.
+void InterleaveAffineBlock32(const WeightView& w, uint8_t* out) {
+  const int64_t blocks = w.cols / canonical::kBlockLen;
+  for (int64_t n = 0; n < w.rows; ++n) {
+    const int r = static_cast<int>(n % 32);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const QuantBlock block = ReadQuantBlock(w, n, b);
+      uint8_t* sub = out + (n / 32) * GroupBytes(w.dtype, w.cols) + b * RecordBytes(w.dtype);
+      std::memcpy(sub + 2 * r, &block.scale, 2);
+      std::memcpy(sub + 64 + 2 * r, &block.min, 2);
+      uint8_t q[32];
+      for (int k = 0; k < 32; ++k) q[k] = static_cast<uint8_t>(block.q[k]);
+      WriteQuants(w.dtype, r, q, sub);
+    }
+  }
+}
+
+}  // namespace
+
+void Interleave(const WeightView& w, uint8_t* out) {
+  if (IsKQuant(w.dtype)) return InterleaveKQuant(w, out);
+  InterleaveAffineBlock32(w, out);
+}
+
 void InterleavedBlockToF32(const WeightView& w, int64_t row, int64_t block, int elems, float* out) {
   const int r = static_cast<int>(row % 32);
-  const int64_t s = block / kSubBlocks, j = block % kSubBlocks;
-  const uint8_t* record = Record(w, row / 32, s);
-  const uint8_t* sub = SubRecord(record, w.dtype, j);
+  const uint8_t* group = Group(w, row / 32);
+  const uint8_t* record = RecordOfBlock(group, w.dtype, block);
+  const uint8_t* sub = SubRecordOfBlock(group, w.dtype, block);
+  if (IsAffineBlock32(w.dtype)) {
+    const uint16_t d = F16At(sub + 2 * r), m = F16At(sub + 64 + 2 * r);
+    for (int i = 0; i < elems; ++i) {
+      out[i] = canonical::AffineBlockWeight(d, m, QuantAt(sub, w.dtype, r, i));
+    }
+    return;
+  }
   const float d = canonical::F16ToF32(F16At(record + 2 * r));
   if (w.dtype == DType::kQ6_K) {
     const float lo = canonical::Mul(d, static_cast<float>(static_cast<int8_t>(sub[r])));

@@ -67,11 +67,7 @@ void CpuOps::RepackWeights() {
   weights_ = model_->weights();
   std::unordered_map<const void*, kernels::WeightView> done;
   auto repack = [&](kernels::WeightView* w) {
-    // Q4_1 / Q5_1 have no interleaved form: they stay in the file's mapping, row-major.
-    if (w->data == nullptr || w->layout != kernels::WeightLayout::kRowMajor ||
-        !kernels::HasInterleavedLayout(w->dtype)) {
-      return;
-    }
+    if (w->data == nullptr || w->layout != kernels::WeightLayout::kRowMajor) return;
     if (auto it = done.find(w->data); it != done.end()) {
       *w = it->second;
       return;

@@ -6,11 +6,12 @@
 // Fast: the conventional baseline, 8-wide partial sums along K (a different order).
 // Q8_0 (canonical only): decode streams the interleaved blocks (int8 -> f32, times the
 // row's scale: the exact weight), prefill packs dequantized 8-column panels.
-// K-quants (kInterleaved32, kernels/kquant_interleaved.h): the same two schedules, 8 rows'
-// weights dequantized in a register from their nibbles and high bits
-// (canonical::KQuantAffineWeight / KQuantSymmetricWeight), the scales made once per block.
-// Shapes: x [M, K], w [N, K] bf16|f16|f32|q8_0|q4_k|q5_k|q6_k, y [M, N]; a column range [n_begin,
-// n_end) from the dispatch. Check: ctest -R 'KernelsMatMul'; bench: bench/kernels.
+// K-quants, Q4_1 and Q5_1 (kInterleaved32, kernels/kquant_interleaved.h): the same two
+// schedules, 8 rows' weights dequantized in a register from their nibbles and high bits
+// (canonical::KQuantAffineWeight / KQuantSymmetricWeight / AffineBlock32Weight), the scales
+// made once per block.
+// Shapes: x [M, K], w [N, K] bf16|f16|f32|q8_0|q4_k|q5_k|q6_k|q4_1|q5_1, y [M, N]; a column range
+// [n_begin, n_end) from the dispatch. Check: ctest -R 'KernelsMatMul'; bench: bench/kernels.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -496,15 +497,21 @@ void CanonicalQ8(const float* x, int64_t M, const WeightView& w, const float* bi
                [&](int64_t n0, int64_t ncols, float* panel) { PackPanelQ8(w, n0, ncols, panel); });
 }
 
-// ---- K-quants in kInterleaved32 (kernels/kquant_interleaved.h) ----
+// ---- records of nibbles in kInterleaved32: K-quants, Q4_1, Q5_1 (kernels/kquant_interleaved.h) --
 
-// Rows 8c .. 8c + 7 of a group's sub-block j: their scales (and mins) made once, then the
+// Rows 8c .. 8c + 7 of a group's canonical block b: their scales (and mins) made once, then the
 // weights of any pair of elements.
 template <DType T>
-class KQuantRows8 {
+class NibbleRows8 {
  public:
-  KQuantRows8(const uint8_t* record, int64_t j, int c)
-      : sub_(kquant::SubRecord(record, T, j)), c_(c) {
+  NibbleRows8(const uint8_t* group, int64_t b, int c)
+      : sub_(kquant::SubRecordOfBlock(group, T, b)), c_(c) {
+    if constexpr (IsAffineBlock32(T)) {  // the rows' d and m
+      scale_ = HalvesToF32(sub_ + 16 * c);
+      second_ = HalvesToF32(sub_ + 64 + 16 * c);
+      return;
+    }
+    const uint8_t* record = kquant::RecordOfBlock(group, T, b);
     const __m256 d = HalvesToF32(record + 16 * c);
     const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sub_ + 8 * c));
     const __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sub_ + 32 + 8 * c));
@@ -520,11 +527,12 @@ class KQuantRows8 {
 
   // The weights at elements 2p and 2p + 1.
   void Pair(int p, __m256* w0, __m256* w1) const {
-    const __m256i nibbles = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-        reinterpret_cast<const __m128i*>(sub_ + kquant::kScaleBytes + p * 32 + 8 * c_)));
+    const uint8_t* nibble_bytes = sub_ + kquant::ScaleBytes(T);
+    const __m256i nibbles = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(nibble_bytes + p * 32 + 8 * c_)));
     __m256i q0 = _mm256_and_si256(nibbles, _mm256_set1_epi32(0xF));
     __m256i q1 = _mm256_srli_epi32(nibbles, 4);
-    const uint8_t* plane = sub_ + kquant::kScaleBytes + kquant::kNibbleBytes;
+    const uint8_t* plane = nibble_bytes + kquant::kNibbleBytes;
     for (int b = 0; b < kquant::HighPlanes(T); ++b) {
       const uint8_t* bits = plane + b * kquant::kPlaneBytes + c_;
       q0 = _mm256_or_si256(q0, HighBit(bits[(2 * p) * 4], 4 + b));
@@ -537,6 +545,9 @@ class KQuantRows8 {
           scale, _mm256_cvtepi32_ps(_mm256_sub_epi32(q0, minus32)));
       *w1 = canonical::KQuantSymmetricWeight<Arith>(
           scale, _mm256_cvtepi32_ps(_mm256_sub_epi32(q1, minus32)));
+    } else if constexpr (IsAffineBlock32(T)) {
+      *w0 = canonical::AffineBlock32Weight<Arith>(scale_, _mm256_cvtepi32_ps(q0), second_);
+      *w1 = canonical::AffineBlock32Weight<Arith>(scale_, _mm256_cvtepi32_ps(q1), second_);
     } else {
       *w0 = canonical::KQuantAffineWeight<Arith>(scale_, _mm256_cvtepi32_ps(q0), second_);
       *w1 = canonical::KQuantAffineWeight<Arith>(scale_, _mm256_cvtepi32_ps(q1), second_);
@@ -557,40 +568,37 @@ class KQuantRows8 {
 
   const uint8_t* sub_;
   int c_;
-  __m256 scale_, second_;  // Q4_K / Q5_K: scale and min; Q6_K: the two halves' scales
+  // Q4_K / Q5_K: scale and min; Q6_K: the two halves' scales; Q4_1 / Q5_1: d and m.
+  __m256 scale_, second_;
 };
 
-// Decode: one group of 32 interleaved K-quant rows, 4 registers of 8 side by side, a block
-// (sub-block) at a time.
+// Decode: one group of 32 interleaved rows of records, 4 registers of 8 side by side, a block
+// at a time.
 template <DType T>
-void DecodeKQuantInterleaved4(const float* x, int64_t K, const uint8_t* group, const float* bias,
-                              float* y) {
+void DecodeNibblesInterleaved4(const float* x, int64_t K, const uint8_t* group, const float* bias,
+                               float* y) {
   constexpr int G = 4;
   __m256 lanes[32][G];
   for (auto& l : lanes) {
     for (int g = 0; g < G; ++g) l[g] = _mm256_setzero_ps();
   }
-  constexpr int64_t kRecord = kquant::RecordBytes(T), kSub = kquant::SubRecordBytes(T);
-  for (int64_t s = 0; s < K / kKQuantBlockElems; ++s) {
-    const uint8_t* record = group + s * kRecord;
-    for (int64_t j = 0; j < kquant::kSubBlocks; ++j) {
-      const int64_t b = s * kquant::kSubBlocks + j;
-      const uint8_t* ahead = kquant::SubRecord(record, T, j) + 2 * kSub;
-      for (int64_t line = 0; line < kSub; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+  constexpr int64_t kSub = kquant::SubRecordBytes(T);
+  for (int64_t b = 0; b < K / canonical::kBlockLen; ++b) {
+    const uint8_t* ahead = kquant::SubRecordOfBlock(group, T, b) + 2 * kSub;
+    for (int64_t line = 0; line < kSub; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+    }
+    const float* xb = x + b * canonical::kBlockLen;
+    for (int g = 0; g < G; ++g) {
+      const NibbleRows8<T> rows(group, b, g);
+      __m256 acc = lanes[canonical::LaneOfBlock(b)][g];
+      for (int p = 0; p < 16; ++p) {
+        __m256 w0, w1;
+        rows.Pair(p, &w0, &w1);
+        acc = canonical::ChainStep<Arith>(acc, _mm256_broadcast_ss(xb + 2 * p), w0);
+        acc = canonical::ChainStep<Arith>(acc, _mm256_broadcast_ss(xb + 2 * p + 1), w1);
       }
-      const float* xb = x + b * canonical::kBlockLen;
-      for (int g = 0; g < G; ++g) {
-        const KQuantRows8<T> rows(record, j, g);
-        __m256 acc = lanes[canonical::LaneOfBlock(b)][g];
-        for (int p = 0; p < 16; ++p) {
-          __m256 w0, w1;
-          rows.Pair(p, &w0, &w1);
-          acc = canonical::ChainStep<Arith>(acc, _mm256_broadcast_ss(xb + 2 * p), w0);
-          acc = canonical::ChainStep<Arith>(acc, _mm256_broadcast_ss(xb + 2 * p + 1), w1);
-        }
-        lanes[canonical::LaneOfBlock(b)][g] = acc;
-      }
+      lanes[canonical::LaneOfBlock(b)][g] = acc;
     }
   }
   for (int g = 0; g < G; ++g) {
@@ -602,37 +610,32 @@ void DecodeKQuantInterleaved4(const float* x, int64_t K, const uint8_t* group, c
 
 // panel[k * 8 + c] = w[n0 + c, k] dequantized (a missing row's weights are zero).
 template <DType T>
-void PackPanelKQuant(const WeightView& w, int64_t n0, float* panel) {
-  for (int64_t s = 0; s < w.cols / kKQuantBlockElems; ++s) {
-    const uint8_t* record = kquant::Record(w, n0 / 32, s);
-    for (int64_t j = 0; j < kquant::kSubBlocks; ++j) {
-      const KQuantRows8<T> rows(record, j, static_cast<int>(n0 % 32 / 8));
-      float* block = panel + (s * kKQuantBlockElems + j * canonical::kBlockLen) * 8;
-      for (int p = 0; p < 16; ++p) {
-        __m256 w0, w1;
-        rows.Pair(p, &w0, &w1);
-        _mm256_store_ps(block + (2 * p) * 8, w0);
-        _mm256_store_ps(block + (2 * p + 1) * 8, w1);
-      }
+void PackPanelNibbles(const WeightView& w, int64_t n0, float* panel) {
+  const uint8_t* group = kquant::Group(w, n0 / 32);
+  for (int64_t b = 0; b < w.cols / canonical::kBlockLen; ++b) {
+    const NibbleRows8<T> rows(group, b, static_cast<int>(n0 % 32 / 8));
+    float* block = panel + b * canonical::kBlockLen * 8;
+    for (int p = 0; p < 16; ++p) {
+      __m256 w0, w1;
+      rows.Pair(p, &w0, &w1);
+      _mm256_store_ps(block + (2 * p) * 8, w0);
+      _mm256_store_ps(block + (2 * p + 1) * 8, w1);
     }
   }
 }
 
 template <DType T>
-void CanonicalKQuant(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
-                     int64_t n_begin, int64_t n_end) {
-  const int64_t K = w.cols;
+void CanonicalNibbles(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                      int64_t n_begin, int64_t n_end) {
   int64_t n_start = n_begin;
   if (M == 1) {
-    const int64_t group_bytes = K / kKQuantBlockElems * kquant::RecordBytes(T);
     for (; n_start + 32 <= n_end; n_start += 32) {
-      DecodeKQuantInterleaved4<T>(x, K,
-                                  static_cast<const uint8_t*>(w.data) + n_start / 32 * group_bytes,
-                                  bias ? bias + n_start : nullptr, y + n_start);
+      DecodeNibblesInterleaved4<T>(x, w.cols, kquant::Group(w, n_start / 32),
+                                   bias ? bias + n_start : nullptr, y + n_start);
     }
   }
   PackedPanels(x, M, w, bias, y, n_start, n_end,
-               [&](int64_t n0, int64_t, float* panel) { PackPanelKQuant<T>(w, n0, panel); });
+               [&](int64_t n0, int64_t, float* panel) { PackPanelNibbles<T>(w, n0, panel); });
 }
 
 }  // namespace
@@ -640,13 +643,18 @@ void CanonicalKQuant(const float* x, int64_t M, const WeightView& w, const float
 void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
                      int64_t n_begin, int64_t n_end) {
   if (w.dtype == DType::kQ8_0) return CanonicalQ8(x, M, w, bias, y, n_begin, n_end);
-  switch (w.dtype) {  // K-quants: kInterleaved32 only (the dispatch sends row-major elsewhere)
+  switch (w.dtype) {  // records of nibbles: kInterleaved32 only (the dispatch sends row-major
+                      // ones elsewhere)
     case DType::kQ4_K:
-      return CanonicalKQuant<DType::kQ4_K>(x, M, w, bias, y, n_begin, n_end);
+      return CanonicalNibbles<DType::kQ4_K>(x, M, w, bias, y, n_begin, n_end);
     case DType::kQ5_K:
-      return CanonicalKQuant<DType::kQ5_K>(x, M, w, bias, y, n_begin, n_end);
+      return CanonicalNibbles<DType::kQ5_K>(x, M, w, bias, y, n_begin, n_end);
     case DType::kQ6_K:
-      return CanonicalKQuant<DType::kQ6_K>(x, M, w, bias, y, n_begin, n_end);
+      return CanonicalNibbles<DType::kQ6_K>(x, M, w, bias, y, n_begin, n_end);
+    case DType::kQ4_1:
+      return CanonicalNibbles<DType::kQ4_1>(x, M, w, bias, y, n_begin, n_end);
+    case DType::kQ5_1:
+      return CanonicalNibbles<DType::kQ5_1>(x, M, w, bias, y, n_begin, n_end);
     default:
       break;
   }

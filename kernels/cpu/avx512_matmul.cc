@@ -16,11 +16,12 @@
 // - Q8_0 weights: the same two schedules, the int8 values times their rows' scales (exact)
 //   at the load: decode streams the quantized groups (1.125 bytes a weight), prefill packs
 //   dequantized panels.
-// - K-quants (kernels/kquant_interleaved.h): the same, each register of 16 rows' weights
-//   dequantized from their nibbles (and high-bit masks) by canonical::KQuantAffineWeight /
-//   KQuantSymmetricWeight, the sub-block's scales made once per block.
-// Shapes: x [M, K], w [N, K] bf16|f16|f32|q8_0|q4_k|q5_k|q6_k, y [M, N]; a column range [n_begin,
-// n_end) from the dispatch (n_begin a multiple of 32). Check: ctest -R 'KernelsMatMul'.
+// - K-quants, Q4_1 and Q5_1 (kernels/kquant_interleaved.h): the same, each register of 16
+//   rows' weights dequantized from their nibbles (and high-bit masks) by
+//   canonical::KQuantAffineWeight / KQuantSymmetricWeight / AffineBlock32Weight, the block's
+//   scales made once per block.
+// Shapes: x [M, K], w [N, K] bf16|f16|f32|q8_0|q4_k|q5_k|q6_k|q4_1|q5_1, y [M, N]; a column range
+// [n_begin, n_end) from the dispatch (n_begin a multiple of 32). Check: ctest -R 'KernelsMatMul'.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -356,15 +357,21 @@ void CanonicalQ8(const float* x, int64_t M, const WeightView& w, const float* bi
             [&](int64_t n0, int64_t ncols, float* panel) { PackPanelQ8(w, n0, ncols, panel); });
 }
 
-// ---- K-quants in kInterleaved32 (kernels/kquant_interleaved.h) ----
+// ---- records of nibbles in kInterleaved32: K-quants, Q4_1, Q5_1 (kernels/kquant_interleaved.h) --
 
-// Rows 16c .. 16c + 15 of a group's sub-block j: their scales (and mins) made once, then the
-// weights of any pair of elements.
+// Rows 16c .. 16c + 15 of a group's canonical block b: their scales (and mins) made once, then
+// the weights of any pair of elements.
 template <DType T>
-class KQuantRows16 {
+class NibbleRows16 {
  public:
-  KQuantRows16(const uint8_t* record, int64_t j, int c)
-      : sub_(kquant::SubRecord(record, T, j)), c_(c) {
+  NibbleRows16(const uint8_t* group, int64_t b, int c)
+      : sub_(kquant::SubRecordOfBlock(group, T, b)), c_(c) {
+    if constexpr (IsAffineBlock32(T)) {  // the rows' d and m
+      scale_ = HalvesToF32(sub_ + 32 * c);
+      second_ = HalvesToF32(sub_ + 64 + 32 * c);
+      return;
+    }
+    const uint8_t* record = kquant::RecordOfBlock(group, T, b);
     const __m512 d = HalvesToF32(record + 32 * c);
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sub_ + 16 * c));
     const __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sub_ + 32 + 16 * c));
@@ -380,11 +387,12 @@ class KQuantRows16 {
 
   // The weights at elements 2p and 2p + 1.
   void Pair(int p, __m512* w0, __m512* w1) const {
-    const __m512i nibbles = _mm512_cvtepu8_epi32(_mm_loadu_si128(
-        reinterpret_cast<const __m128i*>(sub_ + kquant::kScaleBytes + p * 32 + 16 * c_)));
+    const uint8_t* nibble_bytes = sub_ + kquant::ScaleBytes(T);
+    const __m512i nibbles = _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibble_bytes + p * 32 + 16 * c_)));
     __m512i q0 = _mm512_and_si512(nibbles, _mm512_set1_epi32(0xF));
     __m512i q1 = _mm512_srli_epi32(nibbles, 4);
-    const uint8_t* plane = sub_ + kquant::kScaleBytes + kquant::kNibbleBytes;
+    const uint8_t* plane = nibble_bytes + kquant::kNibbleBytes;
     for (int b = 0; b < kquant::HighPlanes(T); ++b) {
       const __m512i bit = _mm512_set1_epi32(16 << b);
       q0 = _mm512_mask_add_epi32(q0, RowBits(plane + b * kquant::kPlaneBytes, 2 * p), q0, bit);
@@ -397,6 +405,9 @@ class KQuantRows16 {
           scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(q0, minus32)));
       *w1 = canonical::KQuantSymmetricWeight<Arith>(
           scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(q1, minus32)));
+    } else if constexpr (IsAffineBlock32(T)) {
+      *w0 = canonical::AffineBlock32Weight<Arith>(scale_, _mm512_cvtepi32_ps(q0), second_);
+      *w1 = canonical::AffineBlock32Weight<Arith>(scale_, _mm512_cvtepi32_ps(q1), second_);
     } else {
       *w0 = canonical::KQuantAffineWeight<Arith>(scale_, _mm512_cvtepi32_ps(q0), second_);
       *w1 = canonical::KQuantAffineWeight<Arith>(scale_, _mm512_cvtepi32_ps(q1), second_);
@@ -416,52 +427,46 @@ class KQuantRows16 {
 
   const uint8_t* sub_;
   int c_;
-  __m512 scale_, second_;  // Q4_K / Q5_K: scale and min; Q6_K: the two halves' scales
+  // Q4_K / Q5_K: scale and min; Q6_K: the two halves' scales; Q4_1 / Q5_1: d and m.
+  __m512 scale_, second_;
 };
 
-// Decode over G groups of 32 interleaved K-quant rows: as DecodeGroupsQ8, a block (sub-block)
-// at a time.
+// Decode over G groups of 32 interleaved rows of records: as DecodeGroupsQ8, a block at a time.
 template <DType T, int G>
-void DecodeGroupsKQuant(const float* x, int64_t K, const uint8_t* groups, const float* bias,
-                        int64_t ncols, float* y) {
+void DecodeGroupsNibbles(const float* x, int64_t K, const uint8_t* groups, const float* bias,
+                         int64_t ncols, float* y) {
   constexpr int V = 2 * G;
   alignas(64) __m512 lanes[canonical::kLanes][V];
   for (auto& lane : lanes) {
     for (auto& v : lane) v = _mm512_setzero_ps();
   }
-  constexpr int64_t kRecord = kquant::RecordBytes(T), kSub = kquant::SubRecordBytes(T);
-  const int64_t supers = K / kKQuantBlockElems;
-  const int64_t group_bytes = supers * kRecord;
-  for (int64_t s = 0; s < supers; ++s) {
-    for (int64_t j = 0; j < kquant::kSubBlocks; ++j) {
-      const int64_t b = s * kquant::kSubBlocks + j;
-      const int lane = canonical::LaneOfBlock(b);
-      __m512 acc[V];
-      const uint8_t* record[G];
+  constexpr int64_t kSub = kquant::SubRecordBytes(T);
+  const int64_t group_bytes = kquant::GroupBytes(T, K);
+  for (int64_t b = 0; b < K / canonical::kBlockLen; ++b) {
+    const int lane = canonical::LaneOfBlock(b);
+    __m512 acc[V];
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        record[g] = groups + g * group_bytes + s * kRecord;
-        const uint8_t* ahead = kquant::SubRecord(record[g], T, j) + 2 * kSub;
-        for (int64_t line = 0; line < kSub; line += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
-        }
-        acc[2 * g] = lanes[lane][2 * g];
-        acc[2 * g + 1] = lanes[lane][2 * g + 1];
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* ahead = kquant::SubRecordOfBlock(groups + g * group_bytes, T, b) + 2 * kSub;
+      for (int64_t line = 0; line < kSub; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
       }
-      const float* xb = x + b * canonical::kBlockLen;
+      acc[2 * g] = lanes[lane][2 * g];
+      acc[2 * g + 1] = lanes[lane][2 * g + 1];
+    }
+    const float* xb = x + b * canonical::kBlockLen;
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        for (int c = 0; c < 2; ++c) {
-          const KQuantRows16<T> rows(record[g], j, c);
-          __m512 a = acc[2 * g + c];
-          for (int p = 0; p < 16; ++p) {
-            __m512 w0, w1;
-            rows.Pair(p, &w0, &w1);
-            a = canonical::ChainStep<Arith>(a, _mm512_set1_ps(xb[2 * p]), w0);
-            a = canonical::ChainStep<Arith>(a, _mm512_set1_ps(xb[2 * p + 1]), w1);
-          }
-          lanes[lane][2 * g + c] = a;
+    for (int g = 0; g < G; ++g) {
+      for (int c = 0; c < 2; ++c) {
+        const NibbleRows16<T> rows(groups + g * group_bytes, b, c);
+        __m512 a = acc[2 * g + c];
+        for (int p = 0; p < 16; ++p) {
+          __m512 w0, w1;
+          rows.Pair(p, &w0, &w1);
+          a = canonical::ChainStep<Arith>(a, _mm512_set1_ps(xb[2 * p]), w0);
+          a = canonical::ChainStep<Arith>(a, _mm512_set1_ps(xb[2 * p + 1]), w1);
         }
+        lanes[lane][2 * g + c] = a;
       }
     }
   }
@@ -471,48 +476,42 @@ void DecodeGroupsKQuant(const float* x, int64_t K, const uint8_t* groups, const 
 // Packs the 32 rows of the interleaved group holding column n0 into f32 panel[k * 32 + c]
 // (a missing row's weights are zero).
 template <DType T>
-void PackPanelKQuant(const WeightView& w, int64_t n0, float* panel) {
-  const int64_t supers = w.cols / kKQuantBlockElems;
-  for (int64_t s = 0; s < supers; ++s) {
-    const uint8_t* record = kquant::Record(w, n0 / kPanelCols, s);
-    for (int64_t j = 0; j < kquant::kSubBlocks; ++j) {
-      float* block = panel + (s * kKQuantBlockElems + j * canonical::kBlockLen) * kPanelCols;
-      for (int c = 0; c < 2; ++c) {
-        const KQuantRows16<T> rows(record, j, c);
-        for (int p = 0; p < 16; ++p) {
-          __m512 w0, w1;
-          rows.Pair(p, &w0, &w1);
-          _mm512_store_ps(block + (2 * p) * kPanelCols + 16 * c, w0);
-          _mm512_store_ps(block + (2 * p + 1) * kPanelCols + 16 * c, w1);
-        }
+void PackPanelNibbles(const WeightView& w, int64_t n0, float* panel) {
+  const uint8_t* group = kquant::Group(w, n0 / kPanelCols);
+  for (int64_t b = 0; b < w.cols / canonical::kBlockLen; ++b) {
+    float* block = panel + b * canonical::kBlockLen * kPanelCols;
+    for (int c = 0; c < 2; ++c) {
+      const NibbleRows16<T> rows(group, b, c);
+      for (int p = 0; p < 16; ++p) {
+        __m512 w0, w1;
+        rows.Pair(p, &w0, &w1);
+        _mm512_store_ps(block + (2 * p) * kPanelCols + 16 * c, w0);
+        _mm512_store_ps(block + (2 * p + 1) * kPanelCols + 16 * c, w1);
       }
     }
   }
 }
 
 template <DType T>
-void CanonicalKQuant(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
-                     int64_t n_begin, int64_t n_end) {
+void CanonicalNibbles(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
+                      int64_t n_begin, int64_t n_end) {
   const int64_t K = w.cols;
   if (M == 1) {
-    const int64_t group_bytes = K / kKQuantBlockElems * kquant::RecordBytes(T);
-    auto group_at = [&](int64_t n0) {
-      return static_cast<const uint8_t*>(w.data) + (n0 / kPanelCols) * group_bytes;
-    };
+    auto group_at = [&](int64_t n0) { return kquant::Group(w, n0 / kPanelCols); };
     int64_t n0 = n_begin;
     constexpr int G = 4;
     for (; n0 + G * kPanelCols <= n_end; n0 += G * kPanelCols) {
-      DecodeGroupsKQuant<T, G>(x, K, group_at(n0), bias ? bias + n0 : nullptr, G * kPanelCols,
-                               y + n0);
+      DecodeGroupsNibbles<T, G>(x, K, group_at(n0), bias ? bias + n0 : nullptr, G * kPanelCols,
+                                y + n0);
     }
     for (; n0 < n_end; n0 += kPanelCols) {
-      DecodeGroupsKQuant<T, 1>(x, K, group_at(n0), bias ? bias + n0 : nullptr,
-                               std::min<int64_t>(kPanelCols, n_end - n0), y + n0);
+      DecodeGroupsNibbles<T, 1>(x, K, group_at(n0), bias ? bias + n0 : nullptr,
+                                std::min<int64_t>(kPanelCols, n_end - n0), y + n0);
     }
     return;
   }
   PanelPath(x, M, w, bias, y, n_begin, n_end,
-            [&](int64_t n0, int64_t, float* panel) { PackPanelKQuant<T>(w, n0, panel); });
+            [&](int64_t n0, int64_t, float* panel) { PackPanelNibbles<T>(w, n0, panel); });
 }
 
 template <DType D>
@@ -551,13 +550,18 @@ void CanonicalTyped(const float* x, int64_t M, const WeightView& w, const float*
 void MatMulCanonical(const float* x, int64_t M, const WeightView& w, const float* bias, float* y,
                      int64_t n_begin, int64_t n_end) {
   if (w.dtype == DType::kQ8_0) return CanonicalQ8(x, M, w, bias, y, n_begin, n_end);
-  switch (w.dtype) {  // K-quants: kInterleaved32 only (the dispatch sends row-major elsewhere)
+  switch (w.dtype) {  // records of nibbles: kInterleaved32 only (the dispatch sends row-major
+                      // ones elsewhere)
     case DType::kQ4_K:
-      return CanonicalKQuant<DType::kQ4_K>(x, M, w, bias, y, n_begin, n_end);
+      return CanonicalNibbles<DType::kQ4_K>(x, M, w, bias, y, n_begin, n_end);
     case DType::kQ5_K:
-      return CanonicalKQuant<DType::kQ5_K>(x, M, w, bias, y, n_begin, n_end);
+      return CanonicalNibbles<DType::kQ5_K>(x, M, w, bias, y, n_begin, n_end);
     case DType::kQ6_K:
-      return CanonicalKQuant<DType::kQ6_K>(x, M, w, bias, y, n_begin, n_end);
+      return CanonicalNibbles<DType::kQ6_K>(x, M, w, bias, y, n_begin, n_end);
+    case DType::kQ4_1:
+      return CanonicalNibbles<DType::kQ4_1>(x, M, w, bias, y, n_begin, n_end);
+    case DType::kQ5_1:
+      return CanonicalNibbles<DType::kQ5_1>(x, M, w, bias, y, n_begin, n_end);
     default:
       break;
   }

@@ -23,6 +23,23 @@
 
 namespace trace::kernels {
 
+// Block b of row n of a ggml block matrix of 32 (IsQuantized): its f16 scale, for Q4_1 / Q5_1
+// its f16 min, and its 32 values as int8: Q8_0's bytes; Q4_0 nibble - 8, Q5_0 (nibble | fifth
+// bit << 4) - 16 (symmetric: weight Q8_0Weight(scale, q)); Q4_1 nibble, Q5_1 nibble | fifth
+// bit << 4 (affine: AffineBlockWeight(scale, min, q)). Nibbles: element k < 16 the low one of
+// byte k, element k + 16 its high one; the fifth bit of element k is bit k of qh (ggml).
+struct QuantBlock {
+  uint16_t scale = 0;
+  uint16_t min = 0;
+  int8_t q[32];
+  float Weight(int k) const {
+    return affine ? canonical::AffineBlockWeight(scale, min, q[k])
+                  : canonical::Q8_0Weight(scale, q[k]);
+  }
+  bool affine = false;
+};
+QuantBlock ReadQuantBlock(const WeightView& w, int64_t n, int64_t b);  // row-major w
+
 // The weight element (row, col) of `w` as f32 (exact conversion).
 float WeightAt(const WeightView& w, int64_t row, int64_t col);
 // Converts `n` elements of row `row` of `w` into f32 `out`.
