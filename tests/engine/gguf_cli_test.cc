@@ -91,6 +91,36 @@ TEST(GgufCli, RecordReplayTokenizeTemplateAndInfoOnAGgufFile) {
   ASSERT_EQ(replay_q8.exit_code, 0) << replay_q8.err << replay_q8.out;
   EXPECT_EQ(json::parse(replay_q8.out)["level"], "bitwise") << replay_q8.out;
 
+  // A K-quant file (Q4_K, Q5_K, Q6_K: tiny with matrices 256 wide, whole super-blocks), and
+  // Q5_0 / Q4_1 / Q5_1 files: recorded and replayed bit for bit through the engine's records.
+  auto config = PresetConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  config->hidden_size = 256;
+  config->intermediate_size = 512;
+  config->num_heads = 4;
+  config->num_kv_heads = 2;
+  config->head_dim = 64;
+  ASSERT_TRUE(InitModelFromConfig(*config, 23, s + "/wide", 1, "tiny").ok());
+  const std::pair<const char*, testing::MatrixType> quantized[] = {
+      {"kq", testing::MatrixType::kKQuants},
+      {"q5_0", testing::MatrixType::kQ5_0},
+      {"q4_1", testing::MatrixType::kQ4_1},
+      {"q5_1", testing::MatrixType::kQ5_1}};
+  for (const auto& [name, type] : quantized) {
+    const std::string file = s + "/" + name + ".gguf", store = s + "/" + name + ".db";
+    testing::ConvertToGguf(s + "/wide", file, {type, "qwen2"});
+    auto rec = RunTrace(
+        "--store " + store + " record --model " + file + " -- python3 " + s + "/agent.py", s);
+    ASSERT_EQ(rec.exit_code, 0) << name << ": " << rec.err;
+    std::string run;
+    const json calls = Calls(store, s, &run);
+    ASSERT_EQ(calls.size(), 2u) << name;
+    EXPECT_EQ(calls[0]["prompt_token_ids"], folder[0]["prompt_token_ids"]) << name;
+    auto again = RunTrace("--store " + store + " replay " + run + " --json", s);
+    ASSERT_EQ(again.exit_code, 0) << name << ": " << again.err << again.out;
+    EXPECT_EQ(json::parse(again.out)["level"], "bitwise") << name << ": " << again.out;
+  }
+
   auto tok_gguf = RunTrace("tokenize --model " + s + "/tiny.gguf --json 'Hello, <|im_end|> w'", s);
   auto tok_dir = RunTrace("tokenize --model " + s + "/tiny --json 'Hello, <|im_end|> w'", s);
   ASSERT_EQ(tok_gguf.exit_code, 0) << tok_gguf.err;
