@@ -93,14 +93,7 @@ TEST(GgufCli, RecordReplayTokenizeTemplateAndInfoOnAGgufFile) {
 
   // A K-quant file (Q4_K, Q5_K, Q6_K: tiny with matrices 256 wide, whole super-blocks), and
   // Q5_0 / Q4_1 / Q5_1 files: recorded and replayed bit for bit through the engine's records.
-  auto config = PresetConfig("tiny");
-  ASSERT_TRUE(config.ok());
-  config->hidden_size = 256;
-  config->intermediate_size = 512;
-  config->num_heads = 4;
-  config->num_kv_heads = 2;
-  config->head_dim = 64;
-  ASSERT_TRUE(InitModelFromConfig(*config, 23, s + "/wide", 1, "tiny").ok());
+  ASSERT_TRUE(InitModelFromConfig(testing::KQuantTinyConfig(), 23, s + "/wide", 1, "tiny").ok());
   const std::pair<const char*, testing::MatrixType> quantized[] = {
       {"kq", testing::MatrixType::kKQuants},
       {"q5_0", testing::MatrixType::kQ5_0},

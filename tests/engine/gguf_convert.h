@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model_init.h"
 #include "engine/safetensors.h"
 #include "engine_test_util.h"
 #include "testkit/gguf_writer.h"
@@ -53,6 +54,19 @@ inline testkit::KQuant KQuantOf(const std::string& gguf_name) {
   }
   if (gguf_name.find("ffn_down") != std::string::npos) return testkit::KQuant::kQ5_K;
   return testkit::KQuant::kQ4_K;
+}
+
+// The tiny preset widened so that every matrix is whole K-quant super-blocks (256 columns):
+// hidden 256, MLP 512, 4 heads (2 kv) of 64.
+inline ModelConfig KQuantTinyConfig() {
+  auto config = PresetConfig("tiny");
+  EXPECT_TRUE(config.ok());
+  config->hidden_size = 256;
+  config->intermediate_size = 512;
+  config->num_heads = 4;
+  config->num_kv_heads = 2;
+  config->head_dim = 64;
+  return *config;
 }
 
 struct ConvertOptions {

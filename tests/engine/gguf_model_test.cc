@@ -168,14 +168,8 @@ TEST_F(GgufModelTest, BlockOf32FilesAreTheirDequantizedValuesBitForBit) {
 // own dequantizer, testkit/kquant_reference.h, and rounded once) on every CPU path, in decode,
 // prefill and chunks, with the weights in the engine's interleaved K-quant records.
 TEST_F(GgufModelTest, KQuantFilesAreTheirDequantizedValuesBitForBit) {
-  auto config = PresetConfig("tiny");
-  ASSERT_TRUE(config.ok());
-  config->hidden_size = 256;
-  config->intermediate_size = 512;
-  config->num_heads = 4;
-  config->num_kv_heads = 2;
-  config->head_dim = 64;
-  const std::string dir = Preset("tiny", &*config);
+  ModelConfig config = testing::KQuantTinyConfig();
+  const std::string dir = Preset("tiny", &config);
   testing::ConvertToGguf(dir, tmp_.path() + "/k.gguf", {MatrixType::kKQuants, "qwen2"});
   testing::ConvertToGguf(dir, tmp_.path() + "/dk.gguf", {MatrixType::kKQuantsDequantized, "qwen2"});
   auto q = testing::LoadOrDie(tmp_.path() + "/k.gguf");
