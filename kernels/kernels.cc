@@ -295,6 +295,8 @@ void DequantizeKQuantBlock(const WeightView& w, int64_t row, int64_t b, float* o
 }  // namespace
 
 float WeightAt(const WeightView& w, int64_t row, int64_t col) {
+  // Records first: Q4_1 / Q5_1 are also blocks of 32 (IsQuantized), but their interleaved
+  // layout is the records', not Q8_0's.
   if (kquant::UsesRecords(w.dtype) && w.layout == WeightLayout::kInterleaved32) {
     float block[canonical::kBlockLen];
     kquant::InterleavedBlockToF32(w, row, col / canonical::kBlockLen, canonical::kBlockLen, block);
