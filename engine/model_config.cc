@@ -301,24 +301,9 @@ const char* TorchDTypeName(kernels::DType dtype) {
       return "bfloat16";
     case kernels::DType::kF16:
       return "float16";
-    case kernels::DType::kQ8_0:
-      return "q8_0";
-    case kernels::DType::kQ4_0:
-      return "q4_0";
-    case kernels::DType::kQ5_0:
-      return "q5_0";
-    case kernels::DType::kQ4_1:
-      return "q4_1";
-    case kernels::DType::kQ5_1:
-      return "q5_1";
-    case kernels::DType::kQ4_K:
-      return "q4_k";
-    case kernels::DType::kQ5_K:
-      return "q5_k";
-    case kernels::DType::kQ6_K:
-      return "q6_k";
+    default:  // the ggml block types have no torch name: the kernels' own
+      return kernels::DTypeName(dtype);
   }
-  return "?";
 }
 
 // A Gemma 3 checkpoint with a vision tower (Gemma3ForConditionalGeneration): its text model is

@@ -478,9 +478,10 @@ struct CpuPath {
   // a block type always does): Q8_0 in either layout, row-major Q4_0 (kInterleaved32 holds
   // Q4_0 as Q8_0).
   bool canonical_q8_0, canonical_q4_0;
-  // Whether matmul_canonical takes K-quants in the kInterleaved32 layout (the rest run
-  // MatMulRowsCanonical with this path's dot).
-  bool canonical_kquant;
+  // Whether matmul_canonical takes the records of nibbles (K-quants, Q4_1, Q5_1) in the
+  // kInterleaved32 layout (kernels/kquant_interleaved.h); otherwise they run
+  // MatMulRowsCanonical with this path's dot.
+  bool canonical_records;
   // Column ranges handed to threads by the canonical MatMul on row-major weights are multiples
   // of this (kInterleaved32 weights: always 32), so the path sees whole register groups; the
   // split does not change any output bit.
@@ -505,7 +506,7 @@ constexpr CpuPath kReferencePath = {
     .matmul_fast = ref::MatMulFast,
     .canonical_q8_0 = false,
     .canonical_q4_0 = false,
-    .canonical_kquant = false,
+    .canonical_records = false,
     .row_major_column_group = 8,
     .dot = CanonicalDot,
     .rms_norm = ref::RmsNorm,
@@ -525,7 +526,7 @@ constexpr CpuPath kAvx2Path = {
     .matmul_fast = avx2::MatMulFast,
     .canonical_q8_0 = true,
     .canonical_q4_0 = false,
-    .canonical_kquant = true,
+    .canonical_records = true,
     .row_major_column_group = 8,
     .dot = avx2::CanonicalDot,
     .rms_norm = avx2::RmsNorm,
@@ -545,7 +546,7 @@ constexpr CpuPath kAvx512Path = {
     .matmul_fast = avx2::MatMulFast,
     .canonical_q8_0 = true,
     .canonical_q4_0 = false,
-    .canonical_kquant = true,
+    .canonical_records = true,
     .row_major_column_group = 32,
     .dot = avx512::CanonicalDot,
     .rms_norm = avx512::RmsNorm,
@@ -567,7 +568,7 @@ constexpr CpuPath kNeonPath = {
     .matmul_fast = ref::MatMulFast,
     .canonical_q8_0 = true,
     .canonical_q4_0 = true,
-    .canonical_kquant = false,
+    .canonical_records = false,
     .row_major_column_group = 8,
     .dot = neon::CanonicalDot,
     .rms_norm = neon::RmsNorm,
@@ -672,15 +673,14 @@ void MatMul(const KernelContext& ctx, const float* x, int64_t M, const WeightVie
   if (M <= 0 || w.rows <= 0) return;
   const CpuPath& path = PathFor(ctx);
   const bool canonical = ctx.numerics == Numerics::kCanonical;
-  if (kquant::UsesRecords(w.dtype) && canonical && path.canonical_kquant &&
-      w.layout == WeightLayout::kInterleaved32) {
-    ForColumnRanges(ctx.pool, M, w.rows, 32, [&](int64_t n_begin, int64_t n_end) {
-      path.matmul_canonical(x, M, w, bias, y, n_begin, n_end);
-    });
-    return;
-  }
-  if (IsKQuant(w.dtype) || IsAffineBlock32(w.dtype)) {
-    // Row by row, dequantized, through the path's dot (kernels.h).
+  if (kquant::UsesRecords(w.dtype)) {  // K-quants, Q4_1, Q5_1
+    if (canonical && path.canonical_records && w.layout == WeightLayout::kInterleaved32) {
+      ForColumnRanges(ctx.pool, M, w.rows, 32, [&](int64_t n_begin, int64_t n_end) {
+        path.matmul_canonical(x, M, w, bias, y, n_begin, n_end);
+      });
+      return;
+    }
+    // Otherwise row by row, dequantized, through the path's dot (kernels.h).
     ForColumnRanges(ctx.pool, M, w.rows, 8, [&](int64_t n_begin, int64_t n_end) {
       canonical ? MatMulRowsCanonical(x, M, w, bias, y, n_begin, n_end, path.dot)
                 : ref::MatMulFast(x, M, w, bias, y, n_begin, n_end);
